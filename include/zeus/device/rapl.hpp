@@ -1,0 +1,29 @@
+// CPU package and DRAM energy from Linux RAPL through the powercap sysfs interface.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "zeus/device/cpu.hpp"
+
+namespace zeus {
+
+// /sys/class/powercap, or /zeus_sys/class/powercap (the reference's container mount point) when
+// the former has no RAPL zone and the latter does.
+std::filesystem::path default_powercap_root();
+
+struct CpuDiscovery {
+  std::vector<std::shared_ptr<Cpu>> cpus;  // sorted by package index
+  std::filesystem::path root;              // the powercap root that was searched
+  bool available = false;                  // at least one package zone was found and readable
+  std::string message;                     // why not available, or a summary of what was found
+};
+
+// Finds RAPL package zones (intel-rapl:N, also under an intel-rapl/ subfolder) and their DRAM
+// sub-zones below `powercap_root`. Never throws for a missing or unreadable tree: the reason
+// goes into `message` (permission problems say how to fix them).
+CpuDiscovery discover_rapl_cpus(const std::filesystem::path& powercap_root);
+
+}  // namespace zeus

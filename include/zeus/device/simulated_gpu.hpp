@@ -1,0 +1,120 @@
+// A deterministic model of a GPU, implementing the Gpu interface without hardware.
+//
+// Power draw depends on utilization (set by the caller, 0..1) and the power limit:
+//   demand_mw = idle_mw + utilization * (peak_mw - idle_mw)
+//   draw_mw   = min(demand_mw, power_limit_mw)      (never below idle_mw)
+// Energy is the exact integral of draw over the injected clock's time (the draw is piecewise
+// constant between calls that change utilization or the limit). Throughput under a limit follows
+// the cube-root DVFS law: relative_speed = ((draw - idle) / (demand - idle))^(1/3).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zeus/common/clock.hpp"
+#include "zeus/device/gpu.hpp"
+#include "zeus/device/gpu_provider.hpp"
+
+namespace zeus {
+
+struct SimulatedGpuModel {
+  std::string key;           // "h200"
+  std::string name;          // "NVIDIA H200"
+  std::string architecture;  // "hopper"
+  std::uint32_t min_power_limit_mw;
+  std::uint32_t max_power_limit_mw;
+  std::uint32_t default_power_limit_mw;
+  std::uint32_t idle_power_mw;
+  std::uint32_t peak_power_mw;  // full-load draw without a power limit
+  std::uint32_t memory_power_mw;
+  std::vector<std::uint32_t> memory_clocks_mhz;    // descending
+  std::uint32_t max_graphics_clock_mhz;
+  std::uint32_t min_graphics_clock_mhz;
+  bool energy_counter;  // false models a pre-Volta GPU
+};
+
+// Built-in models: v100, a40, a100, h100, h200 (and p100 without an energy counter).
+const std::vector<SimulatedGpuModel>& simulated_gpu_models();
+// Throws Error(kInvalidArgument) listing the known keys.
+const SimulatedGpuModel& simulated_gpu_model(std::string_view key);
+
+class SimulatedGpu final : public Gpu {
+ public:
+  SimulatedGpu(SimulatedGpuModel model, int physical_index, std::shared_ptr<Clock> clock);
+
+  // Simulation controls.
+  void set_utilization(double utilization);  // clamped to [0, 1]
+  double utilization() const;
+  // Throughput relative to the same utilization without a power limit, in (0, 1].
+  double relative_speed() const;
+  // Exact modelled energy in joules (the counter reports it truncated to mJ).
+  double exact_energy_j() const;
+  const SimulatedGpuModel& model() const { return model_; }
+
+  GpuBackend backend() const override { return GpuBackend::kSimulated; }
+  std::string name() override { return model_.name; }
+  std::string uuid() override { return uuid_; }
+  std::string pci_bus_id() override { return pci_bus_id_; }
+  std::string architecture() override { return model_.architecture; }
+  PowerLimitConstraints power_limit_constraints_mw() override;
+  std::uint32_t default_power_limit_mw() override { return model_.default_power_limit_mw; }
+  std::uint32_t power_limit_mw() override;
+  std::uint32_t enforced_power_limit_mw() override { return power_limit_mw(); }
+  void set_power_limit_mw(std::uint32_t power_limit_mw) override;
+  void reset_power_limit() override;
+  bool persistence_mode() override;
+  void set_persistence_mode(bool enabled) override;
+  std::vector<std::uint32_t> supported_memory_clocks_mhz() override;
+  std::vector<std::uint32_t> supported_graphics_clocks_mhz(
+      std::optional<std::uint32_t> memory_clock_mhz) override;
+  void set_gpu_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) override;
+  void reset_gpu_locked_clocks() override;
+  void set_memory_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) override;
+  void reset_memory_locked_clocks() override;
+  std::uint32_t instant_power_mw() override;
+  std::uint32_t average_power_mw() override;
+  std::uint32_t average_memory_power_mw() override;
+  bool supports_energy_counter() override { return model_.energy_counter; }
+  std::uint64_t total_energy_mj() override;
+  int temperature_c() override;
+
+ private:
+  // Integrates energy up to now; must hold mutex_.
+  void advance_locked();
+  double draw_mw_locked() const;
+
+  const SimulatedGpuModel model_;
+  const std::shared_ptr<Clock> clock_;
+  const std::string uuid_;
+  const std::string pci_bus_id_;
+
+  mutable std::mutex mutex_;
+  std::int64_t last_update_ns_;
+  double energy_mj_ = 0.0;
+  double utilization_ = 0.0;
+  std::uint32_t power_limit_mw_;
+  bool persistence_mode_ = false;
+  std::uint32_t locked_min_graphics_mhz_ = 0;  // 0 = not locked
+  std::uint32_t locked_max_graphics_mhz_ = 0;
+  // (time, cumulative energy) points of the last second, for average_power_mw().
+  std::deque<std::pair<std::int64_t, double>> history_;
+};
+
+// A provider of `count` simulated GPUs of one model.
+std::shared_ptr<GpuProvider> make_simulated_provider(int count, const SimulatedGpuModel& model,
+                                                     std::shared_ptr<Clock> clock);
+
+struct SimulatedGpusSpec {
+  int count = 0;
+  std::string model_key = "a100";
+};
+// Parses ZEUS_SIMULATED_GPUS ("<count>[:<model>]", e.g. "4:h200"). Throws
+// Error(kInvalidArgument) quoting the value when malformed.
+SimulatedGpusSpec parse_simulated_gpus_spec(const std::string& value);
+
+}  // namespace zeus
