@@ -14,6 +14,11 @@ namespace zeus {
 // the former has no RAPL zone and the latter does.
 std::filesystem::path default_powercap_root();
 
+// The rule behind default_powercap_root(): `primary` when it has a RAPL package zone, else
+// `fallback` when that has one, else `primary`.
+std::filesystem::path choose_powercap_root(const std::filesystem::path& primary,
+                                           const std::filesystem::path& fallback);
+
 struct CpuDiscovery {
   std::vector<std::shared_ptr<Cpu>> cpus;  // sorted by package index
   std::filesystem::path root;              // the powercap root that was searched

@@ -85,7 +85,8 @@ class SimulatedGpu final : public Gpu {
 
  private:
   // Integrates energy up to now; must hold mutex_.
-  void advance_locked();
+  void advance_locked() const;
+  void record_breakpoint_locked();
   double draw_mw_locked() const;
 
   const SimulatedGpuModel model_;
@@ -94,8 +95,8 @@ class SimulatedGpu final : public Gpu {
   const std::string pci_bus_id_;
 
   mutable std::mutex mutex_;
-  std::int64_t last_update_ns_;
-  double energy_mj_ = 0.0;
+  mutable std::int64_t last_update_ns_;
+  mutable double energy_mj_ = 0.0;
   double utilization_ = 0.0;
   std::uint32_t power_limit_mw_;
   bool persistence_mode_ = false;

@@ -1,0 +1,24 @@
+// The `zeus` command's subcommands: each file registers one.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace zeus::cli {
+
+// Documented exit codes (docs/cli.md).
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitError = 1,         // a device, library or I/O failure at run time
+  kExitUsage = 2,         // bad flags, arguments or environment variables
+  kExitNoPermission = 3,  // the operation needs a right this process lacks
+  kExitNotSupported = 4,  // the hardware or driver cannot do it, or no device is available
+};
+
+// A subcommand's action, run after parsing; returns an exit code. Exceptions are translated
+// into exit codes by main.
+using Action = std::function<int()>;
+
+void add_show_env(CLI::App& app, Action& action);
+
+}  // namespace zeus::cli

@@ -1,0 +1,49 @@
+// The `zeus` command line. Exceptions become documented exit codes here, and only here.
+#include <iostream>
+
+#include "commands.hpp"
+#include "zeus/common/error.hpp"
+
+namespace {
+
+int exit_code_for(zeus::ErrorKind kind) {
+  switch (kind) {
+    case zeus::ErrorKind::kInvalidArgument: return zeus::cli::kExitUsage;
+    case zeus::ErrorKind::kNoPermission: return zeus::cli::kExitNoPermission;
+    case zeus::ErrorKind::kNotSupported:
+    case zeus::ErrorKind::kLibraryNotFound:
+    case zeus::ErrorKind::kFunctionNotFound: return zeus::cli::kExitNotSupported;
+    default: return zeus::cli::kExitError;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"zeus: measure and optimize the GPU energy of deep learning training", "zeus"};
+  app.set_version_flag("--version", std::string("zeus ") + ZEUS_VERSION);
+  app.require_subcommand(1);
+  app.footer(
+      "Exit codes: 0 success, 1 run-time failure, 2 usage error, 3 permission denied, "
+      "4 not supported or no device.\nSet ZEUS_SIMULATED_GPUS=<count>[:<model>] to use simulated "
+      "GPUs (models: v100, p100, a40, a100, h100, h200).");
+
+  zeus::cli::Action action;
+  zeus::cli::add_show_env(app, action);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    const int code = app.exit(error);
+    return code == 0 ? zeus::cli::kExitOk : zeus::cli::kExitUsage;
+  }
+  try {
+    return action ? action() : zeus::cli::kExitUsage;
+  } catch (const zeus::Error& error) {
+    std::cerr << "zeus: error: " << error.what() << "\n";
+    return exit_code_for(error.kind());
+  } catch (const std::exception& error) {
+    std::cerr << "zeus: internal error: " << error.what() << "\n";
+    return zeus::cli::kExitError;
+  }
+}

@@ -1,0 +1,210 @@
+// `zeus show-env`: what zeus finds on this machine and why.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "commands.hpp"
+#include "zeus/common/env.hpp"
+#include "zeus/common/error.hpp"
+#include "zeus/device/discovery.hpp"
+#include "zeus/device/privileges.hpp"
+
+namespace zeus::cli {
+namespace {
+
+struct GpuRow {
+  int index = 0;
+  int physical_index = 0;
+  std::string name, uuid, backend, pci_bus_id, architecture;
+  std::optional<double> min_w, max_w, current_w, default_w;
+  bool energy_counter = false;
+  bool can_set_power_limit = false;
+  std::vector<std::string> problems;  // fields that could not be read, and why
+};
+
+template <typename Getter>
+auto read_or_note(GpuRow& row, const char* what, Getter getter)
+    -> std::optional<decltype(getter())> {
+  try {
+    return getter();
+  } catch (const Error& error) {
+    row.problems.push_back(std::string(what) + ": " + error.what());
+    return std::nullopt;
+  }
+}
+
+GpuRow describe_gpu(const Gpus& gpus, int index, bool sys_admin) {
+  Gpu& gpu = gpus.at(index);
+  GpuRow row;
+  row.index = index;
+  row.physical_index = gpus.physical_index(index);
+  row.backend = std::string(gpu_backend_name(gpu.backend()));
+  row.name = read_or_note(row, "name", [&] { return gpu.name(); }).value_or("?");
+  row.uuid = read_or_note(row, "uuid", [&] { return gpu.uuid(); }).value_or("?");
+  row.pci_bus_id = read_or_note(row, "pci bus id", [&] { return gpu.pci_bus_id(); }).value_or("?");
+  row.architecture =
+      read_or_note(row, "architecture", [&] { return gpu.architecture(); }).value_or("unknown");
+  if (const auto range = read_or_note(row, "power limit range",
+                                      [&] { return gpu.power_limit_constraints_mw(); })) {
+    row.min_w = range->min_mw / 1000.0;
+    row.max_w = range->max_mw / 1000.0;
+  }
+  if (const auto limit = read_or_note(row, "power limit", [&] { return gpu.power_limit_mw(); })) {
+    row.current_w = *limit / 1000.0;
+  }
+  if (const auto value =
+          read_or_note(row, "default power limit", [&] { return gpu.default_power_limit_mw(); })) {
+    row.default_w = *value / 1000.0;
+  }
+  row.energy_counter = gpu.supports_energy_counter();
+  row.can_set_power_limit = gpu.backend() == GpuBackend::kSimulated || sys_admin;
+  return row;
+}
+
+std::string watts(const std::optional<double>& value) {
+  return value ? fmt::format("{:g}", *value) : std::string("?");
+}
+
+nlohmann::json optional_json(const std::optional<double>& value) {
+  return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
+}
+
+int run(bool as_json, const std::string& powercap_root_option) {
+  const GpuDiscovery discovery = discover_gpus();
+  const std::filesystem::path powercap_root =
+      powercap_root_option.empty() ? default_powercap_root()
+                                   : std::filesystem::path(powercap_root_option);
+  const CpuDiscovery cpus = discover_rapl_cpus(powercap_root);
+  const bool sys_admin = has_sys_admin();
+
+  std::vector<GpuRow> rows;
+  for (int i = 0; i < static_cast<int>(discovery.gpus.size()); ++i) {
+    rows.push_back(describe_gpu(discovery.gpus, i, sys_admin));
+  }
+
+  if (as_json) {
+    nlohmann::json out;
+    out["zeus_version"] = ZEUS_VERSION;
+    out["backends"] = nlohmann::json::array();
+    for (const BackendProbe& probe : discovery.probes) {
+      out["backends"].push_back({{"backend", probe.backend},
+                                 {"loaded", probe.loaded},
+                                 {"library_path", probe.library_path},
+                                 {"driver_version", probe.driver_version},
+                                 {"library_version", probe.library_version},
+                                 {"device_count", probe.device_count},
+                                 {"message", probe.message}});
+    }
+    out["backend"] = discovery.backend ? nlohmann::json(std::string(gpu_backend_name(*discovery.backend)))
+                                       : nlohmann::json(nullptr);
+    out["visible_devices"] = {
+        {"variable", discovery.visible_devices_variable},
+        {"value", discovery.visible_devices_value ? nlohmann::json(*discovery.visible_devices_value)
+                                                  : nlohmann::json(nullptr)}};
+    out["gpus"] = nlohmann::json::array();
+    for (const GpuRow& row : rows) {
+      out["gpus"].push_back({{"index", row.index},
+                             {"physical_index", row.physical_index},
+                             {"name", row.name},
+                             {"uuid", row.uuid},
+                             {"backend", row.backend},
+                             {"pci_bus_id", row.pci_bus_id},
+                             {"architecture", row.architecture},
+                             {"power_limit_min_w", optional_json(row.min_w)},
+                             {"power_limit_max_w", optional_json(row.max_w)},
+                             {"power_limit_w", optional_json(row.current_w)},
+                             {"default_power_limit_w", optional_json(row.default_w)},
+                             {"energy_counter", row.energy_counter},
+                             {"can_set_power_limit", row.can_set_power_limit},
+                             {"problems", row.problems}});
+    }
+    out["gpu_message"] = discovery.message;
+    out["cpus"] = nlohmann::json::array();
+    for (const auto& cpu : cpus.cpus) {
+      out["cpus"].push_back({{"index", cpu->index()}, {"name", cpu->name()}, {"dram", cpu->has_dram()}});
+    }
+    out["rapl"] = {{"root", cpus.root.string()},
+                   {"available", cpus.available},
+                   {"message", cpus.message}};
+    out["sys_admin"] = sys_admin;
+    std::cout << out.dump(2) << "\n";
+    return kExitOk;
+  }
+
+  std::cout << "zeus " << ZEUS_VERSION << "\n\nGPU backends (tried in order):\n";
+  for (const BackendProbe& probe : discovery.probes) {
+    std::string detail;
+    if (probe.loaded) {
+      detail = fmt::format("loaded {}{}{}, {} GPU(s)",
+                           probe.library_path.empty() ? "(built in)" : probe.library_path,
+                           probe.driver_version.empty() ? "" : ", driver " + probe.driver_version,
+                           probe.library_version.empty() ? "" : ", library " + probe.library_version,
+                           probe.device_count);
+      if (!probe.message.empty()) {
+        detail += "; " + probe.message;
+      }
+    } else {
+      detail = "not available: " + probe.message;
+    }
+    std::cout << fmt::format("  {:<10} {}\n", probe.backend, detail);
+  }
+  std::cout << "\n";
+  if (discovery.backend) {
+    std::cout << fmt::format(
+        "GPUs ({} visible, {}={}):\n", rows.size(), discovery.visible_devices_variable,
+        discovery.visible_devices_value ? "\"" + *discovery.visible_devices_value + "\"" : "unset");
+  }
+  if (rows.empty()) {
+    std::cout << "  " << discovery.message << "\n";
+  } else {
+    std::cout << fmt::format("  {:<5} {:<8} {:<24} {:<42} {:<9} {:<20} {:<7} {}\n", "index",
+                             "physical", "name", "uuid", "backend", "power limit W (range)",
+                             "energy", "may set limits");
+    for (const GpuRow& row : rows) {
+      std::cout << fmt::format("  {:<5} {:<8} {:<24} {:<42} {:<9} {:<20} {:<7} {}\n", row.index,
+                               row.physical_index, row.name, row.uuid, row.backend,
+                               watts(row.current_w) + " (" + watts(row.min_w) + "-" +
+                                   watts(row.max_w) + ")",
+                               row.energy_counter ? "yes" : "no",
+                               row.can_set_power_limit
+                                   ? "yes"
+                                   : "no (needs root or CAP_SYS_ADMIN, or the zeusd daemon)");
+      for (const std::string& problem : row.problems) {
+        std::cout << "        ! " << problem << "\n";
+      }
+    }
+  }
+  std::cout << fmt::format("\nCPUs (RAPL under {}):\n", cpus.root.string());
+  if (cpus.cpus.empty()) {
+    std::cout << "  " << cpus.message << "\n";
+  } else {
+    if (!cpus.available) {
+      std::cout << "  " << cpus.message << "\n";
+    }
+    for (const auto& cpu : cpus.cpus) {
+      std::cout << fmt::format("  {:<5} {:<12} DRAM {}\n", cpu->index(), cpu->name(),
+                               cpu->has_dram() ? "yes" : "no");
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_show_env(CLI::App& app, Action& action) {
+  CLI::App* command = app.add_subcommand(
+      "show-env", "Show the GPU and CPU backends zeus finds, every GPU and CPU package, and "
+                  "whether this process may change power limits");
+  auto as_json = std::make_shared<bool>(false);
+  auto powercap_root = std::make_shared<std::string>();
+  command->add_flag("--json", *as_json, "Print one JSON object instead of text");
+  command->add_option("--powercap-root", *powercap_root,
+                      "Powercap sysfs root to search for RAPL zones (default /sys/class/powercap)");
+  command->callback([&action, as_json, powercap_root] {
+    action = [as_json, powercap_root] { return run(*as_json, *powercap_root); };
+  });
+}
+
+}  // namespace zeus::cli

@@ -1,0 +1,143 @@
+#include "zeus/device/discovery.hpp"
+
+#include "zeus/common/error.hpp"
+#include "zeus/common/log.hpp"
+#include "zeus/device/gpu_provider.hpp"
+#include "zeus/device/simulated_gpu.hpp"
+#include "zeus/device/visible_devices.hpp"
+
+namespace zeus {
+namespace {
+
+// Opens the visible GPUs of `provider`, masking with `variable` as CUDA/HIP would.
+void take_gpus(GpuDiscovery& result, GpuProvider& provider, const std::string& variable,
+               const std::optional<std::string>& value) {
+  const int count = provider.device_count();
+  std::vector<std::string> uuids;
+  uuids.reserve(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    try {
+      uuids.push_back(provider.device_uuid(i));
+    } catch (const Error& error) {
+      log().warn("cannot read the UUID of GPU {}: {}", i, error.what());
+      uuids.emplace_back();
+    }
+  }
+  const std::vector<int> visible = resolve_visible_devices(variable, value, uuids);
+  std::vector<std::shared_ptr<Gpu>> gpus;
+  for (const int physical : visible) {
+    gpus.push_back(provider.open_gpu(physical));
+  }
+  result.gpus = Gpus(std::move(gpus), visible);
+  result.backend = provider.backend();
+  result.visible_devices_variable = variable;
+  result.visible_devices_value = value;
+  if (result.gpus.empty()) {
+    result.message = std::string(gpu_backend_name(provider.backend())) + " reports " +
+                     std::to_string(count) + " GPU(s), but " + variable + "=\"" +
+                     value.value_or("") + "\" hides all of them";
+  }
+}
+
+// Tries one vendor library. Returns true when it has GPUs (and fills `result`).
+template <typename Opener>
+bool try_backend(GpuDiscovery& result, const char* backend, const std::string& library_path,
+                 Opener open, const std::string& variable,
+                 const std::optional<std::string>& value) {
+  BackendProbe probe;
+  probe.backend = backend;
+  probe.library_path = library_path;
+  std::shared_ptr<GpuProvider> provider;
+  try {
+    provider = open(library_path);
+    probe.loaded = true;
+    probe.library_path = provider->library_path();
+    probe.driver_version = provider->driver_version();
+    probe.library_version = provider->library_version();
+    probe.device_count = provider->device_count();
+    if (probe.device_count == 0) {
+      probe.message = "loaded, but it reports no GPU";
+    }
+  } catch (const Error& error) {
+    probe.loaded = false;
+    probe.message = error.what();
+  }
+  result.probes.push_back(probe);
+  if (!probe.loaded || probe.device_count == 0) {
+    return false;
+  }
+  take_gpus(result, *provider, variable, value);
+  return true;
+}
+
+}  // namespace
+
+GpuDiscovery discover_gpus(const DiscoveryOptions& options) {
+  const EnvLookup env = options.env ? options.env : process_env();
+  GpuDiscovery result;
+  const std::optional<std::string> cuda_visible = env("CUDA_VISIBLE_DEVICES");
+
+  if (const auto simulated = env("ZEUS_SIMULATED_GPUS"); simulated && !simulated->empty()) {
+    const SimulatedGpusSpec spec = parse_simulated_gpus_spec(*simulated);
+    const SimulatedGpuModel& model = simulated_gpu_model(spec.model_key);
+    auto provider = make_simulated_provider(spec.count, model, options.clock);
+    BackendProbe probe;
+    probe.backend = "simulated";
+    probe.loaded = true;
+    probe.driver_version = "simulated";
+    probe.library_version = "simulated";
+    probe.device_count = spec.count;
+    probe.message = "selected by ZEUS_SIMULATED_GPUS=\"" + *simulated + "\" (" +
+                    std::to_string(spec.count) + " x " + model.name + ")";
+    result.probes.push_back(probe);
+    take_gpus(result, *provider, "CUDA_VISIBLE_DEVICES", cuda_visible);
+    return result;
+  }
+  result.probes.push_back(
+      {"simulated", false, "", "", "", 0,
+       "not selected (set ZEUS_SIMULATED_GPUS=<count>[:<model>] to use simulated GPUs)"});
+
+  const std::string nvml_path = options.nvml_library_path
+                                    ? *options.nvml_library_path
+                                    : env("ZEUS_NVML_LIBRARY").value_or(kDefaultNvmlLibrary);
+  if (try_backend(result, "nvml", nvml_path, open_nvml, "CUDA_VISIBLE_DEVICES", cuda_visible)) {
+    return result;
+  }
+
+  const std::string amdsmi_path = options.amdsmi_library_path
+                                      ? *options.amdsmi_library_path
+                                      : env("ZEUS_AMDSMI_LIBRARY").value_or(kDefaultAmdSmiLibrary);
+  const std::optional<std::string> hip_visible = env("HIP_VISIBLE_DEVICES");
+  const bool use_hip = hip_visible.has_value();
+  if (try_backend(result, "amdsmi", amdsmi_path, open_amdsmi,
+                  use_hip ? "HIP_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES",
+                  use_hip ? hip_visible : cuda_visible)) {
+    return result;
+  }
+
+  if (result.message.empty()) {
+    result.message =
+        "No GPU found: neither NVML (NVIDIA) nor AMD SMI (AMD) is available or reports a GPU. "
+        "GPU energy cannot be measured; CPU measurement still works where RAPL is available. To "
+        "try zeus without a GPU, set ZEUS_SIMULATED_GPUS=<count>[:<model>] (e.g. 4:h200).";
+  }
+  return result;
+}
+
+const Gpus& get_gpus() {
+  static const GpuDiscovery discovery = [] {
+    GpuDiscovery found = discover_gpus();
+    if (found.gpus.empty()) {
+      log().warn("{}", found.message);
+    }
+    return found;
+  }();
+  return discovery.gpus;
+}
+
+const CpuDiscovery& get_cpus() {
+  static const CpuDiscovery discovery = discover_rapl_cpus(default_powercap_root());
+  return discovery;
+}
+
+}  // namespace zeus

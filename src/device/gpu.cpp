@@ -1,0 +1,14 @@
+#include "zeus/device/gpu.hpp"
+
+namespace zeus {
+
+std::string_view gpu_backend_name(GpuBackend backend) {
+  switch (backend) {
+    case GpuBackend::kNvml: return "nvml";
+    case GpuBackend::kAmdSmi: return "amdsmi";
+    case GpuBackend::kSimulated: return "simulated";
+  }
+  return "unknown";
+}
+
+}  // namespace zeus

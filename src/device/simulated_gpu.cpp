@@ -1,0 +1,356 @@
+#include "zeus/device/simulated_gpu.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+
+#include "zeus/common/error.hpp"
+
+namespace zeus {
+namespace {
+
+constexpr std::int64_t kAverageWindowNs = 1'000'000'000;  // NVML averages over about 1 s
+
+std::string lower(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+std::uint32_t fnv1a32(std::string_view text) {
+  std::uint32_t hash = 2166136261u;
+  for (const char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 16777619u;
+  }
+  return hash;
+}
+
+std::string make_uuid(const SimulatedGpuModel& model, int index) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "GPU-%08x-5a5a-4000-8000-%012d", fnv1a32(model.key),
+                index);
+  return buffer;
+}
+
+std::string make_pci_bus_id(int index) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "00000000:%02X:00.0", 0x18 + 0x10 * (index % 14));
+  return buffer;
+}
+
+}  // namespace
+
+const std::vector<SimulatedGpuModel>& simulated_gpu_models() {
+  // Power-limit ranges are the real boards' (nvidia-smi -q); idle and memory power are typical.
+  static const std::vector<SimulatedGpuModel> models = {
+      {"v100", "Tesla V100-PCIE-32GB", "volta", 100'000, 250'000, 250'000, 25'000, 250'000, 20'000,
+       {877}, 1380, 135, true},
+      {"p100", "Tesla P100-PCIE-16GB", "pascal", 125'000, 250'000, 250'000, 26'000, 250'000,
+       18'000, {715}, 1328, 544, false},
+      {"a40", "NVIDIA A40", "ampere", 100'000, 300'000, 300'000, 30'000, 300'000, 25'000,
+       {7251, 5001, 405}, 1740, 210, true},
+      {"a100", "NVIDIA A100-SXM4-80GB", "ampere", 100'000, 400'000, 400'000, 55'000, 400'000,
+       45'000, {1593}, 1410, 210, true},
+      {"h100", "NVIDIA H100 80GB HBM3", "hopper", 200'000, 700'000, 700'000, 70'000, 700'000,
+       60'000, {2619}, 1980, 345, true},
+      {"h200", "NVIDIA H200", "hopper", 200'000, 700'000, 700'000, 75'000, 700'000, 65'000,
+       {3201}, 1980, 345, true},
+  };
+  return models;
+}
+
+const SimulatedGpuModel& simulated_gpu_model(std::string_view key) {
+  const std::string wanted = lower(key);
+  std::string known;
+  for (const SimulatedGpuModel& model : simulated_gpu_models()) {
+    if (model.key == wanted) {
+      return model;
+    }
+    known += (known.empty() ? "" : ", ") + model.key;
+  }
+  throw Error(ErrorKind::kInvalidArgument,
+              "unknown simulated GPU model \"" + std::string(key) + "\"; known models: " + known);
+}
+
+SimulatedGpu::SimulatedGpu(SimulatedGpuModel model, int physical_index,
+                           std::shared_ptr<Clock> clock)
+    : model_(std::move(model)),
+      clock_(clock ? std::move(clock) : steady_clock()),
+      uuid_(make_uuid(model_, physical_index)),
+      pci_bus_id_(make_pci_bus_id(physical_index)),
+      last_update_ns_(clock_->now_ns()),
+      power_limit_mw_(model_.default_power_limit_mw) {
+  history_.emplace_back(last_update_ns_, 0.0);
+}
+
+double SimulatedGpu::draw_mw_locked() const {
+  const double idle = model_.idle_power_mw;
+  double clock_factor = 1.0;
+  if (locked_max_graphics_mhz_ != 0) {
+    clock_factor = std::min(1.0, static_cast<double>(locked_max_graphics_mhz_) /
+                                     static_cast<double>(model_.max_graphics_clock_mhz));
+  }
+  const double demand = idle + utilization_ * (model_.peak_power_mw - idle) *
+                                   clock_factor * clock_factor * clock_factor;
+  return std::max(idle, std::min(demand, static_cast<double>(power_limit_mw_)));
+}
+
+void SimulatedGpu::advance_locked() const {
+  const std::int64_t now_ns = clock_->now_ns();
+  if (now_ns <= last_update_ns_) {
+    return;
+  }
+  energy_mj_ += draw_mw_locked() * static_cast<double>(now_ns - last_update_ns_) * 1e-9;
+  last_update_ns_ = now_ns;
+}
+
+// Integrates up to now and records a breakpoint before the draw changes; forgets breakpoints
+// that fell out of the averaging window (keeping one at or before its start).
+void SimulatedGpu::record_breakpoint_locked() {
+  advance_locked();
+  history_.emplace_back(last_update_ns_, energy_mj_);
+  while (history_.size() > 2 && history_[1].first <= last_update_ns_ - kAverageWindowNs) {
+    history_.pop_front();
+  }
+}
+
+void SimulatedGpu::set_utilization(double utilization) {
+  std::lock_guard lock(mutex_);
+  record_breakpoint_locked();
+  utilization_ = std::clamp(std::isnan(utilization) ? 0.0 : utilization, 0.0, 1.0);
+}
+
+double SimulatedGpu::utilization() const {
+  std::lock_guard lock(mutex_);
+  return utilization_;
+}
+
+double SimulatedGpu::relative_speed() const {
+  std::lock_guard lock(mutex_);
+  double clock_factor = 1.0;
+  if (locked_max_graphics_mhz_ != 0) {
+    clock_factor = std::min(1.0, static_cast<double>(locked_max_graphics_mhz_) /
+                                     static_cast<double>(model_.max_graphics_clock_mhz));
+  }
+  const double idle = model_.idle_power_mw;
+  const double dynamic_demand = utilization_ * (model_.peak_power_mw - idle) * clock_factor *
+                                clock_factor * clock_factor;
+  if (dynamic_demand <= 0.0) {
+    return clock_factor;
+  }
+  const double dynamic_draw = draw_mw_locked() - idle;
+  return clock_factor * std::cbrt(std::max(0.0, dynamic_draw) / dynamic_demand);
+}
+
+double SimulatedGpu::exact_energy_j() const {
+  std::lock_guard lock(mutex_);
+  advance_locked();
+  return energy_mj_ / 1000.0;
+}
+
+PowerLimitConstraints SimulatedGpu::power_limit_constraints_mw() {
+  return {model_.min_power_limit_mw, model_.max_power_limit_mw};
+}
+
+std::uint32_t SimulatedGpu::power_limit_mw() {
+  std::lock_guard lock(mutex_);
+  return power_limit_mw_;
+}
+
+void SimulatedGpu::set_power_limit_mw(std::uint32_t power_limit_mw) {
+  if (power_limit_mw < model_.min_power_limit_mw || power_limit_mw > model_.max_power_limit_mw) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "power limit " + std::to_string(power_limit_mw) + " mW is outside the range of " +
+                    model_.name + ": [" + std::to_string(model_.min_power_limit_mw) + ", " +
+                    std::to_string(model_.max_power_limit_mw) + "] mW");
+  }
+  std::lock_guard lock(mutex_);
+  if (power_limit_mw == power_limit_mw_) {
+    return;
+  }
+  record_breakpoint_locked();
+  power_limit_mw_ = power_limit_mw;
+}
+
+void SimulatedGpu::reset_power_limit() { set_power_limit_mw(model_.default_power_limit_mw); }
+
+bool SimulatedGpu::persistence_mode() {
+  std::lock_guard lock(mutex_);
+  return persistence_mode_;
+}
+
+void SimulatedGpu::set_persistence_mode(bool enabled) {
+  std::lock_guard lock(mutex_);
+  persistence_mode_ = enabled;
+}
+
+std::vector<std::uint32_t> SimulatedGpu::supported_memory_clocks_mhz() {
+  return model_.memory_clocks_mhz;
+}
+
+std::vector<std::uint32_t> SimulatedGpu::supported_graphics_clocks_mhz(
+    std::optional<std::uint32_t> memory_clock_mhz) {
+  if (memory_clock_mhz &&
+      std::find(model_.memory_clocks_mhz.begin(), model_.memory_clocks_mhz.end(),
+                *memory_clock_mhz) == model_.memory_clocks_mhz.end()) {
+    throw Error(ErrorKind::kInvalidArgument, std::to_string(*memory_clock_mhz) +
+                                                 " MHz is not a supported memory clock of " +
+                                                 model_.name);
+  }
+  std::vector<std::uint32_t> clocks;
+  for (std::uint32_t mhz = model_.max_graphics_clock_mhz; mhz >= model_.min_graphics_clock_mhz;
+       mhz -= 15) {
+    clocks.push_back(mhz);
+    if (mhz < model_.min_graphics_clock_mhz + 15) {
+      break;
+    }
+  }
+  return clocks;
+}
+
+void SimulatedGpu::set_gpu_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) {
+  if (min_mhz > max_mhz) {
+    throw Error(ErrorKind::kInvalidArgument, "minimum clock " + std::to_string(min_mhz) +
+                                                 " MHz is above the maximum " +
+                                                 std::to_string(max_mhz) + " MHz");
+  }
+  std::lock_guard lock(mutex_);
+  record_breakpoint_locked();
+  locked_min_graphics_mhz_ = min_mhz;
+  locked_max_graphics_mhz_ = max_mhz;
+}
+
+void SimulatedGpu::reset_gpu_locked_clocks() {
+  std::lock_guard lock(mutex_);
+  record_breakpoint_locked();
+  locked_min_graphics_mhz_ = 0;
+  locked_max_graphics_mhz_ = 0;
+}
+
+void SimulatedGpu::set_memory_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) {
+  if (min_mhz > max_mhz) {
+    throw Error(ErrorKind::kInvalidArgument, "minimum clock " + std::to_string(min_mhz) +
+                                                 " MHz is above the maximum " +
+                                                 std::to_string(max_mhz) + " MHz");
+  }
+  // Memory clocks do not enter the power model.
+}
+
+void SimulatedGpu::reset_memory_locked_clocks() {}
+
+std::uint32_t SimulatedGpu::instant_power_mw() {
+  std::lock_guard lock(mutex_);
+  return static_cast<std::uint32_t>(std::lround(draw_mw_locked()));
+}
+
+std::uint32_t SimulatedGpu::average_power_mw() {
+  std::lock_guard lock(mutex_);
+  advance_locked();
+  const std::int64_t now_ns = last_update_ns_;
+  const std::int64_t window_start_ns = std::max(history_.front().first, now_ns - kAverageWindowNs);
+  if (now_ns <= window_start_ns) {
+    return static_cast<std::uint32_t>(std::lround(draw_mw_locked()));
+  }
+  // Energy at window_start_ns: from the last breakpoint at or before it, energy grows linearly
+  // with the draw that held until the next breakpoint (or until now).
+  std::size_t i = 0;
+  while (i + 1 < history_.size() && history_[i + 1].first <= window_start_ns) {
+    ++i;
+  }
+  const auto [t0_ns, e0_mj] = history_[i];
+  const std::int64_t t1_ns = i + 1 < history_.size() ? history_[i + 1].first : now_ns;
+  const double e1_mj = i + 1 < history_.size() ? history_[i + 1].second : energy_mj_;
+  const double slope_mj_per_ns =
+      t1_ns > t0_ns ? (e1_mj - e0_mj) / static_cast<double>(t1_ns - t0_ns) : 0.0;
+  const double start_energy_mj =
+      e0_mj + slope_mj_per_ns * static_cast<double>(window_start_ns - t0_ns);
+  const double average_mw =
+      (energy_mj_ - start_energy_mj) / (static_cast<double>(now_ns - window_start_ns) * 1e-9);
+  return static_cast<std::uint32_t>(std::lround(std::max(0.0, average_mw)));
+}
+
+std::uint32_t SimulatedGpu::average_memory_power_mw() {
+  std::lock_guard lock(mutex_);
+  return static_cast<std::uint32_t>(model_.memory_power_mw * (0.3 + 0.7 * utilization_));
+}
+
+std::uint64_t SimulatedGpu::total_energy_mj() {
+  if (!model_.energy_counter) {
+    throw Error(ErrorKind::kNotSupported,
+                model_.name + " (simulated) has no energy counter, as on real pre-Volta GPUs");
+  }
+  std::lock_guard lock(mutex_);
+  advance_locked();
+  return static_cast<std::uint64_t>(energy_mj_);
+}
+
+int SimulatedGpu::temperature_c() {
+  std::lock_guard lock(mutex_);
+  return static_cast<int>(std::lround(30.0 + 55.0 * draw_mw_locked() / model_.peak_power_mw));
+}
+
+namespace {
+
+class SimulatedProvider final : public GpuProvider {
+ public:
+  SimulatedProvider(int count, const SimulatedGpuModel& model, std::shared_ptr<Clock> clock) {
+    for (int i = 0; i < count; ++i) {
+      gpus_.push_back(std::make_shared<SimulatedGpu>(model, i, clock));
+    }
+  }
+  GpuBackend backend() const override { return GpuBackend::kSimulated; }
+  std::string library_path() const override { return ""; }
+  std::string driver_version() override { return "simulated"; }
+  std::string library_version() override { return "simulated"; }
+  int device_count() override { return static_cast<int>(gpus_.size()); }
+  std::string device_uuid(int physical_index) override { return at(physical_index)->uuid(); }
+  std::shared_ptr<Gpu> open_gpu(int physical_index) override { return at(physical_index); }
+
+ private:
+  std::shared_ptr<SimulatedGpu> at(int physical_index) const {
+    if (physical_index < 0 || physical_index >= static_cast<int>(gpus_.size())) {
+      throw Error(ErrorKind::kNotFound,
+                  "no simulated GPU with index " + std::to_string(physical_index));
+    }
+    return gpus_[static_cast<std::size_t>(physical_index)];
+  }
+  std::vector<std::shared_ptr<SimulatedGpu>> gpus_;
+};
+
+}  // namespace
+
+std::shared_ptr<GpuProvider> make_simulated_provider(int count, const SimulatedGpuModel& model,
+                                                     std::shared_ptr<Clock> clock) {
+  return std::make_shared<SimulatedProvider>(count, model, std::move(clock));
+}
+
+SimulatedGpusSpec parse_simulated_gpus_spec(const std::string& value) {
+  const std::string quoted = "ZEUS_SIMULATED_GPUS=\"" + value + "\"";
+  const std::size_t colon = value.find(':');
+  const std::string count_text = value.substr(0, colon);
+  SimulatedGpusSpec spec;
+  if (count_text.empty() || count_text.size() > 4 ||
+      count_text.find_first_not_of("0123456789") != std::string::npos) {
+    throw Error(ErrorKind::kInvalidArgument,
+                quoted + " is malformed: expected <count>[:<model>], e.g. \"4:h200\"");
+  }
+  spec.count = std::stoi(count_text);
+  if (spec.count < 1 || spec.count > 1024) {
+    throw Error(ErrorKind::kInvalidArgument,
+                quoted + ": the GPU count must be between 1 and 1024");
+  }
+  if (colon != std::string::npos) {
+    spec.model_key = lower(value.substr(colon + 1));
+    try {
+      simulated_gpu_model(spec.model_key);
+    } catch (const Error& error) {
+      throw Error(ErrorKind::kInvalidArgument, quoted + ": " + error.what());
+    }
+  }
+  return spec;
+}
+
+}  // namespace zeus

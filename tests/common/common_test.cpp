@@ -1,0 +1,102 @@
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "zeus/common/clock.hpp"
+#include "zeus/common/dynamic_library.hpp"
+#include "zeus/common/error.hpp"
+#include "zeus/common/sysfs.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() /
+            ("zeus-common-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  const fs::path& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  fs::path path_;
+};
+
+void write(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+
+TEST(ManualClock, MovesOnlyWhenAdvanced) {
+  zeus::ManualClock clock(5);
+  EXPECT_EQ(clock.now_ns(), 5);
+  clock.advance_s(1.5);
+  EXPECT_EQ(clock.now_ns(), 1'500'000'005);
+  EXPECT_DOUBLE_EQ(clock.now_s(), 1.500000005);
+  EXPECT_THROW(clock.advance_ns(-1), std::invalid_argument);
+}
+
+TEST(SteadyClock, NeverGoesBackwards) {
+  zeus::SteadyClock clock;
+  const auto first = clock.now_ns();
+  EXPECT_GE(clock.now_ns(), first);
+}
+
+TEST(Sysfs, ReadsTrimmedTextAndIntegers) {
+  TempDir dir;
+  write(dir.path() / "name", "package-0\n");
+  write(dir.path() / "energy_uj", "123456789\n");
+  EXPECT_EQ(zeus::sysfs::read_text(dir.path() / "name"), "package-0");
+  EXPECT_EQ(zeus::sysfs::read_uint64(dir.path() / "energy_uj"), 123456789u);
+}
+
+TEST(Sysfs, MissingFileIsNotFound) {
+  try {
+    zeus::sysfs::read_text("/nonexistent/zeus/file");
+    FAIL() << "expected an error";
+  } catch (const zeus::Error& error) {
+    EXPECT_EQ(error.kind(), zeus::ErrorKind::kNotFound);
+    EXPECT_NE(std::string(error.what()).find("/nonexistent/zeus/file"), std::string::npos);
+  }
+}
+
+TEST(Sysfs, GarbageIsAnIoErrorQuotingTheText) {
+  TempDir dir;
+  write(dir.path() / "energy_uj", "12ab\n");
+  write(dir.path() / "huge", "99999999999999999999999\n");
+  try {
+    zeus::sysfs::read_uint64(dir.path() / "energy_uj");
+    FAIL() << "expected an error";
+  } catch (const zeus::Error& error) {
+    EXPECT_EQ(error.kind(), zeus::ErrorKind::kIo);
+    EXPECT_NE(std::string(error.what()).find("12ab"), std::string::npos);
+  }
+  EXPECT_THROW(zeus::sysfs::read_uint64(dir.path() / "huge"), zeus::Error);
+}
+
+TEST(DynamicLibrary, MissingLibraryIsLibraryNotFoundWithTheReason) {
+  try {
+    zeus::DynamicLibrary::open("libzeus-does-not-exist.so.7");
+    FAIL() << "expected an error";
+  } catch (const zeus::Error& error) {
+    EXPECT_EQ(error.kind(), zeus::ErrorKind::kLibraryNotFound);
+    EXPECT_NE(std::string(error.what()).find("libzeus-does-not-exist.so.7"), std::string::npos);
+  }
+}
+
+TEST(DynamicLibrary, FindsSymbolsAndReportsMissingOnesAsNull) {
+  const auto library = zeus::DynamicLibrary::open("libm.so.6");
+  EXPECT_NE(library->symbol("cos"), nullptr);
+  EXPECT_EQ(library->symbol("zeus_no_such_symbol"), nullptr);
+  EXPECT_NE(library->resolved_path().find("libm"), std::string::npos);
+}
+
+TEST(ErrorKindName, IsStable) {
+  EXPECT_EQ(zeus::error_kind_name(zeus::ErrorKind::kNoPermission), "no_permission");
+  EXPECT_EQ(zeus::error_kind_name(zeus::ErrorKind::kGpuLost), "gpu_lost");
+}
+
+}  // namespace
