@@ -8,12 +8,16 @@ namespace {
 
 int exit_code_for(zeus::ErrorKind kind) {
   switch (kind) {
-    case zeus::ErrorKind::kInvalidArgument: return zeus::cli::kExitUsage;
-    case zeus::ErrorKind::kNoPermission: return zeus::cli::kExitNoPermission;
+    case zeus::ErrorKind::kInvalidArgument:
+      return zeus::cli::kExitUsage;
+    case zeus::ErrorKind::kNoPermission:
+      return zeus::cli::kExitNoPermission;
     case zeus::ErrorKind::kNotSupported:
     case zeus::ErrorKind::kLibraryNotFound:
-    case zeus::ErrorKind::kFunctionNotFound: return zeus::cli::kExitNotSupported;
-    default: return zeus::cli::kExitError;
+    case zeus::ErrorKind::kFunctionNotFound:
+      return zeus::cli::kExitNotSupported;
+    default:
+      return zeus::cli::kExitError;
   }
 }
 

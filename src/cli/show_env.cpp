@@ -73,9 +73,9 @@ nlohmann::json optional_json(const std::optional<double>& value) {
 
 int run(bool as_json, const std::string& powercap_root_option) {
   const GpuDiscovery discovery = discover_gpus();
-  const std::filesystem::path powercap_root =
-      powercap_root_option.empty() ? default_powercap_root()
-                                   : std::filesystem::path(powercap_root_option);
+  const std::filesystem::path powercap_root = powercap_root_option.empty()
+                                                  ? default_powercap_root()
+                                                  : std::filesystem::path(powercap_root_option);
   const CpuDiscovery cpus = discover_rapl_cpus(powercap_root);
   const bool sys_admin = has_sys_admin();
 
@@ -97,8 +97,9 @@ int run(bool as_json, const std::string& powercap_root_option) {
                                  {"device_count", probe.device_count},
                                  {"message", probe.message}});
     }
-    out["backend"] = discovery.backend ? nlohmann::json(std::string(gpu_backend_name(*discovery.backend)))
-                                       : nlohmann::json(nullptr);
+    out["backend"] = discovery.backend
+                         ? nlohmann::json(std::string(gpu_backend_name(*discovery.backend)))
+                         : nlohmann::json(nullptr);
     out["visible_devices"] = {
         {"variable", discovery.visible_devices_variable},
         {"value", discovery.visible_devices_value ? nlohmann::json(*discovery.visible_devices_value)
@@ -123,11 +124,11 @@ int run(bool as_json, const std::string& powercap_root_option) {
     out["gpu_message"] = discovery.message;
     out["cpus"] = nlohmann::json::array();
     for (const auto& cpu : cpus.cpus) {
-      out["cpus"].push_back({{"index", cpu->index()}, {"name", cpu->name()}, {"dram", cpu->has_dram()}});
+      out["cpus"].push_back(
+          {{"index", cpu->index()}, {"name", cpu->name()}, {"dram", cpu->has_dram()}});
     }
-    out["rapl"] = {{"root", cpus.root.string()},
-                   {"available", cpus.available},
-                   {"message", cpus.message}};
+    out["rapl"] = {
+        {"root", cpus.root.string()}, {"available", cpus.available}, {"message", cpus.message}};
     out["sys_admin"] = sys_admin;
     std::cout << out.dump(2) << "\n";
     return kExitOk;
@@ -137,11 +138,12 @@ int run(bool as_json, const std::string& powercap_root_option) {
   for (const BackendProbe& probe : discovery.probes) {
     std::string detail;
     if (probe.loaded) {
-      detail = fmt::format("loaded {}{}{}, {} GPU(s)",
-                           probe.library_path.empty() ? "(built in)" : probe.library_path,
-                           probe.driver_version.empty() ? "" : ", driver " + probe.driver_version,
-                           probe.library_version.empty() ? "" : ", library " + probe.library_version,
-                           probe.device_count);
+      detail =
+          fmt::format("loaded {}{}{}, {} GPU(s)",
+                      probe.library_path.empty() ? "(built in)" : probe.library_path,
+                      probe.driver_version.empty() ? "" : ", driver " + probe.driver_version,
+                      probe.library_version.empty() ? "" : ", library " + probe.library_version,
+                      probe.device_count);
       if (!probe.message.empty()) {
         detail += "; " + probe.message;
       }
@@ -163,14 +165,13 @@ int run(bool as_json, const std::string& powercap_root_option) {
                              "physical", "name", "uuid", "backend", "power limit W (range)",
                              "energy", "may set limits");
     for (const GpuRow& row : rows) {
-      std::cout << fmt::format("  {:<5} {:<8} {:<24} {:<42} {:<9} {:<20} {:<7} {}\n", row.index,
-                               row.physical_index, row.name, row.uuid, row.backend,
-                               watts(row.current_w) + " (" + watts(row.min_w) + "-" +
-                                   watts(row.max_w) + ")",
-                               row.energy_counter ? "yes" : "no",
-                               row.can_set_power_limit
-                                   ? "yes"
-                                   : "no (needs root or CAP_SYS_ADMIN, or the zeusd daemon)");
+      std::cout << fmt::format(
+          "  {:<5} {:<8} {:<24} {:<42} {:<9} {:<20} {:<7} {}\n", row.index, row.physical_index,
+          row.name, row.uuid, row.backend,
+          watts(row.current_w) + " (" + watts(row.min_w) + "-" + watts(row.max_w) + ")",
+          row.energy_counter ? "yes" : "no",
+          row.can_set_power_limit ? "yes"
+                                  : "no (needs root or CAP_SYS_ADMIN, or the zeusd daemon)");
       for (const std::string& problem : row.problems) {
         std::cout << "        ! " << problem << "\n";
       }
@@ -194,9 +195,10 @@ int run(bool as_json, const std::string& powercap_root_option) {
 }  // namespace
 
 void add_show_env(CLI::App& app, Action& action) {
-  CLI::App* command = app.add_subcommand(
-      "show-env", "Show the GPU and CPU backends zeus finds, every GPU and CPU package, and "
-                  "whether this process may change power limits");
+  CLI::App* command =
+      app.add_subcommand("show-env",
+                         "Show the GPU and CPU backends zeus finds, every GPU and CPU package, and "
+                         "whether this process may change power limits");
   auto as_json = std::make_shared<bool>(false);
   auto powercap_root = std::make_shared<std::string>();
   command->add_flag("--json", *as_json, "Print one JSON object instead of text");

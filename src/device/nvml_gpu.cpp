@@ -38,38 +38,48 @@ struct ReturnInfo {
 // The one place NVML return codes become error kinds.
 ReturnInfo describe_return(Return code) {
   switch (code) {
-    case nvml::kErrorUninitialized: return {"NVML_ERROR_UNINITIALIZED", ErrorKind::kUninitialized};
+    case nvml::kErrorUninitialized:
+      return {"NVML_ERROR_UNINITIALIZED", ErrorKind::kUninitialized};
     case nvml::kErrorInvalidArgument:
       return {"NVML_ERROR_INVALID_ARGUMENT", ErrorKind::kInvalidArgument};
-    case nvml::kErrorNotSupported: return {"NVML_ERROR_NOT_SUPPORTED", ErrorKind::kNotSupported};
-    case nvml::kErrorNoPermission: return {"NVML_ERROR_NO_PERMISSION", ErrorKind::kNoPermission};
+    case nvml::kErrorNotSupported:
+      return {"NVML_ERROR_NOT_SUPPORTED", ErrorKind::kNotSupported};
+    case nvml::kErrorNoPermission:
+      return {"NVML_ERROR_NO_PERMISSION", ErrorKind::kNoPermission};
     case nvml::kErrorAlreadyInitialized:
       return {"NVML_ERROR_ALREADY_INITIALIZED", ErrorKind::kAlreadyInitialized};
-    case nvml::kErrorNotFound: return {"NVML_ERROR_NOT_FOUND", ErrorKind::kNotFound};
+    case nvml::kErrorNotFound:
+      return {"NVML_ERROR_NOT_FOUND", ErrorKind::kNotFound};
     case nvml::kErrorInsufficientSize:
       return {"NVML_ERROR_INSUFFICIENT_SIZE", ErrorKind::kInsufficientSize};
     case nvml::kErrorInsufficientPower:
       return {"NVML_ERROR_INSUFFICIENT_POWER", ErrorKind::kInsufficientPower};
     case nvml::kErrorDriverNotLoaded:
       return {"NVML_ERROR_DRIVER_NOT_LOADED", ErrorKind::kDriverNotLoaded};
-    case nvml::kErrorTimeout: return {"NVML_ERROR_TIMEOUT", ErrorKind::kTimeout};
-    case nvml::kErrorIrqIssue: return {"NVML_ERROR_IRQ_ISSUE", ErrorKind::kIrqIssue};
+    case nvml::kErrorTimeout:
+      return {"NVML_ERROR_TIMEOUT", ErrorKind::kTimeout};
+    case nvml::kErrorIrqIssue:
+      return {"NVML_ERROR_IRQ_ISSUE", ErrorKind::kIrqIssue};
     case nvml::kErrorLibraryNotFound:
       return {"NVML_ERROR_LIBRARY_NOT_FOUND", ErrorKind::kLibraryNotFound};
     case nvml::kErrorFunctionNotFound:
       return {"NVML_ERROR_FUNCTION_NOT_FOUND", ErrorKind::kFunctionNotFound};
     case nvml::kErrorCorruptedInfoRom:
       return {"NVML_ERROR_CORRUPTED_INFOROM", ErrorKind::kCorruptedInfoRom};
-    case nvml::kErrorGpuIsLost: return {"NVML_ERROR_GPU_IS_LOST", ErrorKind::kGpuLost};
+    case nvml::kErrorGpuIsLost:
+      return {"NVML_ERROR_GPU_IS_LOST", ErrorKind::kGpuLost};
     case nvml::kErrorResetRequired:
       return {"NVML_ERROR_RESET_REQUIRED", ErrorKind::kResetRequired};
     case nvml::kErrorOperatingSystem:
       return {"NVML_ERROR_OPERATING_SYSTEM", ErrorKind::kOperatingSystem};
     case nvml::kErrorLibRmVersionMismatch:
       return {"NVML_ERROR_LIB_RM_VERSION_MISMATCH", ErrorKind::kLibRmVersionMismatch};
-    case nvml::kErrorInUse: return {"NVML_ERROR_IN_USE", ErrorKind::kUnknown};
-    case nvml::kErrorMemory: return {"NVML_ERROR_MEMORY", ErrorKind::kMemory};
-    case nvml::kErrorNoData: return {"NVML_ERROR_NO_DATA", ErrorKind::kNotSupported};
+    case nvml::kErrorInUse:
+      return {"NVML_ERROR_IN_USE", ErrorKind::kUnknown};
+    case nvml::kErrorMemory:
+      return {"NVML_ERROR_MEMORY", ErrorKind::kMemory};
+    case nvml::kErrorNoData:
+      return {"NVML_ERROR_NO_DATA", ErrorKind::kNotSupported};
     case nvml::kErrorVgpuEccNotSupported:
       return {"NVML_ERROR_VGPU_ECC_NOT_SUPPORTED", ErrorKind::kNotSupported};
     case nvml::kErrorInsufficientResources:
@@ -78,26 +88,41 @@ ReturnInfo describe_return(Return code) {
       return {"NVML_ERROR_FREQ_NOT_SUPPORTED", ErrorKind::kNotSupported};
     case nvml::kErrorArgumentVersionMismatch:
       return {"NVML_ERROR_ARGUMENT_VERSION_MISMATCH", ErrorKind::kLibRmVersionMismatch};
-    case nvml::kErrorDeprecated: return {"NVML_ERROR_DEPRECATED", ErrorKind::kNotSupported};
-    case nvml::kErrorNotReady: return {"NVML_ERROR_NOT_READY", ErrorKind::kTimeout};
-    case nvml::kErrorGpuNotFound: return {"NVML_ERROR_GPU_NOT_FOUND", ErrorKind::kNotFound};
-    case nvml::kErrorInvalidState: return {"NVML_ERROR_INVALID_STATE", ErrorKind::kUnknown};
-    default: return {"NVML_ERROR_UNKNOWN", ErrorKind::kUnknown};
+    case nvml::kErrorDeprecated:
+      return {"NVML_ERROR_DEPRECATED", ErrorKind::kNotSupported};
+    case nvml::kErrorNotReady:
+      return {"NVML_ERROR_NOT_READY", ErrorKind::kTimeout};
+    case nvml::kErrorGpuNotFound:
+      return {"NVML_ERROR_GPU_NOT_FOUND", ErrorKind::kNotFound};
+    case nvml::kErrorInvalidState:
+      return {"NVML_ERROR_INVALID_STATE", ErrorKind::kUnknown};
+    default:
+      return {"NVML_ERROR_UNKNOWN", ErrorKind::kUnknown};
   }
 }
 
 std::string arch_name(unsigned arch) {
   switch (arch) {
-    case nvml::kArchKepler: return "kepler";
-    case nvml::kArchMaxwell: return "maxwell";
-    case nvml::kArchPascal: return "pascal";
-    case nvml::kArchVolta: return "volta";
-    case nvml::kArchTuring: return "turing";
-    case nvml::kArchAmpere: return "ampere";
-    case nvml::kArchAda: return "ada";
-    case nvml::kArchHopper: return "hopper";
-    case nvml::kArchBlackwell: return "blackwell";
-    default: return "unknown";
+    case nvml::kArchKepler:
+      return "kepler";
+    case nvml::kArchMaxwell:
+      return "maxwell";
+    case nvml::kArchPascal:
+      return "pascal";
+    case nvml::kArchVolta:
+      return "volta";
+    case nvml::kArchTuring:
+      return "turing";
+    case nvml::kArchAmpere:
+      return "ampere";
+    case nvml::kArchAda:
+      return "ada";
+    case nvml::kArchHopper:
+      return "hopper";
+    case nvml::kArchBlackwell:
+      return "blackwell";
+    default:
+      return "unknown";
   }
 }
 
@@ -105,9 +130,10 @@ class NvmlLibrary final : public GpuProvider, public std::enable_shared_from_thi
  public:
   explicit NvmlLibrary(std::shared_ptr<DynamicLibrary> library) : library_(std::move(library)) {
     std::vector<std::string> missing;
-#define NVML_REQUIRED(name, ret, params)                                       \
+#define NVML_REQUIRED(name, ret, params)                                      \
   functions_.name = reinterpret_cast<ret(*) params>(library_->symbol(#name)); \
-  if (functions_.name == nullptr) missing.emplace_back(#name);
+  if (functions_.name == nullptr)                                             \
+    missing.emplace_back(#name);
 #define NVML_OPTIONAL(name, ret, params) \
   functions_.name = reinterpret_cast<ret(*) params>(library_->symbol(#name));
 #include "nvml_symbols.def"
@@ -125,9 +151,13 @@ class NvmlLibrary final : public GpuProvider, public std::enable_shared_from_thi
     check(functions_.nvmlInit_v2(), "nvmlInit_v2", -1);
   }
 
-  ~NvmlLibrary() override { functions_.nvmlShutdown(); }
+  ~NvmlLibrary() override {
+    functions_.nvmlShutdown();
+  }
 
-  const NvmlFunctions& fn() const { return functions_; }
+  const NvmlFunctions& fn() const {
+    return functions_;
+  }
 
   // Throws the VendorError for `code` (when not success) from `call` on `physical_index`.
   void check(Return code, const char* call, int physical_index) const {
@@ -166,8 +196,12 @@ class NvmlLibrary final : public GpuProvider, public std::enable_shared_from_thi
     return device;
   }
 
-  GpuBackend backend() const override { return GpuBackend::kNvml; }
-  std::string library_path() const override { return library_->resolved_path(); }
+  GpuBackend backend() const override {
+    return GpuBackend::kNvml;
+  }
+  std::string library_path() const override {
+    return library_->resolved_path();
+  }
   std::string driver_version() override {
     return version_string(functions_.nvmlSystemGetDriverVersion);
   }
@@ -204,10 +238,10 @@ class NvmlLibrary final : public GpuProvider, public std::enable_shared_from_thi
 };
 
 // Calls an NVML function from the table, throwing on failure.
-#define ZEUS_NVML_CALL(function, ...)                                                   \
-  do {                                                                                  \
-    nvml_->require(reinterpret_cast<const void*>(nvml_->fn().function), #function);     \
-    nvml_->check(nvml_->fn().function(__VA_ARGS__), #function, physical_index_);        \
+#define ZEUS_NVML_CALL(function, ...)                                               \
+  do {                                                                              \
+    nvml_->require(reinterpret_cast<const void*>(nvml_->fn().function), #function); \
+    nvml_->check(nvml_->fn().function(__VA_ARGS__), #function, physical_index_);    \
   } while (false)
 
 class NvmlGpu final : public Gpu {
@@ -264,9 +298,10 @@ class NvmlGpu final : public Gpu {
     const PowerLimitConstraints range = power_limit_constraints_mw();
     if (power_limit_mw < range.min_mw || power_limit_mw > range.max_mw) {
       throw Error(ErrorKind::kInvalidArgument,
-                  "power limit " + std::to_string(power_limit_mw) + " mW is outside the range of GPU " +
-                      std::to_string(physical_index_) + " (NVML index): [" +
-                      std::to_string(range.min_mw) + ", " + std::to_string(range.max_mw) + "] mW");
+                  "power limit " + std::to_string(power_limit_mw) +
+                      " mW is outside the range of GPU " + std::to_string(physical_index_) +
+                      " (NVML index): [" + std::to_string(range.min_mw) + ", " +
+                      std::to_string(range.max_mw) + "] mW");
     }
     if (this->power_limit_mw() == power_limit_mw) {
       return;
@@ -290,10 +325,10 @@ class NvmlGpu final : public Gpu {
   std::vector<std::uint32_t> supported_memory_clocks_mhz() override {
     nvml_->require(reinterpret_cast<const void*>(nvml_->fn().nvmlDeviceGetSupportedMemoryClocks),
                    "nvmlDeviceGetSupportedMemoryClocks");
-    return read_clock_list("nvmlDeviceGetSupportedMemoryClocks", [&](unsigned* count,
-                                                                      unsigned* clocks) {
-      return nvml_->fn().nvmlDeviceGetSupportedMemoryClocks(device_, count, clocks);
-    });
+    return read_clock_list(
+        "nvmlDeviceGetSupportedMemoryClocks", [&](unsigned* count, unsigned* clocks) {
+          return nvml_->fn().nvmlDeviceGetSupportedMemoryClocks(device_, count, clocks);
+        });
   }
   std::vector<std::uint32_t> supported_graphics_clocks_mhz(
       std::optional<std::uint32_t> memory_clock_mhz) override {
@@ -307,11 +342,11 @@ class NvmlGpu final : public Gpu {
       }
       memory_clock_mhz = *std::max_element(memory.begin(), memory.end());
     }
-    return read_clock_list("nvmlDeviceGetSupportedGraphicsClocks", [&](unsigned* count,
-                                                                        unsigned* clocks) {
-      return nvml_->fn().nvmlDeviceGetSupportedGraphicsClocks(device_, *memory_clock_mhz, count,
-                                                               clocks);
-    });
+    return read_clock_list("nvmlDeviceGetSupportedGraphicsClocks",
+                           [&](unsigned* count, unsigned* clocks) {
+                             return nvml_->fn().nvmlDeviceGetSupportedGraphicsClocks(
+                                 device_, *memory_clock_mhz, count, clocks);
+                           });
   }
   void set_gpu_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) override {
     check_clock_range(min_mhz, max_mhz);
@@ -422,14 +457,22 @@ class NvmlGpu final : public Gpu {
       return std::nullopt;
     }
     switch (value.valueType) {
-      case nvml::kValueDouble: return static_cast<std::uint32_t>(value.value.dVal);
-      case nvml::kValueUnsignedInt: return value.value.uiVal;
-      case nvml::kValueUnsignedLong: return static_cast<std::uint32_t>(value.value.ulVal);
-      case nvml::kValueUnsignedLongLong: return static_cast<std::uint32_t>(value.value.ullVal);
-      case nvml::kValueSignedLongLong: return static_cast<std::uint32_t>(value.value.sllVal);
-      case nvml::kValueSignedInt: return static_cast<std::uint32_t>(value.value.siVal);
-      case nvml::kValueUnsignedShort: return value.value.usVal;
-      default: return value.value.uiVal;
+      case nvml::kValueDouble:
+        return static_cast<std::uint32_t>(value.value.dVal);
+      case nvml::kValueUnsignedInt:
+        return value.value.uiVal;
+      case nvml::kValueUnsignedLong:
+        return static_cast<std::uint32_t>(value.value.ulVal);
+      case nvml::kValueUnsignedLongLong:
+        return static_cast<std::uint32_t>(value.value.ullVal);
+      case nvml::kValueSignedLongLong:
+        return static_cast<std::uint32_t>(value.value.sllVal);
+      case nvml::kValueSignedInt:
+        return static_cast<std::uint32_t>(value.value.siVal);
+      case nvml::kValueUnsignedShort:
+        return value.value.usVal;
+      default:
+        return value.value.uiVal;
     }
   }
 
@@ -490,7 +533,8 @@ class NvmlGpu final : public Gpu {
       clocks.resize(std::min<std::size_t>(count, clocks.size()));
       return {clocks.begin(), clocks.end()};
     }
-    throw Error(ErrorKind::kInsufficientSize, std::string(call) + " kept asking for a larger buffer");
+    throw Error(ErrorKind::kInsufficientSize,
+                std::string(call) + " kept asking for a larger buffer");
   }
 
   void check_clock_range(std::uint32_t min_mhz, std::uint32_t max_mhz) const {

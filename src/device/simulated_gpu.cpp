@@ -30,8 +30,7 @@ std::uint32_t fnv1a32(std::string_view text) {
 
 std::string make_uuid(const SimulatedGpuModel& model, int index) {
   char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "GPU-%08x-5a5a-4000-8000-%012d", fnv1a32(model.key),
-                index);
+  std::snprintf(buffer, sizeof(buffer), "GPU-%08x-5a5a-4000-8000-%012d", fnv1a32(model.key), index);
   return buffer;
 }
 
@@ -46,18 +45,84 @@ std::string make_pci_bus_id(int index) {
 const std::vector<SimulatedGpuModel>& simulated_gpu_models() {
   // Power-limit ranges are the real boards' (nvidia-smi -q); idle and memory power are typical.
   static const std::vector<SimulatedGpuModel> models = {
-      {"v100", "Tesla V100-PCIE-32GB", "volta", 100'000, 250'000, 250'000, 25'000, 250'000, 20'000,
-       {877}, 1380, 135, true},
-      {"p100", "Tesla P100-PCIE-16GB", "pascal", 125'000, 250'000, 250'000, 26'000, 250'000,
-       18'000, {715}, 1328, 544, false},
-      {"a40", "NVIDIA A40", "ampere", 100'000, 300'000, 300'000, 30'000, 300'000, 25'000,
-       {7251, 5001, 405}, 1740, 210, true},
-      {"a100", "NVIDIA A100-SXM4-80GB", "ampere", 100'000, 400'000, 400'000, 55'000, 400'000,
-       45'000, {1593}, 1410, 210, true},
-      {"h100", "NVIDIA H100 80GB HBM3", "hopper", 200'000, 700'000, 700'000, 70'000, 700'000,
-       60'000, {2619}, 1980, 345, true},
-      {"h200", "NVIDIA H200", "hopper", 200'000, 700'000, 700'000, 75'000, 700'000, 65'000,
-       {3201}, 1980, 345, true},
+      {"v100",
+       "Tesla V100-PCIE-32GB",
+       "volta",
+       100'000,
+       250'000,
+       250'000,
+       25'000,
+       250'000,
+       20'000,
+       {877},
+       1380,
+       135,
+       true},
+      {"p100",
+       "Tesla P100-PCIE-16GB",
+       "pascal",
+       125'000,
+       250'000,
+       250'000,
+       26'000,
+       250'000,
+       18'000,
+       {715},
+       1328,
+       544,
+       false},
+      {"a40",
+       "NVIDIA A40",
+       "ampere",
+       100'000,
+       300'000,
+       300'000,
+       30'000,
+       300'000,
+       25'000,
+       {7251, 5001, 405},
+       1740,
+       210,
+       true},
+      {"a100",
+       "NVIDIA A100-SXM4-80GB",
+       "ampere",
+       100'000,
+       400'000,
+       400'000,
+       55'000,
+       400'000,
+       45'000,
+       {1593},
+       1410,
+       210,
+       true},
+      {"h100",
+       "NVIDIA H100 80GB HBM3",
+       "hopper",
+       200'000,
+       700'000,
+       700'000,
+       70'000,
+       700'000,
+       60'000,
+       {2619},
+       1980,
+       345,
+       true},
+      {"h200",
+       "NVIDIA H200",
+       "hopper",
+       200'000,
+       700'000,
+       700'000,
+       75'000,
+       700'000,
+       65'000,
+       {3201},
+       1980,
+       345,
+       true},
   };
   return models;
 }
@@ -93,8 +158,8 @@ double SimulatedGpu::draw_mw_locked() const {
     clock_factor = std::min(1.0, static_cast<double>(locked_max_graphics_mhz_) /
                                      static_cast<double>(model_.max_graphics_clock_mhz));
   }
-  const double demand = idle + utilization_ * (model_.peak_power_mw - idle) *
-                                   clock_factor * clock_factor * clock_factor;
+  const double demand = idle + utilization_ * (model_.peak_power_mw - idle) * clock_factor *
+                                   clock_factor * clock_factor;
   return std::max(idle, std::min(demand, static_cast<double>(power_limit_mw_)));
 }
 
@@ -136,8 +201,8 @@ double SimulatedGpu::relative_speed() const {
                                      static_cast<double>(model_.max_graphics_clock_mhz));
   }
   const double idle = model_.idle_power_mw;
-  const double dynamic_demand = utilization_ * (model_.peak_power_mw - idle) * clock_factor *
-                                clock_factor * clock_factor;
+  const double dynamic_demand =
+      utilization_ * (model_.peak_power_mw - idle) * clock_factor * clock_factor * clock_factor;
   if (dynamic_demand <= 0.0) {
     return clock_factor;
   }
@@ -175,7 +240,9 @@ void SimulatedGpu::set_power_limit_mw(std::uint32_t power_limit_mw) {
   power_limit_mw_ = power_limit_mw;
 }
 
-void SimulatedGpu::reset_power_limit() { set_power_limit_mw(model_.default_power_limit_mw); }
+void SimulatedGpu::reset_power_limit() {
+  set_power_limit_mw(model_.default_power_limit_mw);
+}
 
 bool SimulatedGpu::persistence_mode() {
   std::lock_guard lock(mutex_);
@@ -339,8 +406,7 @@ SimulatedGpusSpec parse_simulated_gpus_spec(const std::string& value) {
   }
   spec.count = std::stoi(count_text);
   if (spec.count < 1 || spec.count > 1024) {
-    throw Error(ErrorKind::kInvalidArgument,
-                quoted + ": the GPU count must be between 1 and 1024");
+    throw Error(ErrorKind::kInvalidArgument, quoted + ": the GPU count must be between 1 and 1024");
   }
   if (colon != std::string::npos) {
     spec.model_key = lower(value.substr(colon + 1));

@@ -1,1 +1,154 @@
+// The `zeus` executable, run as a user would run it.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace {
+
+using nlohmann::json;
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs the zeus binary with `arguments` under `environment` (a prefix of VAR=value words; every
+// zeus-related variable not given is cleared).
+Result run_zeus(const std::string& environment, const std::string& arguments) {
+  const std::string zeus = ZEUS_CLI_PATH;
+  const std::string command =
+      "env -u ZEUS_SIMULATED_GPUS -u CUDA_VISIBLE_DEVICES -u HIP_VISIBLE_DEVICES "
+      "-u ZEUS_NVML_LIBRARY -u ZEUS_AMDSMI_LIBRARY "
+      "ZEUS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 "
+      "ZEUS_AMDSMI_LIBRARY=/nonexistent/libamd_smi.so " +
+      environment + " " + zeus + " " + arguments + " 2>&1";
+  Result result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    throw std::runtime_error("popen failed");
+  }
+  std::array<char, 4096> buffer{};
+  std::size_t read = 0;
+  while ((read = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
+    result.output.append(buffer.data(), read);
+  }
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+json parse_json(const Result& result) {
+  const auto start = result.output.find('{');
+  if (start == std::string::npos) {
+    throw std::runtime_error("no JSON in: " + result.output);
+  }
+  return json::parse(result.output.substr(start));
+}
+
+TEST(Cli, HelpOnEverySubcommand) {
+  const Result top = run_zeus("", "--help");
+  EXPECT_EQ(top.exit_code, 0);
+  EXPECT_NE(top.output.find("show-env"), std::string::npos);
+  EXPECT_NE(top.output.find("Exit codes"), std::string::npos);
+  const Result sub = run_zeus("", "show-env --help");
+  EXPECT_EQ(sub.exit_code, 0);
+  EXPECT_NE(sub.output.find("--json"), std::string::npos);
+}
+
+TEST(Cli, UsageErrorsExitWithTwo) {
+  EXPECT_EQ(run_zeus("", "").exit_code, 2);
+  EXPECT_EQ(run_zeus("", "no-such-command").exit_code, 2);
+  EXPECT_EQ(run_zeus("", "show-env --no-such-flag").exit_code, 2);
+}
+
+TEST(Cli, ShowEnvOnSimulatedGpus) {
+  const Result result = run_zeus("ZEUS_SIMULATED_GPUS=4:h200 CUDA_VISIBLE_DEVICES=2,0",
+                                 "show-env --json --powercap-root /nonexistent");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const json out = parse_json(result);
+  ASSERT_EQ(out["gpus"].size(), 2u);
+  const json& gpu = out["gpus"][0];
+  EXPECT_EQ(gpu["index"], 0);
+  EXPECT_EQ(gpu["physical_index"], 2);
+  EXPECT_EQ(gpu["name"], "NVIDIA H200");
+  EXPECT_EQ(gpu["backend"], "simulated");
+  EXPECT_EQ(gpu["power_limit_min_w"], 200.0);
+  EXPECT_EQ(gpu["power_limit_max_w"], 700.0);
+  EXPECT_EQ(gpu["power_limit_w"], 700.0);
+  EXPECT_EQ(gpu["energy_counter"], true);
+  EXPECT_TRUE(gpu["uuid"].get<std::string>().starts_with("GPU-"));
+  EXPECT_EQ(out["gpus"][1]["physical_index"], 0);
+  EXPECT_TRUE(out["cpus"].is_array());
+  EXPECT_EQ(out["rapl"]["available"], false);
+  EXPECT_EQ(out["backend"], "simulated");
+}
+
+TEST(Cli, ShowEnvTextListsBackendsGpusAndCpus) {
+  const Result result = run_zeus("ZEUS_SIMULATED_GPUS=2:v100", "show-env");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("Tesla V100-PCIE-32GB"), std::string::npos);
+  EXPECT_NE(result.output.find("250 (100-250)"), std::string::npos);
+  EXPECT_NE(result.output.find("CPUs (RAPL"), std::string::npos);
+}
+
+TEST(Cli, ShowEnvWithoutGpusExplainsAndSucceeds) {
+  const Result result = run_zeus("", "show-env");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("nvml"), std::string::npos);
+  EXPECT_NE(result.output.find("/nonexistent/libnvidia-ml.so.1"), std::string::npos);
+  EXPECT_NE(result.output.find("No GPU found"), std::string::npos);
+  const json out = parse_json(run_zeus("", "show-env --json"));
+  EXPECT_TRUE(out["gpus"].empty());
+  EXPECT_EQ(out["backends"][1]["loaded"], false);
+}
+
+TEST(Cli, MalformedEnvironmentIsAUsageErrorQuotingIt) {
+  Result result = run_zeus("ZEUS_SIMULATED_GPUS=4:h200 CUDA_VISIBLE_DEVICES=0,abc", "show-env");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("CUDA_VISIBLE_DEVICES=\"0,abc\""), std::string::npos);
+  result = run_zeus("ZEUS_SIMULATED_GPUS=many", "show-env");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("\"many\""), std::string::npos);
+  result = run_zeus("ZEUS_SIMULATED_GPUS=1 CUDA_VISIBLE_DEVICES=MIG-1234", "show-env");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("MIG"), std::string::npos);
+}
+
+TEST(Cli, ShowEnvThroughTheFakeNvml) {
+  const std::string fake = ZEUS_FAKE_NVML_PATH;
+  const auto config = std::filesystem::temp_directory_path() /
+                      ("zeus-cli-fake-nvml-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(config) << json{
+      {"driver_version", "560.35.03"},
+      {"devices",
+       {{{"name", "NVIDIA A40"},
+         {"uuid", "GPU-0a400000-0000-4000-8000-000000000000"},
+         {"architecture", 7},
+         {"power_limit_min_mw", 100000},
+         {"power_limit_max_mw", 300000},
+         {"power_limit_default_mw", 300000},
+         {"power_limit_mw", 250000},
+         {"power_usage_mw", 80000},
+         {"energy_mj", 1}}}}}.dump();
+  const Result result = run_zeus(
+      "ZEUS_NVML_LIBRARY=" + fake + " ZEUS_FAKE_NVML_CONFIG=" + config.string(), "show-env --json");
+  std::filesystem::remove(config);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  const json out = parse_json(result);
+  ASSERT_EQ(out["gpus"].size(), 1u);
+  EXPECT_EQ(out["gpus"][0]["backend"], "nvml");
+  EXPECT_EQ(out["gpus"][0]["name"], "NVIDIA A40");
+  EXPECT_EQ(out["gpus"][0]["power_limit_w"], 250.0);
+  EXPECT_EQ(out["gpus"][0]["energy_counter"], true);
+  EXPECT_EQ(out["backends"][1]["driver_version"], "560.35.03");
+}
+
+}  // namespace

@@ -28,7 +28,9 @@ class TempDir {
   fs::path path_;
 };
 
-void write(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
+void write(const fs::path& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
 
 TEST(ManualClock, MovesOnlyWhenAdvanced) {
   zeus::ManualClock clock(5);

@@ -32,7 +32,7 @@ struct SimulatedGpuModel {
   std::uint32_t idle_power_mw;
   std::uint32_t peak_power_mw;  // full-load draw without a power limit
   std::uint32_t memory_power_mw;
-  std::vector<std::uint32_t> memory_clocks_mhz;    // descending
+  std::vector<std::uint32_t> memory_clocks_mhz;  // descending
   std::uint32_t max_graphics_clock_mhz;
   std::uint32_t min_graphics_clock_mhz;
   bool energy_counter;  // false models a pre-Volta GPU

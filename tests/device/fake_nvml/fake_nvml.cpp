@@ -78,11 +78,19 @@ Return enter(FakeState& s, const char* function, Device device, FakeDevice** out
   return zeus::nvml::kSuccess;
 }
 
-#define FAKE_ENTER(device)                             \
-  FakeState& s = state();                              \
-  std::lock_guard lock(s.mutex);                       \
-  FakeDevice* d = nullptr;                             \
-  if (Return rc = enter(s, __func__, device, &d); rc != zeus::nvml::kSuccess) return rc;
+// For functions without a device argument.
+#define FAKE_ENTER_GLOBAL()                                                         \
+  FakeState& s = state();                                                           \
+  std::lock_guard lock(s.mutex);                                                    \
+  if (Return rc = enter(s, __func__, nullptr, nullptr); rc != zeus::nvml::kSuccess) \
+    return rc;
+
+#define FAKE_ENTER(device)                                                    \
+  FakeState& s = state();                                                     \
+  std::lock_guard lock(s.mutex);                                              \
+  FakeDevice* d = nullptr;                                                    \
+  if (Return rc = enter(s, __func__, device, &d); rc != zeus::nvml::kSuccess) \
+    return rc;
 
 Return copy_string(const std::string& value, char* buffer, unsigned length) {
   if (buffer == nullptr) {
@@ -189,16 +197,21 @@ Return nvmlShutdown() {
 
 const char* nvmlErrorString(Return code) {
   switch (code) {
-    case zeus::nvml::kSuccess: return "Success";
-    case zeus::nvml::kErrorNoPermission: return "Insufficient Permissions";
-    case zeus::nvml::kErrorNotSupported: return "Not Supported";
-    case zeus::nvml::kErrorGpuIsLost: return "GPU is lost";
-    default: return "Fake NVML error";
+    case zeus::nvml::kSuccess:
+      return "Success";
+    case zeus::nvml::kErrorNoPermission:
+      return "Insufficient Permissions";
+    case zeus::nvml::kErrorNotSupported:
+      return "Not Supported";
+    case zeus::nvml::kErrorGpuIsLost:
+      return "GPU is lost";
+    default:
+      return "Fake NVML error";
   }
 }
 
 Return nvmlDeviceGetCount_v2(unsigned* count) {
-  FAKE_ENTER(nullptr);
+  FAKE_ENTER_GLOBAL();
   if (count == nullptr) {
     return zeus::nvml::kErrorInvalidArgument;
   }
@@ -207,7 +220,7 @@ Return nvmlDeviceGetCount_v2(unsigned* count) {
 }
 
 Return nvmlDeviceGetHandleByIndex_v2(unsigned index, Device* device) {
-  FAKE_ENTER(nullptr);
+  FAKE_ENTER_GLOBAL();
   if (device == nullptr || index >= s.devices.size()) {
     return zeus::nvml::kErrorInvalidArgument;
   }
@@ -263,12 +276,12 @@ Return nvmlDeviceGetPowerUsage(Device device, unsigned* power_mw) {
 #ifndef FAKE_NVML_MINIMAL
 
 Return nvmlSystemGetDriverVersion(char* version, unsigned length) {
-  FAKE_ENTER(nullptr);
+  FAKE_ENTER_GLOBAL();
   return copy_string(s.config.value("driver_version", "999.99"), version, length);
 }
 
 Return nvmlSystemGetNVMLVersion(char* version, unsigned length) {
-  FAKE_ENTER(nullptr);
+  FAKE_ENTER_GLOBAL();
   return copy_string(s.config.value("nvml_version", "12.999.99"), version, length);
 }
 
