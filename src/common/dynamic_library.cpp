@@ -18,9 +18,13 @@ std::shared_ptr<DynamicLibrary> DynamicLibrary::open(const std::string& path) {
   return std::shared_ptr<DynamicLibrary>(new DynamicLibrary(handle, path));
 }
 
-DynamicLibrary::~DynamicLibrary() { dlclose(handle_); }
+DynamicLibrary::~DynamicLibrary() {
+  dlclose(handle_);
+}
 
-void* DynamicLibrary::symbol(const char* name) const { return dlsym(handle_, name); }
+void* DynamicLibrary::symbol(const char* name) const {
+  return dlsym(handle_, name);
+}
 
 std::string DynamicLibrary::resolved_path() const {
   link_map* map = nullptr;

@@ -18,9 +18,10 @@ spdlog::logger& log() {
       // from_str maps unknown names to `off`; only accept it when asked for explicitly.
       if (level == spdlog::level::off && std::string(env) != "off") {
         level = spdlog::level::warn;
-        created->warn("ZEUS_LOG_LEVEL=\"{}\" is not a level (trace, debug, info, warn, error, "
-                      "critical, off); using warn",
-                      env);
+        created->warn(
+            "ZEUS_LOG_LEVEL=\"{}\" is not a level (trace, debug, info, warn, error, "
+            "critical, off); using warn",
+            env);
       }
     }
     created->set_level(level);

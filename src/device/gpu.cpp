@@ -4,9 +4,12 @@ namespace zeus {
 
 std::string_view gpu_backend_name(GpuBackend backend) {
   switch (backend) {
-    case GpuBackend::kNvml: return "nvml";
-    case GpuBackend::kAmdSmi: return "amdsmi";
-    case GpuBackend::kSimulated: return "simulated";
+    case GpuBackend::kNvml:
+      return "nvml";
+    case GpuBackend::kAmdSmi:
+      return "amdsmi";
+    case GpuBackend::kSimulated:
+      return "simulated";
   }
   return "unknown";
 }

@@ -6,7 +6,7 @@
 
 namespace zeus::nvml {
 
-using Return = int;  // nvmlReturn_t
+using Return = int;                   // nvmlReturn_t
 using Device = struct OpaqueDevice*;  // nvmlDevice_t
 
 inline constexpr Return kSuccess = 0;
@@ -98,8 +98,8 @@ struct PciInfo {  // nvmlPciInfo_t (as filled by nvmlDeviceGetPciInfo_v3)
   char busId[32];
 };
 
-inline constexpr unsigned kDeviceNameBufferSize = 96;   // NVML_DEVICE_NAME_V2_BUFFER_SIZE
-inline constexpr unsigned kDeviceUuidBufferSize = 96;   // NVML_DEVICE_UUID_V2_BUFFER_SIZE
-inline constexpr unsigned kVersionBufferSize = 80;      // NVML_SYSTEM_*_VERSION_BUFFER_SIZE
+inline constexpr unsigned kDeviceNameBufferSize = 96;  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
+inline constexpr unsigned kDeviceUuidBufferSize = 96;  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
+inline constexpr unsigned kVersionBufferSize = 80;     // NVML_SYSTEM_*_VERSION_BUFFER_SIZE
 
 }  // namespace zeus::nvml

@@ -21,7 +21,7 @@ std::string trim(const std::string& text) {
 bool is_integer(const std::string& text) {
   std::size_t start = (!text.empty() && (text[0] == '-' || text[0] == '+')) ? 1 : 0;
   return text.size() > start && std::all_of(text.begin() + static_cast<long>(start), text.end(),
-                                             [](unsigned char c) { return std::isdigit(c) != 0; });
+                                            [](unsigned char c) { return std::isdigit(c) != 0; });
 }
 
 std::string lower(std::string text) {
@@ -55,8 +55,8 @@ std::vector<int> resolve_visible_devices(const std::string& variable,
   std::size_t start = 0;
   while (true) {
     const std::size_t comma = value->find(',', start);
-    entries.push_back(trim(value->substr(start, comma == std::string::npos ? std::string::npos
-                                                                           : comma - start)));
+    entries.push_back(
+        trim(value->substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
     if (comma == std::string::npos) {
       break;
     }
@@ -65,8 +65,9 @@ std::vector<int> resolve_visible_devices(const std::string& variable,
   for (const std::string& entry : entries) {
     if (entry.empty()) {
       throw Error(ErrorKind::kInvalidArgument,
-                  quoted + " has an empty entry; write comma-separated GPU indices or UUIDs, e.g. "
-                           "\"0,1\" or \"GPU-8e6f...\"");
+                  quoted +
+                      " has an empty entry; write comma-separated GPU indices or UUIDs, e.g. "
+                      "\"0,1\" or \"GPU-8e6f...\"");
     }
     if (lower(entry).rfind("mig-", 0) == 0) {
       throw Error(ErrorKind::kInvalidArgument,
@@ -94,8 +95,8 @@ std::vector<int> resolve_visible_devices(const std::string& variable,
       if (index >= 0 && index < count) {
         physical = static_cast<int>(index);
       } else {
-        why_not = "index " + entry + " names no GPU (this machine has " + std::to_string(count) +
-                  ")";
+        why_not =
+            "index " + entry + " names no GPU (this machine has " + std::to_string(count) + ")";
       }
     } else {
       const std::string wanted = lower(entry);
@@ -106,8 +107,9 @@ std::vector<int> resolve_visible_devices(const std::string& variable,
         }
       }
       if (matches.size() > 1) {
-        throw Error(ErrorKind::kInvalidArgument,
-                    quoted + ": \"" + entry + "\" is a prefix of several GPU UUIDs; give more of it");
+        throw Error(
+            ErrorKind::kInvalidArgument,
+            quoted + ": \"" + entry + "\" is a prefix of several GPU UUIDs; give more of it");
       }
       if (matches.empty()) {
         why_not = "no GPU has the UUID " + entry;
