@@ -16,9 +16,10 @@ function(zeus_add_library layer)
 endfunction()
 
 # zeus_add_gtest(<name> SOURCES ... DEPS ... [LABELS ...])
+# Paths a test needs (fake libraries, the CLI) are passed as compile definitions, not environment.
 # One GoogleTest binary, registered test by test with CTest. Label `unit` unless given.
 function(zeus_add_gtest name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS;ENVIRONMENT" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
@@ -26,6 +27,6 @@ function(zeus_add_gtest name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock zeus_warnings)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   include(GoogleTest)
-  gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "${ARG_ENVIRONMENT}"
+  gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}"
                        DISCOVERY_TIMEOUT 60)
 endfunction()

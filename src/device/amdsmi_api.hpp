@@ -78,14 +78,12 @@ inline constexpr std::uint64_t kInitAmdGpus = 1u << 1;  // AMDSMI_INIT_AMD_GPUS
 inline constexpr ClockType kClockTypeGfx = 0;  // AMDSMI_CLK_TYPE_GFX (== AMDSMI_CLK_TYPE_SYS)
 inline constexpr ClockType kClockTypeMem = 4;  // AMDSMI_CLK_TYPE_MEM
 
-inline constexpr std::uint32_t kTemperatureTypeHotspot = 1;  // AMDSMI_TEMPERATURE_TYPE_HOTSPOT
+inline constexpr std::uint32_t kTemperatureTypeHotspot = 1;    // AMDSMI_TEMPERATURE_TYPE_HOTSPOT
 inline constexpr std::uint32_t kTemperatureMetricCurrent = 0;  // AMDSMI_TEMP_CURRENT
 inline constexpr std::uint32_t kPerfLevelAuto = 0;             // AMDSMI_DEV_PERF_LEVEL_AUTO
 
-// amdsmi_bdf_t: a 64-bit word, function in bits 0-2, device 3-7, bus 8-15, domain 16-63.
-struct Bdf {
-  std::uint64_t as_uint;
-};
+// amdsmi_bdf_t (read as the first uint64 of an AmdSmiBuffer): function in bits 0-2, device
+// 3-7, bus 8-15, domain 16-63.
 
 // amdsmi_version_t. Up to AMD SMI 24.x (ROCm <= 6.3) it starts {year, major, minor, release};
 // from 25.x (ROCm 6.4, where the year was dropped) it starts {major, minor, release}. The first

@@ -1,0 +1,727 @@
+// The AMD SMI backend against the fake libamd_smi.so (tests/device/amdsmi/fake_amdsmi.cpp),
+// loaded through the real dlopen path. The test dlopens the same file to script it.
+#include <dlfcn.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "amdsmi_api.hpp"
+#include "zeus/common/clock.hpp"
+#include "zeus/common/error.hpp"
+#include "zeus/device/gpu.hpp"
+#include "zeus/device/gpu_provider.hpp"
+
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using zeus::ErrorKind;
+
+std::string fake_path(const char* variable, const char* fallback) {
+  const char* value = std::getenv(variable);
+  return value != nullptr && value[0] != '\0' ? std::string(value) : std::string(fallback);
+}
+
+// The test's own handle on a fake library; the backend's dlopen of the same path shares it.
+class FakeLibrary {
+ public:
+  explicit FakeLibrary(std::string path) : path_(std::move(path)) {
+    handle_ = dlopen(path_.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle_ == nullptr) {
+      throw std::runtime_error("cannot load the fake AMD SMI: " + std::string(dlerror()));
+    }
+    configure_ = reinterpret_cast<int (*)(const char*)>(symbol("fake_amdsmi_configure"));
+    reset_ = reinterpret_cast<void (*)()>(symbol("fake_amdsmi_reset"));
+    set_status_ =
+        reinterpret_cast<void (*)(const char*, std::uint32_t)>(symbol("fake_amdsmi_set_status"));
+    advance_ = reinterpret_cast<void (*)(double)>(symbol("fake_amdsmi_advance_time_s"));
+    state_ =
+        reinterpret_cast<std::size_t (*)(char*, std::size_t)>(symbol("fake_amdsmi_state_json"));
+  }
+  ~FakeLibrary() { dlclose(handle_); }
+  FakeLibrary(const FakeLibrary&) = delete;
+  FakeLibrary& operator=(const FakeLibrary&) = delete;
+
+  const std::string& path() const { return path_; }
+  void configure(const nlohmann::json& script) {
+    if (configure_(script.dump().c_str()) != 0) {
+      throw std::runtime_error("bad fake script: " + state().at("last_error").get<std::string>());
+    }
+  }
+  void reset() { reset_(); }
+  void set_status(const char* function, std::uint32_t status) { set_status_(function, status); }
+  void advance_time_s(double seconds) { advance_(seconds); }
+  nlohmann::json state() {
+    std::string text(state_(nullptr, 0) + 1, '\0');
+    state_(text.data(), text.size());
+    text.resize(text.size() - 1);
+    return nlohmann::json::parse(text);
+  }
+  nlohmann::json device_state(int index) { return state().at("devices").at(index); }
+
+ private:
+  void* symbol(const char* name) {
+    void* address = dlsym(handle_, name);
+    if (address == nullptr) {
+      throw std::runtime_error(std::string("the fake lacks ") + name);
+    }
+    return address;
+  }
+
+  std::string path_;
+  void* handle_ = nullptr;
+  int (*configure_)(const char*) = nullptr;
+  void (*reset_)() = nullptr;
+  void (*set_status_)(const char*, std::uint32_t) = nullptr;
+  void (*advance_)(double) = nullptr;
+  std::size_t (*state_)(char*, std::size_t) = nullptr;
+};
+
+FakeLibrary& full_fake() {
+  static FakeLibrary fake(fake_path("ZEUS_FAKE_AMDSMI", ZEUS_FAKE_AMDSMI_DEFAULT));
+  return fake;
+}
+
+FakeLibrary& minimal_fake() {
+  static FakeLibrary fake(fake_path("ZEUS_FAKE_AMDSMI_MINIMAL", ZEUS_FAKE_AMDSMI_MINIMAL_DEFAULT));
+  return fake;
+}
+
+std::string broken_fake_path() {
+  return fake_path("ZEUS_FAKE_AMDSMI_BROKEN", ZEUS_FAKE_AMDSMI_BROKEN_DEFAULT);
+}
+
+zeus::EnvLookup env_of(std::map<std::string, std::string> values) {
+  return [values = std::move(values)](const std::string& name) -> std::optional<std::string> {
+    const auto it = values.find(name);
+    if (it == values.end()) {
+      return std::nullopt;
+    }
+    return it->second;
+  };
+}
+
+nlohmann::json device(const std::string& name, nlohmann::json extra = nlohmann::json::object()) {
+  nlohmann::json result = {{"name", name}};
+  result.update(extra);
+  return result;
+}
+
+nlohmann::json script_of(std::vector<nlohmann::json> devices,
+                         nlohmann::json extra = nlohmann::json::object()) {
+  nlohmann::json result = {{"devices", devices}};
+  result.update(extra);
+  return result;
+}
+
+// A script fragment making `function` fail with `status`.
+nlohmann::json status_override(const std::string& function, std::uint32_t status) {
+  nlohmann::json overrides = nlohmann::json::object();
+  overrides[function] = status;
+  nlohmann::json result = nlohmann::json::object();
+  result["status"] = overrides;
+  return result;
+}
+
+// Expects `statement` to throw zeus::Error of `kind`; returns its message.
+template <typename Statement>
+std::string expect_error(Statement&& statement, ErrorKind kind) {
+  try {
+    statement();
+  } catch (const zeus::Error& error) {
+    EXPECT_EQ(error.kind(), kind) << error.what();
+    return error.what();
+  }
+  ADD_FAILURE() << "no zeus::Error thrown";
+  return "";
+}
+
+class AmdSmiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    full_fake().reset();
+    minimal_fake().reset();
+  }
+
+  // Options that make the validation window deterministic: sleeping advances the manual clock
+  // and the fake's energy accumulators together.
+  zeus::AmdSmiOptions options(FakeLibrary& fake) {
+    zeus::AmdSmiOptions result;
+    result.validation_window_s = 0.5;
+    result.clock = clock_;
+    result.sleep = [this, &fake](double seconds) {
+      sleeps_s_.push_back(seconds);
+      clock_->advance_s(seconds);
+      fake.advance_time_s(seconds);
+    };
+    result.env = env_of({});
+    return result;
+  }
+
+  std::shared_ptr<zeus::GpuProvider> open(const nlohmann::json& script,
+                                          FakeLibrary& fake = full_fake()) {
+    fake.configure(script);
+    return zeus::open_amdsmi_with_options(fake.path(), options(fake));
+  }
+
+  std::shared_ptr<zeus::ManualClock> clock_ = std::make_shared<zeus::ManualClock>();
+  std::vector<double> sleeps_s_;
+};
+
+// ---- Loading ----
+
+TEST_F(AmdSmiTest, OpensThroughDlopenAndReportsLibraryDetails) {
+  auto provider = open(script_of({device("AMD Instinct MI300X"), device("AMD Instinct MI300X")}));
+  EXPECT_EQ(provider->backend(), zeus::GpuBackend::kAmdSmi);
+  EXPECT_EQ(provider->device_count(), 2);
+  EXPECT_EQ(provider->library_path(), full_fake().path());
+  EXPECT_EQ(provider->library_version(), "26.1.0");
+  EXPECT_EQ(provider->driver_version(), "6.8.5");
+  EXPECT_EQ(full_fake().state().at("init_count"), 1);
+}
+
+TEST_F(AmdSmiTest, ShutsDownAfterTheLastUser) {
+  auto provider = open(script_of({device("AMD Instinct MI300X")}));
+  auto gpu = provider->open_gpu(0);
+  provider.reset();
+  EXPECT_EQ(full_fake().state().at("shutdown_calls"), 0);
+  EXPECT_EQ(gpu->name(), "AMD Instinct MI300X");
+  gpu.reset();
+  EXPECT_EQ(full_fake().state().at("shutdown_calls"), 1);
+  EXPECT_EQ(full_fake().state().at("init_count"), 0);
+}
+
+TEST_F(AmdSmiTest, MissingLibraryIsLibraryNotFound) {
+  const std::string message =
+      expect_error([] { zeus::open_amdsmi("/nonexistent/zeus-test/libamd_smi.so"); },
+                   ErrorKind::kLibraryNotFound);
+  EXPECT_THAT(message, HasSubstr("/nonexistent/zeus-test/libamd_smi.so"));
+}
+
+TEST_F(AmdSmiTest, DefaultNameSearchesAmdSmiLibDir) {
+  full_fake().configure(script_of({device("AMD Instinct MI300X")}));
+  auto opts = options(full_fake());
+  opts.env = env_of(
+      {{"AMDSMI_LIB_DIR", std::filesystem::path(full_fake().path()).parent_path().string() + "/"}});
+  auto provider = zeus::open_amdsmi_with_options(zeus::kDefaultAmdSmiLibrary, opts);
+  EXPECT_EQ(provider->library_path(), full_fake().path());
+  EXPECT_EQ(provider->device_count(), 1);
+}
+
+TEST_F(AmdSmiTest, DefaultNameSearchesRocmPathLib) {
+  const auto root =
+      std::filesystem::temp_directory_path() / ("zeus-amdsmi-rocm-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(root / "lib");
+  std::filesystem::remove(root / "lib" / "libamd_smi.so");
+  std::filesystem::create_symlink(full_fake().path(), root / "lib" / "libamd_smi.so");
+  full_fake().configure(script_of({device("AMD Instinct MI300X"), device("AMD Instinct MI300X")}));
+  auto opts = options(full_fake());
+  opts.env = env_of({{"AMDSMI_LIB_DIR", "/nonexistent/zeus-test"}, {"ROCM_PATH", root.string()}});
+  auto provider = zeus::open_amdsmi_with_options(zeus::kDefaultAmdSmiLibrary, opts);
+  EXPECT_EQ(provider->device_count(), 2);  // the scripted fake, reached through the symlink
+  provider.reset();
+  std::filesystem::remove_all(root);
+}
+
+TEST_F(AmdSmiTest, DefaultNameWithNothingInstalledListsWhatWasTried) {
+  if (void* system_library = dlopen("libamd_smi.so", RTLD_LAZY | RTLD_LOCAL)) {
+    dlclose(system_library);
+    GTEST_SKIP() << "this machine has a real libamd_smi.so";
+  }
+  if (std::filesystem::exists("/opt/rocm/lib/libamd_smi.so")) {
+    GTEST_SKIP() << "this machine has /opt/rocm/lib/libamd_smi.so";
+  }
+  auto opts = options(full_fake());
+  opts.env = env_of({{"AMDSMI_LIB_DIR", "/nonexistent/zeus-hint"}});
+  const std::string message =
+      expect_error([&] { zeus::open_amdsmi_with_options(zeus::kDefaultAmdSmiLibrary, opts); },
+                   ErrorKind::kLibraryNotFound);
+  EXPECT_THAT(message, HasSubstr("/nonexistent/zeus-hint/libamd_smi.so"));
+  EXPECT_THAT(message, HasSubstr("/opt/rocm/lib/libamd_smi.so"));
+  EXPECT_THAT(message, HasSubstr("ZEUS_AMDSMI_LIBRARY"));
+}
+
+TEST_F(AmdSmiTest, MissingRequiredSymbolIsFunctionNotFound) {
+  const std::string message =
+      expect_error([] { zeus::open_amdsmi(broken_fake_path()); }, ErrorKind::kFunctionNotFound);
+  EXPECT_THAT(message, HasSubstr("amdsmi_get_power_info"));
+}
+
+TEST_F(AmdSmiTest, InitFailureIsVendorError) {
+  full_fake().configure(
+      script_of({device("AMD Instinct MI300X")}, status_override("amdsmi_init", 34)));
+  try {
+    zeus::open_amdsmi_with_options(full_fake().path(), options(full_fake()));
+    FAIL() << "no error";
+  } catch (const zeus::VendorError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::kDriverNotLoaded);
+    EXPECT_EQ(error.vendor(), "amdsmi");
+    EXPECT_EQ(error.call(), "amdsmi_init");
+    EXPECT_EQ(error.vendor_code(), 34);
+    EXPECT_THAT(error.what(), HasSubstr("AMDSMI_STATUS_DRIVER_NOT_LOADED"));
+  }
+  EXPECT_EQ(full_fake().state().at("shutdown_calls"), 0);
+}
+
+TEST_F(AmdSmiTest, ScriptFromEnvironmentIsLoadedAtInit) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("zeus-amdsmi-script-" + std::to_string(::getpid()) + ".json");
+  {
+    std::ofstream file(path);
+    file << script_of({device("AMD Instinct MI210"), device("AMD Instinct MI210"),
+                       device("AMD Instinct MI210")})
+                .dump();
+  }
+  ::setenv("ZEUS_FAKE_AMDSMI_CONFIG", path.c_str(), 1);
+  auto provider = zeus::open_amdsmi_with_options(full_fake().path(), options(full_fake()));
+  ::unsetenv("ZEUS_FAKE_AMDSMI_CONFIG");
+  std::filesystem::remove(path);
+  ASSERT_EQ(provider->device_count(), 3);
+  EXPECT_EQ(provider->open_gpu(2)->name(), "AMD Instinct MI210");
+}
+
+TEST_F(AmdSmiTest, NoDevicesNoValidationWait) {
+  auto provider = open(script_of({}));
+  EXPECT_EQ(provider->device_count(), 0);
+  EXPECT_TRUE(sleeps_s_.empty());
+  EXPECT_EQ(provider->driver_version(), "");
+}
+
+TEST_F(AmdSmiTest, OpenGpuOutOfRangeIsNotFound) {
+  auto provider = open(script_of({device("AMD Instinct MI300X")}));
+  expect_error([&] { provider->open_gpu(1); }, ErrorKind::kNotFound);
+  expect_error([&] { provider->open_gpu(-1); }, ErrorKind::kNotFound);
+  expect_error([&] { provider->device_uuid(7); }, ErrorKind::kNotFound);
+}
+
+// ---- Identity and ordering ----
+
+TEST_F(AmdSmiTest, NamesUuidsAndPciBusIds) {
+  auto provider = open(
+      script_of({device("AMD Instinct MI300X", {{"uuid", "a1ff74a1-0000-1000-80e3-7a8f9c2b4d10"},
+                                                {"bdf", "0000:c1:00.0"}}),
+                 device("AMD Radeon RX 7900 XTX", {{"bdf", "0001:3b:1f.7"}}), device(""),
+                 device("AMD Instinct MI250X"), device("Mystery Accelerator")}));
+  auto first = provider->open_gpu(0);
+  EXPECT_EQ(first->name(), "AMD Instinct MI300X");
+  EXPECT_EQ(first->uuid(), "a1ff74a1-0000-1000-80e3-7a8f9c2b4d10");
+  EXPECT_EQ(provider->device_uuid(0), "a1ff74a1-0000-1000-80e3-7a8f9c2b4d10");
+  EXPECT_EQ(first->pci_bus_id(), "00000000:C1:00.0");
+  EXPECT_EQ(first->architecture(), "cdna3");
+  EXPECT_EQ(first->backend(), zeus::GpuBackend::kAmdSmi);
+  EXPECT_EQ(provider->open_gpu(1)->pci_bus_id(), "00000001:3B:1F.7");
+  EXPECT_EQ(provider->open_gpu(1)->architecture(), "rdna3");
+  EXPECT_EQ(provider->open_gpu(2)->name(), "AMD GPU");
+  EXPECT_EQ(provider->open_gpu(3)->architecture(), "cdna2");
+  EXPECT_EQ(provider->open_gpu(4)->architecture(), "unknown");
+}
+
+TEST_F(AmdSmiTest, OrdersDevicesByHipIndex) {
+  // AMD SMI enumerates A, B, C; HIP numbers them B, C, A; KFD node ids would say A, C, B.
+  auto provider = open(script_of({device("A", {{"hip_id", 2}, {"node_id", 1}}),
+                                  device("B", {{"hip_id", 0}, {"node_id", 3}}),
+                                  device("C", {{"hip_id", 1}, {"node_id", 2}})}));
+  ASSERT_EQ(provider->device_count(), 3);
+  EXPECT_EQ(provider->open_gpu(0)->name(), "B");
+  EXPECT_EQ(provider->open_gpu(1)->name(), "C");
+  EXPECT_EQ(provider->open_gpu(2)->name(), "A");
+}
+
+TEST_F(AmdSmiTest, OrdersByKfdNodeIdWithoutEnumerationInfo) {
+  auto provider = open(script_of({device("A", {{"hip_id", 2}, {"node_id", 1}}),
+                                  device("B", {{"hip_id", 0}, {"node_id", 3}}),
+                                  device("C", {{"hip_id", 1}, {"node_id", 2}})}),
+                       minimal_fake());
+  ASSERT_EQ(provider->device_count(), 3);
+  EXPECT_EQ(provider->open_gpu(0)->name(), "A");
+  EXPECT_EQ(provider->open_gpu(1)->name(), "C");
+  EXPECT_EQ(provider->open_gpu(2)->name(), "B");
+}
+
+TEST_F(AmdSmiTest, FallsBackToKfdWhenEnumerationInfoFails) {
+  auto provider = open(script_of(
+      {device("A", {{"hip_id", 2}, {"node_id", 1}}), device("B", {{"hip_id", 0}, {"node_id", 3}})},
+      status_override("amdsmi_get_gpu_enumeration_info", 2)));
+  EXPECT_EQ(provider->open_gpu(0)->name(), "A");
+  EXPECT_EQ(provider->open_gpu(1)->name(), "B");
+}
+
+TEST_F(AmdSmiTest, DevicesSharingASocketAreAllListed) {
+  auto provider = open(script_of({device("A", {{"socket", 0}, {"hip_id", 1}}),
+                                  device("B", {{"socket", 0}, {"hip_id", 0}}),
+                                  device("C", {{"socket", 1}, {"hip_id", 2}})}));
+  ASSERT_EQ(provider->device_count(), 3);
+  EXPECT_EQ(provider->open_gpu(0)->name(), "B");
+  EXPECT_EQ(provider->open_gpu(2)->name(), "C");
+}
+
+// ---- Units ----
+
+TEST_F(AmdSmiTest, ConvertsPowerCapsFromMicrowatts) {
+  auto provider = open(script_of({device("X", {{"min_power_cap_uw", 100'000'000},
+                                               {"max_power_cap_uw", 300'000'000},
+                                               {"default_power_cap_uw", 300'000'000},
+                                               {"power_cap_uw", 250'000'000}})}));
+  auto gpu = provider->open_gpu(0);
+  const auto constraints = gpu->power_limit_constraints_mw();
+  EXPECT_EQ(constraints.min_mw, 100'000U);
+  EXPECT_EQ(constraints.max_mw, 300'000U);
+  EXPECT_EQ(gpu->default_power_limit_mw(), 300'000U);
+  EXPECT_EQ(gpu->power_limit_mw(), 250'000U);
+  EXPECT_EQ(gpu->enforced_power_limit_mw(), 250'000U);
+}
+
+TEST_F(AmdSmiTest, InexactMicrowattsRoundTheRangeInward) {
+  auto provider = open(script_of({device("X", {{"min_power_cap_uw", 100'000'500},
+                                               {"max_power_cap_uw", 299'999'500},
+                                               {"power_cap_uw", 200'000'700}})}));
+  auto gpu = provider->open_gpu(0);
+  const auto constraints = gpu->power_limit_constraints_mw();
+  EXPECT_EQ(constraints.min_mw, 100'001U);
+  EXPECT_EQ(constraints.max_mw, 299'999U);
+  EXPECT_EQ(gpu->power_limit_mw(), 200'000U);
+}
+
+TEST_F(AmdSmiTest, ConvertsSocketPowerFromWatts) {
+  auto provider = open(
+      script_of({device("X", {{"current_socket_power_w", 312}, {"average_socket_power_w", 298}})}));
+  auto gpu = provider->open_gpu(0);
+  EXPECT_EQ(gpu->instant_power_mw(), 312'000U);
+  EXPECT_EQ(gpu->average_power_mw(), 298'000U);
+}
+
+TEST_F(AmdSmiTest, ReadsTheOldPowerInfoLayout) {
+  auto provider = open(script_of(
+      {device("X", {{"current_socket_power_w", 250}, {"average_socket_power_w", nullptr}})},
+      {{"version", {24, 7, 1, 0}}}));
+  EXPECT_EQ(provider->library_version(), "24.7.1.0");
+  auto gpu = provider->open_gpu(0);
+  EXPECT_EQ(gpu->instant_power_mw(), 250'000U);
+  expect_error([&] { gpu->average_power_mw(); }, ErrorKind::kNotSupported);
+  EXPECT_TRUE(gpu->supports_energy_counter());  // validated against the instant power
+}
+
+TEST_F(AmdSmiTest, UnreportedPowerFieldIsNotSupported) {
+  auto provider = open(script_of(
+      {device("X", {{"current_socket_power_w", nullptr}, {"average_socket_power_w", 120}})}));
+  auto gpu = provider->open_gpu(0);
+  const std::string message =
+      expect_error([&] { gpu->instant_power_mw(); }, ErrorKind::kNotSupported);
+  EXPECT_THAT(message, HasSubstr("average_power_mw"));
+  EXPECT_EQ(gpu->average_power_mw(), 120'000U);
+  expect_error([&] { gpu->average_memory_power_mw(); }, ErrorKind::kNotSupported);
+}
+
+TEST_F(AmdSmiTest, EnergyIsAccumulatorTimesResolution) {
+  auto provider = open(script_of({device("X", {{"average_socket_power_w", 300},
+                                               {"energy_accumulator", 1'000'000},
+                                               {"energy_resolution_uj", 16.0}})}));
+  auto gpu = provider->open_gpu(0);
+  ASSERT_TRUE(gpu->supports_energy_counter());
+  // 16 J at start, plus 300 W over the 0.5 s validation window.
+  EXPECT_EQ(gpu->total_energy_mj(), 166'000U);
+  full_fake().advance_time_s(1.0);
+  EXPECT_EQ(gpu->total_energy_mj(), 466'000U);
+}
+
+TEST_F(AmdSmiTest, TemperatureIsHotspotInCelsius) {
+  auto provider = open(
+      script_of({device("X", {{"temperature_c", 67}}), device("Y", {{"temperature_c", 71'000}})}));
+  EXPECT_EQ(provider->open_gpu(0)->temperature_c(), 67);
+  EXPECT_EQ(provider->open_gpu(1)->temperature_c(), 71);  // a millidegree library
+}
+
+TEST_F(AmdSmiTest, SupportedClocksAreTheFullListsInMegahertz) {
+  auto provider = open(script_of({device(
+      "X", {{"gfx_clocks_mhz", {500, 1700, 2100, 1700, 1300}}, {"mem_clocks_mhz", {900, 1300}}})}));
+  auto gpu = provider->open_gpu(0);
+  EXPECT_THAT(gpu->supported_memory_clocks_mhz(), ElementsAre(1300U, 900U));
+  EXPECT_THAT(gpu->supported_graphics_clocks_mhz(std::nullopt),
+              ElementsAre(2100U, 1700U, 1300U, 500U));
+  EXPECT_THAT(gpu->supported_graphics_clocks_mhz(900U), ElementsAre(2100U, 1700U, 1300U, 500U));
+  expect_error([&] { gpu->supported_graphics_clocks_mhz(1000U); }, ErrorKind::kInvalidArgument);
+}
+
+// ---- Setters ----
+
+TEST_F(AmdSmiTest, SetPowerLimitInRange) {
+  auto provider = open(script_of(
+      {device("X", {{"min_power_cap_uw", 100'000'000}, {"max_power_cap_uw", 300'000'000}})}));
+  provider->open_gpu(0)->set_power_limit_mw(250'000);
+  EXPECT_EQ(full_fake().device_state(0).at("power_cap_uw"), 250'000'000);
+  EXPECT_EQ(full_fake().device_state(0).at("set_power_cap_calls"), 1);
+  EXPECT_EQ(provider->open_gpu(0)->power_limit_mw(), 250'000U);
+}
+
+TEST_F(AmdSmiTest, SetPowerLimitOutOfRangeNamesTheRange) {
+  auto provider = open(script_of(
+      {device("X", {{"min_power_cap_uw", 100'000'000}, {"max_power_cap_uw", 300'000'000}})}));
+  auto gpu = provider->open_gpu(0);
+  EXPECT_THAT(expect_error([&] { gpu->set_power_limit_mw(350'000); }, ErrorKind::kInvalidArgument),
+              HasSubstr("[100000, 300000] mW"));
+  expect_error([&] { gpu->set_power_limit_mw(99'999); }, ErrorKind::kInvalidArgument);
+  EXPECT_EQ(full_fake().device_state(0).at("set_power_cap_calls"), 0);
+}
+
+TEST_F(AmdSmiTest, SetPowerLimitIsANoOpWhenEqual) {
+  auto provider = open(script_of({device("X", {{"power_cap_uw", 200'000'000}})}));
+  provider->open_gpu(0)->set_power_limit_mw(200'000);
+  EXPECT_EQ(full_fake().device_state(0).at("set_power_cap_calls"), 0);
+}
+
+TEST_F(AmdSmiTest, SetPowerLimitPermissionDeniedKeepsVendorDetails) {
+  auto provider = open(script_of({device("X", {{"power_cap_uw", 200'000'000}})}));
+  full_fake().set_status("amdsmi_set_power_cap", 10);
+  try {
+    provider->open_gpu(0)->set_power_limit_mw(150'000);
+    FAIL() << "no error";
+  } catch (const zeus::VendorError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::kNoPermission);
+    EXPECT_EQ(error.vendor(), "amdsmi");
+    EXPECT_EQ(error.call(), "amdsmi_set_power_cap");
+    EXPECT_EQ(error.vendor_code(), 10);
+    EXPECT_THAT(error.what(), HasSubstr("AMDSMI_STATUS_NO_PERM"));
+    EXPECT_THAT(error.what(), HasSubstr("150000 mW"));
+    EXPECT_THAT(error.what(), HasSubstr(std::string(zeus::permission_hint())));
+  }
+}
+
+TEST_F(AmdSmiTest, ResetPowerLimitRestoresTheDefaultOnce) {
+  auto provider = open(script_of(
+      {device("X", {{"default_power_cap_uw", 300'000'000}, {"power_cap_uw", 200'000'000}})}));
+  auto gpu = provider->open_gpu(0);
+  gpu->reset_power_limit();
+  EXPECT_EQ(full_fake().device_state(0).at("power_cap_uw"), 300'000'000);
+  gpu->reset_power_limit();
+  EXPECT_EQ(full_fake().device_state(0).at("set_power_cap_calls"), 1);
+}
+
+TEST_F(AmdSmiTest, LockedClocksAndResetToAuto) {
+  auto provider = open(script_of({device("X")}));
+  auto gpu = provider->open_gpu(0);
+  gpu->set_gpu_locked_clocks_mhz(500, 1700);
+  gpu->set_memory_locked_clocks_mhz(900, 1300);
+  EXPECT_EQ(full_fake().device_state(0).at("gfx_range_mhz"), nlohmann::json({500, 1700}));
+  EXPECT_EQ(full_fake().device_state(0).at("mem_range_mhz"), nlohmann::json({900, 1300}));
+  expect_error([&] { gpu->set_gpu_locked_clocks_mhz(1700, 500); }, ErrorKind::kInvalidArgument);
+  gpu->reset_locked_clocks();
+  EXPECT_EQ(full_fake().device_state(0).at("perf_level"), 0);  // AUTO
+  EXPECT_EQ(full_fake().device_state(0).at("perf_level_calls"), 1);
+  EXPECT_TRUE(full_fake().device_state(0).at("gfx_range_mhz").is_null());
+}
+
+TEST_F(AmdSmiTest, UnsupportedControlsAreNotSupported) {
+  auto provider = open(script_of({device("X")}));
+  auto gpu = provider->open_gpu(0);
+  expect_error([&] { gpu->persistence_mode(); }, ErrorKind::kNotSupported);
+  expect_error([&] { gpu->set_persistence_mode(true); }, ErrorKind::kNotSupported);
+  EXPECT_THAT(expect_error([&] { gpu->reset_gpu_locked_clocks(); }, ErrorKind::kNotSupported),
+              HasSubstr("reset_locked_clocks"));
+  expect_error([&] { gpu->reset_memory_locked_clocks(); }, ErrorKind::kNotSupported);
+  expect_error([&] { gpu->average_memory_power_mw(); }, ErrorKind::kNotSupported);
+  EXPECT_EQ(full_fake().device_state(0).at("perf_level_calls"), 0);
+}
+
+// ---- Energy counter validation ----
+
+TEST_F(AmdSmiTest, ValidationWaitsOneWindowForAllDevices) {
+  auto provider = open(script_of({device("X"), device("Y"), device("Z")}));
+  EXPECT_THAT(sleeps_s_, ElementsAre(0.5));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_TRUE(provider->open_gpu(i)->supports_energy_counter()) << i;
+  }
+}
+
+struct CounterCase {
+  double counter_power_w;  // what the counter accumulates while power reads 300 W
+  bool accepted;
+};
+
+void PrintTo(const CounterCase& c, std::ostream* out) {
+  *out << "counter at " << c.counter_power_w << " W, " << (c.accepted ? "accepted" : "rejected");
+}
+
+class EnergyCounterValidationTest : public AmdSmiTest,
+                                    public ::testing::WithParamInterface<CounterCase> {};
+
+TEST_P(EnergyCounterValidationTest, AcceptsOnlyWithinAFactorOfTen) {
+  const CounterCase c = GetParam();
+  auto provider = open(script_of({device("X", {{"average_socket_power_w", 300},
+                                               {"energy_resolution_uj", 16.0},
+                                               {"counter_power_w", c.counter_power_w}})}));
+  auto gpu = provider->open_gpu(0);
+  EXPECT_EQ(gpu->supports_energy_counter(), c.accepted);
+  if (!c.accepted) {
+    EXPECT_THAT(expect_error([&] { gpu->total_energy_mj(); }, ErrorKind::kNotSupported),
+                HasSubstr("disagrees"));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Ratios, EnergyCounterValidationTest,
+    ::testing::Values(CounterCase{300, true}, CounterCase{31, true}, CounterCase{2900, true},
+                      CounterCase{30, false}, CounterCase{3000, false}, CounterCase{0, false}),
+    [](const ::testing::TestParamInfo<CounterCase>& param_info) {
+      return "CounterAt" + std::to_string(static_cast<int>(param_info.param.counter_power_w)) + "W";
+    });
+
+TEST_F(AmdSmiTest, EnergyCounterDisabledWhenPowerReadsZero) {
+  auto provider = open(script_of({device(
+      "X",
+      {{"current_socket_power_w", 0}, {"average_socket_power_w", 0}, {"counter_power_w", 50}})}));
+  auto gpu = provider->open_gpu(0);
+  EXPECT_FALSE(gpu->supports_energy_counter());
+  EXPECT_THAT(expect_error([&] { gpu->total_energy_mj(); }, ErrorKind::kNotSupported),
+              HasSubstr("power reads zero"));
+}
+
+TEST_F(AmdSmiTest, EnergyCounterFailureAtOpenDisablesIt) {
+  auto provider = open(script_of({device("X")}, status_override("amdsmi_get_energy_count", 2)));
+  EXPECT_FALSE(provider->open_gpu(0)->supports_energy_counter());
+  EXPECT_TRUE(sleeps_s_.empty());
+}
+
+TEST_F(AmdSmiTest, ValidationWithTheRealClockAndSleep) {
+  full_fake().configure(script_of({device("X")}));
+  zeus::AmdSmiOptions opts;
+  opts.validation_window_s = 0.01;
+  opts.env = env_of({});
+  const auto start = std::chrono::steady_clock::now();
+  auto provider = zeus::open_amdsmi_with_options(full_fake().path(), opts);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  // Fake time did not move, so the counter stood still while power read 100 W.
+  EXPECT_FALSE(provider->open_gpu(0)->supports_energy_counter());
+}
+
+TEST_F(AmdSmiTest, Mi250OddChipletHasNoPowerOfItsOwn) {
+  auto provider =
+      open(script_of({device("AMD Instinct MI250X", {{"socket", 0},
+                                                     {"current_socket_power_w", nullptr},
+                                                     {"average_socket_power_w", 400}}),
+                      device("AMD Instinct MI250X", {{"socket", 0},
+                                                     {"current_socket_power_w", nullptr},
+                                                     {"average_socket_power_w", 0},
+                                                     {"counter_power_w", 0}})}));
+  auto even = provider->open_gpu(0);
+  auto odd = provider->open_gpu(1);
+  EXPECT_EQ(even->average_power_mw(), 400'000U);
+  EXPECT_TRUE(even->supports_energy_counter());
+  EXPECT_EQ(odd->name(), "AMD Instinct MI250X");
+  EXPECT_FALSE(odd->supports_energy_counter());
+  for (const auto& message :
+       {expect_error([&] { odd->average_power_mw(); }, ErrorKind::kNotSupported),
+        expect_error([&] { odd->instant_power_mw(); }, ErrorKind::kNotSupported),
+        expect_error([&] { odd->total_energy_mj(); }, ErrorKind::kNotSupported)}) {
+    EXPECT_THAT(message, HasSubstr("GPU 0"));
+    EXPECT_THAT(message, HasSubstr("MI250"));
+  }
+  EXPECT_EQ(odd->temperature_c(), 40);
+}
+
+TEST_F(AmdSmiTest, Mi250WithPowerOnBothDiesIsNotAnOddChiplet) {
+  auto provider = open(script_of({device("AMD Instinct MI250X"), device("AMD Instinct MI250X")}));
+  EXPECT_EQ(provider->open_gpu(1)->average_power_mw(), 100'000U);
+  EXPECT_TRUE(provider->open_gpu(1)->supports_energy_counter());
+}
+
+// ---- Optional symbols ----
+
+TEST_F(AmdSmiTest, MissingOptionalSymbolsAreNotSupported) {
+  auto provider = open(script_of({device("X"), device("Y")}), minimal_fake());
+  auto gpu = provider->open_gpu(0);
+  EXPECT_TRUE(sleeps_s_.empty());
+  EXPECT_FALSE(gpu->supports_energy_counter());
+  EXPECT_THAT(expect_error([&] { gpu->total_energy_mj(); }, ErrorKind::kNotSupported),
+              HasSubstr("amdsmi_get_energy_count"));
+  EXPECT_THAT(expect_error([&] { gpu->supported_memory_clocks_mhz(); }, ErrorKind::kNotSupported),
+              HasSubstr("amdsmi_get_clk_freq"));
+  expect_error([&] { gpu->supported_graphics_clocks_mhz(std::nullopt); }, ErrorKind::kNotSupported);
+  expect_error([&] { gpu->set_gpu_locked_clocks_mhz(500, 1000); }, ErrorKind::kNotSupported);
+  expect_error([&] { gpu->reset_locked_clocks(); }, ErrorKind::kNotSupported);
+  EXPECT_EQ(provider->driver_version(), "");
+  // What the required symbols give still works.
+  EXPECT_EQ(gpu->average_power_mw(), 100'000U);
+  EXPECT_EQ(gpu->temperature_c(), 40);
+  gpu->set_power_limit_mw(500'000);
+  EXPECT_EQ(minimal_fake().device_state(0).at("power_cap_uw"), 500'000'000);
+}
+
+// ---- Status codes ----
+
+struct StatusCase {
+  std::uint32_t code;
+  ErrorKind kind;
+  const char* name;
+};
+
+void PrintTo(const StatusCase& c, std::ostream* out) {
+  *out << c.name << " (" << c.code << ")";
+}
+
+class StatusMappingTest : public AmdSmiTest, public ::testing::WithParamInterface<StatusCase> {};
+
+TEST_P(StatusMappingTest, MapsToErrorKindAndKeepsTheCode) {
+  const StatusCase c = GetParam();
+  EXPECT_EQ(zeus::amdsmi::error_kind_for_status(c.code), c.kind);
+  EXPECT_EQ(zeus::amdsmi::status_name(c.code), c.name);
+  auto provider = open(script_of({device("X")}));
+  full_fake().set_status("amdsmi_get_temp_metric", c.code);
+  try {
+    provider->open_gpu(0)->temperature_c();
+    FAIL() << "no error";
+  } catch (const zeus::VendorError& error) {
+    EXPECT_EQ(error.kind(), c.kind);
+    EXPECT_EQ(error.vendor(), "amdsmi");
+    EXPECT_EQ(error.call(), "amdsmi_get_temp_metric");
+    EXPECT_EQ(error.vendor_code(), static_cast<long long>(c.code));
+    EXPECT_THAT(error.what(), HasSubstr(c.name));
+    EXPECT_THAT(error.what(), HasSubstr("hotspot temperature on GPU 0"));
+    EXPECT_EQ(std::string(error.what()).find(zeus::permission_hint()) != std::string::npos,
+              c.kind == ErrorKind::kNoPermission);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ReferenceTable, StatusMappingTest,
+    ::testing::Values(
+        StatusCase{1, ErrorKind::kInvalidArgument, "AMDSMI_STATUS_INVAL"},
+        StatusCase{2, ErrorKind::kNotSupported, "AMDSMI_STATUS_NOT_SUPPORTED"},
+        StatusCase{8, ErrorKind::kTimeout, "AMDSMI_STATUS_TIMEOUT"},
+        StatusCase{10, ErrorKind::kNoPermission, "AMDSMI_STATUS_NO_PERM"},
+        StatusCase{15, ErrorKind::kMemory, "AMDSMI_STATUS_OUT_OF_RESOURCES"},
+        StatusCase{18, ErrorKind::kInitError, "AMDSMI_STATUS_INIT_ERROR"},
+        StatusCase{31, ErrorKind::kNotFound, "AMDSMI_STATUS_NOT_FOUND"},
+        StatusCase{32, ErrorKind::kUninitialized, "AMDSMI_STATUS_NOT_INIT"},
+        StatusCase{34, ErrorKind::kDriverNotLoaded, "AMDSMI_STATUS_DRIVER_NOT_LOADED"},
+        StatusCase{41, ErrorKind::kInsufficientSize, "AMDSMI_STATUS_INSUFFICIENT_SIZE"},
+        StatusCase{45, ErrorKind::kDriverNotLoaded, "AMDSMI_STATUS_NO_ENERGY_DRV"},
+        StatusCase{46, ErrorKind::kDriverNotLoaded, "AMDSMI_STATUS_NO_MSR_DRV"},
+        StatusCase{47, ErrorKind::kDriverNotLoaded, "AMDSMI_STATUS_NO_HSMP_DRV"},
+        StatusCase{48, ErrorKind::kNotSupported, "AMDSMI_STATUS_NO_HSMP_SUP"},
+        StatusCase{49, ErrorKind::kNotSupported, "AMDSMI_STATUS_NO_HSMP_MSG_SUP"},
+        StatusCase{50, ErrorKind::kTimeout, "AMDSMI_STATUS_HSMP_TIMEOUT"},
+        StatusCase{51, ErrorKind::kDriverNotLoaded, "AMDSMI_STATUS_NO_DRV"},
+        StatusCase{52, ErrorKind::kLibraryNotFound, "AMDSMI_STATUS_FILE_NOT_FOUND"},
+        StatusCase{53, ErrorKind::kInvalidArgument, "AMDSMI_STATUS_ARG_PTR_NULL"},
+        StatusCase{0xFFFFFFFFu, ErrorKind::kUnknown, "AMDSMI_STATUS_UNKNOWN_ERROR"},
+        StatusCase{7, ErrorKind::kUnknown, "AMDSMI_STATUS_API_FAILED"},
+        StatusCase{77, ErrorKind::kUnknown, "AMDSMI_STATUS_77"}),
+    [](const ::testing::TestParamInfo<StatusCase>& param_info) {
+      return "Status" + std::to_string(param_info.param.code);
+    });
+
+}  // namespace
