@@ -15,7 +15,7 @@ class Cpu {
   // Zone name as reported by the kernel, e.g. "package-0".
   virtual std::string name() const = 0;
 
-  // Cumulative package energy in µJ, monotonic across counter wraparounds (see docs/devices.md
+  // Cumulative package energy in µJ, monotonic across counter wraparounds (see docs/rapl.md
   // for how often it must be read not to miss one). Throws zeus::Error (kNoPermission, kIo...).
   virtual std::uint64_t package_energy_uj() = 0;
 
