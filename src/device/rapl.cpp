@@ -356,6 +356,7 @@ CpuDiscovery discover_rapl_cpus(const fs::path& powercap_root) {
       log().debug("{}", result.message);
       return result;
     }
+    result.permission_denied = permission_denied;
     if (permission_denied) {
       result.message = "RAPL zones exist under " + powercap_root.string() +
                        " but cannot be read: " + problem_text + ". " + permission_advice();

@@ -24,6 +24,7 @@ struct CpuDiscovery {
   std::filesystem::path root;              // the powercap root that was searched
   bool available = false;                  // at least one package zone was found and readable
   std::string message;                     // why not available, or a summary of what was found
+  bool permission_denied = false;          // zones exist but this process may not read them
 };
 
 // Finds RAPL package zones (intel-rapl:N, also under an intel-rapl/ subfolder) and their DRAM

@@ -1,0 +1,157 @@
+// The background power sampler: one thread per sampler polls GPU power in one or more domains
+// at a fixed period, keeps a bounded timeline per (domain, GPU), and integrates each series as a
+// sample-and-hold signal into a cumulative energy counter.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "zeus/common/clock.hpp"
+#include "zeus/device/gpus.hpp"
+
+namespace zeus {
+
+enum class PowerDomain {
+  kDeviceInstant,  // Gpu::instant_power_mw
+  kDeviceAverage,  // Gpu::average_power_mw (about a 1 s average)
+  kMemoryAverage,  // Gpu::average_memory_power_mw
+};
+
+// "device_instant", "device_average", "memory_average" (the reference's names).
+std::string_view power_domain_name(PowerDomain domain);
+// Accepts those names and the short forms "instant", "average", "memory". Throws
+// Error(kInvalidArgument) listing them.
+PowerDomain parse_power_domain(std::string_view text);
+
+// What to do when a series' timeline is full.
+enum class OverflowPolicy {
+  kDropOldest,  // forget the oldest sample (counted in dropped_samples()); energy is unaffected
+  kError,       // stop sampling and surface an error to the caller
+};
+
+struct PowerSample {
+  std::int64_t time_ns = 0;  // on the sampler's clock
+  int gpu_index = 0;
+  PowerDomain domain = PowerDomain::kDeviceInstant;
+  double power_w = 0.0;
+};
+
+struct PowerSamplerOptions {
+  std::vector<int> gpu_indices;  // indices into the Gpus given; empty = all
+  std::vector<PowerDomain> domains = {PowerDomain::kDeviceInstant};
+  // Sampling period; nullopt infers it from how often the readings change. Must be >= 1 ms.
+  std::optional<double> period_s;
+  std::size_t max_samples_per_series = 1 << 16;
+  OverflowPolicy overflow = OverflowPolicy::kDropOldest;
+  std::shared_ptr<Clock> clock;  // the steady clock when null
+  // Start the background thread. Tests leave it off and call sample_once() with a ManualClock.
+  bool start_thread = true;
+  // Called from the sampler thread after every sweep with that sweep's samples (for streaming a
+  // timeline to a file without keeping it in memory). Must be quick and must not throw.
+  std::function<void(const std::vector<PowerSample>&)> on_sweep;
+};
+
+// The minimum period accepted.
+inline constexpr double kMinSamplingPeriodS = 0.001;
+
+class PowerSampler {
+ public:
+  // Throws Error(kInvalidArgument) for an empty domain list, an invalid GPU index, a period
+  // below 1 ms, and Error(kNotSupported) naming the GPU and domain that cannot be read.
+  PowerSampler(const Gpus& gpus, PowerSamplerOptions options);
+  ~PowerSampler();
+  PowerSampler(const PowerSampler&) = delete;
+  PowerSampler& operator=(const PowerSampler&) = delete;
+
+  // Stops the thread (idempotent). Queries keep working on what was collected.
+  void stop();
+  // One sweep at the clock's current time (what the thread does every period).
+  void sample_once();
+
+  double period_s() const { return period_s_; }
+  const std::vector<int>& gpu_indices() const { return gpu_indices_; }
+  const std::vector<PowerDomain>& domains() const { return domains_; }
+
+  // Energy (J) of the sample-and-hold signal from the first sample up to `time_ns` (the latest
+  // sample's power held forward). A monotonic virtual counter: the difference of two readings is
+  // the exact integral over that interval. nullopt before the first sample.
+  std::optional<double> cumulative_energy_j(PowerDomain domain, int gpu_index,
+                                            std::int64_t time_ns) const;
+  // Integral over [start_ns, end_ns] of the held signal, from the kept timeline (the interval must
+  // lie within it, else nullopt).
+  std::optional<double> energy_j(PowerDomain domain, int gpu_index, std::int64_t start_ns,
+                                 std::int64_t end_ns) const;
+  // The sample in force at `time_ns` (latest when unset); nullopt when none.
+  std::optional<double> power_w(PowerDomain domain, int gpu_index,
+                                std::optional<std::int64_t> time_ns = std::nullopt) const;
+  // Samples with start_ns <= time <= end_ns, in time order.
+  std::vector<PowerSample> timeline(PowerDomain domain, int gpu_index,
+                                    std::optional<std::int64_t> start_ns = std::nullopt,
+                                    std::optional<std::int64_t> end_ns = std::nullopt) const;
+  std::uint64_t dropped_samples() const;
+
+  // Rethrows the error that stopped sampling (a device failing, overflow with kError), on every
+  // call once it happened: later readings would be stale.
+  void rethrow_if_failed() const;
+
+ private:
+  // One sample and the energy of the held signal from the series' first sample up to it.
+  struct Entry {
+    std::int64_t time_ns;
+    double power_w;
+    double energy_j;
+  };
+  struct Series {
+    std::deque<Entry> entries;  // bounded by max_samples_
+    bool dropped = false;       // entries were forgotten (kDropOldest)
+  };
+
+  // The held-signal energy at `time_ns` from `series` (caller holds mutex_).
+  static std::optional<double> energy_at(const Series& series, std::int64_t time_ns);
+  // The index of the last entry at or before `time_ns`, or nullopt.
+  static std::optional<std::size_t> entry_at(const Series& series, std::int64_t time_ns);
+  void record_error(std::exception_ptr error);
+  const Series& series(PowerDomain domain, int gpu_index) const;
+  void run();
+
+  std::vector<std::shared_ptr<Gpu>> gpus_;  // parallel to gpu_indices_
+  std::vector<int> gpu_indices_;
+  std::vector<PowerDomain> domains_;
+  std::shared_ptr<Clock> clock_;
+  double period_s_ = 0.1;
+  std::size_t max_samples_;
+  OverflowPolicy overflow_;
+  std::function<void(const std::vector<PowerSample>&)> on_sweep_;
+
+  mutable std::mutex mutex_;  // guards series_, dropped_, error_; held only briefly
+  std::map<std::pair<int, int>, Series> series_;  // (domain, gpu index)
+  std::uint64_t dropped_ = 0;
+  std::exception_ptr error_;
+
+  std::mutex sweep_mutex_;          // serializes sweeps (the thread and sample_once callers)
+  std::vector<PowerSample> sweep_;  // reused between sweeps
+
+  std::mutex stop_mutex_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// Estimates how often `gpu`'s power reading changes, by polling it back to back for up to
+// `budget_s` of `clock` time: half the shortest interval between changes, within [1 ms, 100 ms];
+// 100 ms when it never changes.
+double infer_power_update_period_s(Gpu& gpu, PowerDomain domain, Clock& clock,
+                                   double budget_s = 0.2);
+
+}  // namespace zeus

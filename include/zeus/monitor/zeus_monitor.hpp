@@ -1,0 +1,104 @@
+// ZeusMonitor: energy and time of named code windows on GPUs, CPU packages and DRAM.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "zeus/common/clock.hpp"
+#include "zeus/device/cpu.hpp"
+#include "zeus/device/gpus.hpp"
+#include "zeus/monitor/power_sampler.hpp"
+#include "zeus/monitor/window_monitor.hpp"
+
+namespace zeus {
+
+// Called before reading devices when a window begins or ends with sync_execution, with the
+// monitored GPU indices (e.g. torch.cuda.synchronize on each). Exceptions propagate.
+using SyncHook = std::function<void(const std::vector<int>& gpu_indices)>;
+
+struct ZeusMonitorOptions {
+  // GPU indices (as the process sees them, after CUDA_VISIBLE_DEVICES); nullopt = all, {} = none.
+  std::optional<std::vector<int>> gpu_indices;
+  // CPU package indices; nullopt = all available packages, {} = none.
+  std::optional<std::vector<int>> cpu_indices;
+  // When set, one CSV row per completed window in the reference's format
+  // (start_time,window_name,elapsed_time,gpu<i>_energy,...). Parent folders are created.
+  std::filesystem::path log_file;
+  SyncHook sync;
+  std::shared_ptr<Clock> clock;  // the steady clock when null
+  // For a GPU whose window energy is exactly 0 (counter not updated yet), use instant power x
+  // time instead.
+  bool approx_instant_energy = false;
+  // Sampler period for GPUs without an energy counter (inferred when unset).
+  std::optional<double> sampler_period_s;
+  // Start the sampler thread for counter-less GPUs. Tests turn it off and drive sampler().
+  bool start_sampler_thread = true;
+};
+
+class ZeusMonitor final : public WindowMonitor {
+ public:
+  // Uses get_gpus() and get_cpus().
+  explicit ZeusMonitor(ZeusMonitorOptions options = {});
+  // Explicit devices. Throws Error(kInvalidArgument) for an invalid GPU or CPU index (listing the
+  // valid ones) and Error(kNoPermission) when CPU packages were asked for but cannot be read.
+  ZeusMonitor(const Gpus& gpus, std::vector<std::shared_ptr<Cpu>> cpus, ZeusMonitorOptions options);
+  ~ZeusMonitor() override;
+
+  void begin_window(const std::string& name, bool sync_execution = true,
+                    bool restart = false) override;
+  Measurement end_window(const std::string& name, bool sync_execution = true,
+                         bool cancel = false) override;
+  // Drops every open window.
+  void reset_windows();
+  std::vector<std::string> open_windows() const;
+
+  const std::vector<int>& gpu_indices() const override { return gpu_indices_; }
+  const std::vector<int>& cpu_indices() const { return cpu_indices_; }
+  // The sampler measuring GPUs without an energy counter, or nullptr when every GPU has one.
+  PowerSampler* sampler() const { return sampler_.get(); }
+
+ private:
+  // Cumulative readings at one instant. Values are in the devices' units (mJ, µJ) or, for
+  // sampled GPUs, joules of the sampler's virtual counter.
+  struct Snapshot {
+    std::int64_t time_ns = 0;
+    double wall_time_s = 0.0;
+    std::vector<double> values;  // GPUs, then CPU packages, then DRAM zones
+  };
+
+  using Windows = std::unordered_map<std::string, Snapshot>;
+
+  // Reads every device; a failure names the device and the window.
+  void take_snapshot(Snapshot& snapshot, const std::string& window);
+  Windows::node_type take_spare();
+  void recycle(Windows::node_type node);
+  [[noreturn]] void rethrow_device_error(const std::string& device, const std::exception& error,
+                                         const std::string& window) const;
+  void write_log_row(const std::string& name, const Snapshot& start, const Measurement& result);
+
+  std::shared_ptr<Clock> clock_;
+  SyncHook sync_;
+  bool approx_instant_energy_;
+  std::vector<int> gpu_indices_;
+  std::vector<std::shared_ptr<Gpu>> gpus_;
+  std::vector<bool> gpu_has_counter_;
+  std::vector<int> cpu_indices_;
+  std::vector<std::shared_ptr<Cpu>> cpus_;
+  std::vector<int> dram_indices_;  // packages (from cpu_indices_) with a DRAM zone
+  std::vector<std::shared_ptr<Cpu>> drams_;
+  std::unique_ptr<PowerSampler> sampler_;
+
+  mutable std::mutex mutex_;  // guards windows_, spare_, the log
+  Windows windows_;
+  std::vector<Windows::node_type> spare_;  // finished windows, reused without allocating
+  std::ofstream log_;
+};
+
+}  // namespace zeus

@@ -1,0 +1,41 @@
+#include "zeus/monitor/measurement.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace zeus {
+
+void EnergyByIndex::set(int index, double value) {
+  const auto position =
+      std::lower_bound(values_.begin(), values_.end(), index,
+                       [](const value_type& entry, int wanted) { return entry.first < wanted; });
+  if (position != values_.end() && position->first == index) {
+    position->second = value;
+  } else {
+    values_.insert(position, {index, value});
+  }
+}
+
+double EnergyByIndex::at(int index) const {
+  for (const auto& [key, value] : values_) {
+    if (key == index) {
+      return value;
+    }
+  }
+  throw std::out_of_range("no energy for device index " + std::to_string(index));
+}
+
+bool EnergyByIndex::contains(int index) const {
+  return std::any_of(values_.begin(), values_.end(),
+                     [index](const value_type& entry) { return entry.first == index; });
+}
+
+double EnergyByIndex::sum() const {
+  double total = 0.0;
+  for (const auto& entry : values_) {
+    total += entry.second;
+  }
+  return total;
+}
+
+}  // namespace zeus

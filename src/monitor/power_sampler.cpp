@@ -1,0 +1,358 @@
+#include "zeus/monitor/power_sampler.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <set>
+
+#include "zeus/common/error.hpp"
+#include "zeus/common/log.hpp"
+
+namespace zeus {
+namespace {
+
+std::uint32_t read_power_mw(Gpu& gpu, PowerDomain domain) {
+  switch (domain) {
+    case PowerDomain::kDeviceInstant:
+      return gpu.instant_power_mw();
+    case PowerDomain::kDeviceAverage:
+      return gpu.average_power_mw();
+    case PowerDomain::kMemoryAverage:
+      return gpu.average_memory_power_mw();
+  }
+  return 0;
+}
+
+int domain_key(PowerDomain domain) {
+  return static_cast<int>(domain);
+}
+
+}  // namespace
+
+std::string_view power_domain_name(PowerDomain domain) {
+  switch (domain) {
+    case PowerDomain::kDeviceInstant:
+      return "device_instant";
+    case PowerDomain::kDeviceAverage:
+      return "device_average";
+    case PowerDomain::kMemoryAverage:
+      return "memory_average";
+  }
+  return "unknown";
+}
+
+PowerDomain parse_power_domain(std::string_view text) {
+  if (text == "device_instant" || text == "instant") {
+    return PowerDomain::kDeviceInstant;
+  }
+  if (text == "device_average" || text == "average") {
+    return PowerDomain::kDeviceAverage;
+  }
+  if (text == "memory_average" || text == "memory") {
+    return PowerDomain::kMemoryAverage;
+  }
+  throw Error(ErrorKind::kInvalidArgument,
+              "unknown power domain \"" + std::string(text) +
+                  "\"; use device_instant (instant), device_average (average) or "
+                  "memory_average (memory)");
+}
+
+double infer_power_update_period_s(Gpu& gpu, PowerDomain domain, Clock& clock, double budget_s) {
+  constexpr int kMaxReads = 2000;
+  constexpr double kDefaultPeriodS = 0.1;
+  const std::int64_t start_ns = clock.now_ns();
+  const auto budget_ns = static_cast<std::int64_t>(budget_s * 1e9);
+  std::optional<std::uint32_t> previous_mw;
+  std::optional<std::int64_t> previous_change_ns;
+  std::optional<std::int64_t> shortest_ns;
+  for (int i = 0; i < kMaxReads; ++i) {
+    const std::int64_t now_ns = clock.now_ns();
+    if (now_ns - start_ns > budget_ns) {
+      break;
+    }
+    const std::uint32_t value_mw = read_power_mw(gpu, domain);
+    if (previous_mw && value_mw != *previous_mw) {
+      // The first change only marks a start: the interval before it is partial.
+      if (previous_change_ns) {
+        const std::int64_t interval_ns = now_ns - *previous_change_ns;
+        if (interval_ns > 0 && (!shortest_ns || interval_ns < *shortest_ns)) {
+          shortest_ns = interval_ns;
+        }
+      }
+      previous_change_ns = now_ns;
+    }
+    previous_mw = value_mw;
+  }
+  if (!shortest_ns) {
+    return kDefaultPeriodS;
+  }
+  return std::clamp(static_cast<double>(*shortest_ns) * 1e-9 / 2.0, kMinSamplingPeriodS,
+                    kDefaultPeriodS);
+}
+
+PowerSampler::PowerSampler(const Gpus& gpus, PowerSamplerOptions options)
+    : clock_(options.clock ? options.clock : steady_clock()),
+      max_samples_(std::max<std::size_t>(1, options.max_samples_per_series)),
+      overflow_(options.overflow),
+      on_sweep_(std::move(options.on_sweep)) {
+  if (options.gpu_indices.empty()) {
+    for (int i = 0; i < static_cast<int>(gpus.size()); ++i) {
+      options.gpu_indices.push_back(i);
+    }
+  }
+  if (options.gpu_indices.empty()) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "the power sampler needs at least one GPU, and no GPU is available");
+  }
+  if (options.domains.empty()) {
+    throw Error(ErrorKind::kInvalidArgument, "the power sampler needs at least one power domain");
+  }
+  for (const PowerDomain domain : options.domains) {
+    if (std::find(domains_.begin(), domains_.end(), domain) == domains_.end()) {
+      domains_.push_back(domain);
+    }
+  }
+  for (const int index : options.gpu_indices) {
+    if (std::find(gpu_indices_.begin(), gpu_indices_.end(), index) != gpu_indices_.end()) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "GPU " + std::to_string(index) + " is listed twice for the power sampler");
+    }
+    gpus_.push_back(gpus.shared(index));  // throws listing the valid indices
+    gpu_indices_.push_back(index);
+  }
+  // Every (GPU, domain) must be readable now, so that the user learns of it here.
+  for (std::size_t i = 0; i < gpus_.size(); ++i) {
+    for (const PowerDomain domain : domains_) {
+      try {
+        read_power_mw(*gpus_[i], domain);
+      } catch (const Error& error) {
+        if (error.kind() == ErrorKind::kNotSupported) {
+          throw Error(ErrorKind::kNotSupported,
+                      "GPU " + std::to_string(gpu_indices_[i]) + " (" + gpus_[i]->name() +
+                          ") does not support the power domain " +
+                          std::string(power_domain_name(domain)) + ": " + error.what());
+        }
+        throw;
+      }
+      series_[{domain_key(domain), gpu_indices_[i]}];
+    }
+  }
+  if (options.period_s) {
+    if (!(*options.period_s >= kMinSamplingPeriodS)) {
+      throw Error(ErrorKind::kInvalidArgument, "sampling period " +
+                                                   std::to_string(*options.period_s) +
+                                                   " s is below the minimum of 1 ms");
+    }
+    period_s_ = *options.period_s;
+  } else {
+    std::set<std::string> models;
+    period_s_ = 0.1;
+    for (const auto& gpu : gpus_) {
+      if (models.insert(gpu->name()).second) {
+        period_s_ =
+            std::min(period_s_, infer_power_update_period_s(*gpu, domains_.front(), *clock_));
+      }
+    }
+  }
+  sweep_.reserve(gpus_.size() * domains_.size());
+  if (options.start_thread) {
+    thread_ = std::thread([this] { run(); });
+  }
+}
+
+PowerSampler::~PowerSampler() {
+  stop();
+}
+
+void PowerSampler::stop() {
+  {
+    std::lock_guard lock(stop_mutex_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+void PowerSampler::run() {
+  const auto period = std::chrono::nanoseconds(static_cast<std::int64_t>(period_s_ * 1e9));
+  auto next = std::chrono::steady_clock::now();
+  while (true) {
+    sample_once();
+    {
+      std::lock_guard lock(mutex_);
+      if (error_) {
+        return;
+      }
+    }
+    next += period;
+    const auto now = std::chrono::steady_clock::now();
+    if (next < now) {
+      next = now;  // fell behind: skip the missed sweeps rather than bursting
+    }
+    std::unique_lock lock(stop_mutex_);
+    if (stop_cv_.wait_until(lock, next, [this] { return stopping_; })) {
+      return;
+    }
+  }
+}
+
+void PowerSampler::record_error(std::exception_ptr error) {
+  std::lock_guard lock(mutex_);
+  if (!error_) {
+    error_ = std::move(error);
+  }
+}
+
+void PowerSampler::sample_once() {
+  std::lock_guard sweep_lock(sweep_mutex_);
+  {
+    std::lock_guard lock(mutex_);
+    if (error_) {
+      return;
+    }
+  }
+  const std::int64_t now_ns = clock_->now_ns();
+  sweep_.clear();
+  for (const PowerDomain domain : domains_) {
+    for (std::size_t i = 0; i < gpus_.size(); ++i) {
+      try {
+        const double power_w = read_power_mw(*gpus_[i], domain) / 1000.0;
+        sweep_.push_back({now_ns, gpu_indices_[i], domain, power_w});
+      } catch (const Error& error) {
+        record_error(std::make_exception_ptr(
+            Error(error.kind(), "power sampler: reading " + std::string(power_domain_name(domain)) +
+                                    " power of GPU " + std::to_string(gpu_indices_[i]) +
+                                    " failed: " + error.what())));
+        return;
+      }
+    }
+  }
+  {
+    std::lock_guard lock(mutex_);
+    for (const PowerSample& sample : sweep_) {
+      Series& target = series_[{domain_key(sample.domain), sample.gpu_index}];
+      double energy_j = 0.0;
+      if (!target.entries.empty()) {
+        const Entry& last = target.entries.back();
+        if (sample.time_ns < last.time_ns) {
+          continue;  // a clock that went backwards; keep the series ordered
+        }
+        energy_j = last.energy_j +
+                   last.power_w * static_cast<double>(sample.time_ns - last.time_ns) * 1e-9;
+      }
+      if (target.entries.size() >= max_samples_) {
+        if (overflow_ == OverflowPolicy::kError) {
+          error_ = std::make_exception_ptr(
+              Error(ErrorKind::kMemory,
+                    "power sampler: the timeline of GPU " + std::to_string(sample.gpu_index) +
+                        " (" + std::string(power_domain_name(sample.domain)) + ") is full at " +
+                        std::to_string(max_samples_) +
+                        " samples; raise max_samples_per_series or use the drop-oldest policy"));
+          return;
+        }
+        target.entries.pop_front();
+        target.dropped = true;
+        ++dropped_;
+      }
+      target.entries.push_back({sample.time_ns, sample.power_w, energy_j});
+    }
+  }
+  if (on_sweep_) {
+    on_sweep_(sweep_);
+  }
+}
+
+const PowerSampler::Series& PowerSampler::series(PowerDomain domain, int gpu_index) const {
+  const auto found = series_.find({domain_key(domain), gpu_index});
+  if (found == series_.end()) {
+    throw Error(ErrorKind::kInvalidArgument, "the power sampler does not sample " +
+                                                 std::string(power_domain_name(domain)) +
+                                                 " power of GPU " + std::to_string(gpu_index));
+  }
+  return found->second;
+}
+
+std::optional<std::size_t> PowerSampler::entry_at(const Series& series, std::int64_t time_ns) {
+  const auto& entries = series.entries;
+  const auto after =
+      std::upper_bound(entries.begin(), entries.end(), time_ns,
+                       [](std::int64_t time, const Entry& entry) { return time < entry.time_ns; });
+  if (after == entries.begin()) {
+    return std::nullopt;
+  }
+  return static_cast<std::size_t>(std::distance(entries.begin(), after) - 1);
+}
+
+std::optional<double> PowerSampler::energy_at(const Series& series, std::int64_t time_ns) {
+  if (series.entries.empty()) {
+    return std::nullopt;
+  }
+  const std::optional<std::size_t> index = entry_at(series, time_ns);
+  // Before the first kept sample, hold that sample's value backwards.
+  const Entry& entry = index ? series.entries[*index] : series.entries.front();
+  return entry.energy_j + entry.power_w * static_cast<double>(time_ns - entry.time_ns) * 1e-9;
+}
+
+std::optional<double> PowerSampler::cumulative_energy_j(PowerDomain domain, int gpu_index,
+                                                        std::int64_t time_ns) const {
+  std::lock_guard lock(mutex_);
+  return energy_at(series(domain, gpu_index), time_ns);
+}
+
+std::optional<double> PowerSampler::energy_j(PowerDomain domain, int gpu_index,
+                                             std::int64_t start_ns, std::int64_t end_ns) const {
+  std::lock_guard lock(mutex_);
+  const Series& target = series(domain, gpu_index);
+  if (target.entries.empty() || end_ns < start_ns ||
+      (target.dropped && start_ns < target.entries.front().time_ns)) {
+    return std::nullopt;
+  }
+  return *energy_at(target, end_ns) - *energy_at(target, start_ns);
+}
+
+std::optional<double> PowerSampler::power_w(PowerDomain domain, int gpu_index,
+                                            std::optional<std::int64_t> time_ns) const {
+  std::lock_guard lock(mutex_);
+  const Series& target = series(domain, gpu_index);
+  if (target.entries.empty()) {
+    return std::nullopt;
+  }
+  if (!time_ns) {
+    return target.entries.back().power_w;
+  }
+  const std::optional<std::size_t> index = entry_at(target, *time_ns);
+  if (!index) {
+    return std::nullopt;
+  }
+  return target.entries[*index].power_w;
+}
+
+std::vector<PowerSample> PowerSampler::timeline(PowerDomain domain, int gpu_index,
+                                                std::optional<std::int64_t> start_ns,
+                                                std::optional<std::int64_t> end_ns) const {
+  std::lock_guard lock(mutex_);
+  std::vector<PowerSample> samples;
+  for (const Entry& entry : series(domain, gpu_index).entries) {
+    if ((start_ns && entry.time_ns < *start_ns) || (end_ns && entry.time_ns > *end_ns)) {
+      continue;
+    }
+    samples.push_back({entry.time_ns, gpu_index, domain, entry.power_w});
+  }
+  return samples;
+}
+
+std::uint64_t PowerSampler::dropped_samples() const {
+  std::lock_guard lock(mutex_);
+  return dropped_;
+}
+
+void PowerSampler::rethrow_if_failed() const {
+  std::lock_guard lock(mutex_);
+  if (error_) {
+    std::rethrow_exception(error_);
+  }
+}
+
+}  // namespace zeus

@@ -1,0 +1,155 @@
+#include "zeus/monitor/replay_monitor.hpp"
+
+#include <charconv>
+#include <fstream>
+#include <optional>
+
+#include "zeus/common/error.hpp"
+
+namespace zeus {
+namespace {
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> fields;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = line.find(',', start);
+    fields.push_back(
+        line.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) {
+      return fields;
+    }
+    start = comma + 1;
+  }
+}
+
+std::optional<double> parse_double(const std::string& text) {
+  try {
+    std::size_t used = 0;
+    const double value = std::stod(text, &used);
+    if (used != text.size()) {
+      return std::nullopt;
+    }
+    return value;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
+ReplayMonitor::ReplayMonitor(const std::filesystem::path& log_file, bool match_window_name)
+    : path_(log_file), match_window_name_(match_window_name) {
+  std::ifstream in(log_file);
+  if (!in) {
+    throw Error(ErrorKind::kNotFound, "cannot open the monitor log " + log_file.string());
+  }
+  const std::string where = log_file.string() + ":";
+  std::string line;
+  if (!std::getline(in, line)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                log_file.string() +
+                    " is empty: expected the header "
+                    "start_time,window_name,elapsed_time,gpu<i>_energy...");
+  }
+  if (!line.empty() && line.back() == '\r') {
+    line.pop_back();
+  }
+  const std::vector<std::string> header = split_csv_line(line);
+  if (header.size() < 3 || header[0] != "start_time" || header[1] != "window_name" ||
+      header[2] != "elapsed_time") {
+    throw Error(ErrorKind::kInvalidArgument,
+                where +
+                    "1: the header must start with start_time,window_name,elapsed_time (read \"" +
+                    line + "\")");
+  }
+  for (std::size_t i = 3; i < header.size(); ++i) {
+    const std::string& column = header[i];
+    int index = -1;
+    const char* first = column.data() + 3;
+    const char* last = column.data() + column.size() - 7;
+    if (column.size() > 10 && column.starts_with("gpu") && column.ends_with("_energy") &&
+        std::from_chars(first, last, index).ptr == last && index >= 0) {
+      gpu_indices_.push_back(index);
+    } else {
+      throw Error(ErrorKind::kInvalidArgument,
+                  where + "1: column \"" + column + "\" is not of the form gpu<index>_energy");
+    }
+  }
+  int line_number = 1;
+  while (std::getline(in, line)) {
+    ++line_number;
+    if (!line.empty() && line.back() == '\r') {
+      line.pop_back();
+    }
+    if (line.empty()) {
+      continue;
+    }
+    const std::vector<std::string> fields = split_csv_line(line);
+    const std::string at = where + std::to_string(line_number) + ": ";
+    if (fields.size() != header.size()) {
+      throw Error(ErrorKind::kInvalidArgument, at + "expected " + std::to_string(header.size()) +
+                                                   " fields, found " +
+                                                   std::to_string(fields.size()));
+    }
+    ReplayRow row;
+    row.window_name = fields[1];
+    const auto start = parse_double(fields[0]);
+    const auto elapsed = parse_double(fields[2]);
+    if (!start || !elapsed) {
+      throw Error(ErrorKind::kInvalidArgument, at + "start_time and elapsed_time must be numbers");
+    }
+    row.start_time_s = *start;
+    row.elapsed_time_s = *elapsed;
+    for (std::size_t i = 3; i < fields.size(); ++i) {
+      const auto energy = parse_double(fields[i]);
+      if (!energy) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    at + header[i] + " is not a number (\"" + fields[i] + "\")");
+      }
+      row.gpu_energy_j.push_back(*energy);
+    }
+    rows_.push_back(std::move(row));
+  }
+}
+
+void ReplayMonitor::begin_window(const std::string& name, bool /*sync_execution*/, bool restart) {
+  if (open_.count(name) != 0 && !restart) {
+    throw Error(ErrorKind::kInvalidArgument, "window '" + name + "' is already open");
+  }
+  open_.insert(name);
+}
+
+Measurement ReplayMonitor::end_window(const std::string& name, bool /*sync_execution*/,
+                                      bool cancel) {
+  if (open_.erase(name) == 0) {
+    throw Error(ErrorKind::kInvalidArgument, "no open window named '" + name + "'");
+  }
+  Measurement result;
+  if (cancel) {
+    for (const int index : gpu_indices_) {
+      result.gpu_energy_j.set(index, 0.0);
+    }
+    return result;
+  }
+  if (next_row_ >= rows_.size()) {
+    throw Error(ErrorKind::kNotFound, "the monitor log " + path_.string() + " is exhausted: all " +
+                                          std::to_string(rows_.size()) +
+                                          " windows were replayed, and '" + name +
+                                          "' asks for another");
+  }
+  const ReplayRow& row = rows_[next_row_];
+  if (match_window_name_ && row.window_name != name) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "window '" + name + "' ended, but the next window in " + path_.string() +
+                    " (line " + std::to_string(next_row_ + 2) + ") is '" + row.window_name + "'");
+  }
+  ++next_row_;
+  result.time_s = row.elapsed_time_s;
+  for (std::size_t i = 0; i < gpu_indices_.size(); ++i) {
+    result.gpu_energy_j.set(gpu_indices_[i], row.gpu_energy_j[i]);
+  }
+  return result;
+}
+
+}  // namespace zeus

@@ -1,0 +1,357 @@
+#include "zeus/monitor/zeus_monitor.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "zeus/common/error.hpp"
+#include "zeus/common/log.hpp"
+#include "zeus/device/discovery.hpp"
+
+namespace zeus {
+namespace {
+
+std::string join_indices(const std::vector<int>& indices) {
+  std::string text;
+  for (const int index : indices) {
+    text += (text.empty() ? "" : ", ") + std::to_string(index);
+  }
+  return text;
+}
+
+double wall_time_s() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The CPUs of get_cpus(), failing clearly when packages were asked for but cannot be read.
+std::vector<std::shared_ptr<Cpu>> default_cpus(const ZeusMonitorOptions& options) {
+  const CpuDiscovery& discovery = get_cpus();
+  const bool requested = options.cpu_indices && !options.cpu_indices->empty();
+  if (requested && discovery.cpus.empty()) {
+    throw Error(discovery.permission_denied ? ErrorKind::kNoPermission : ErrorKind::kNotSupported,
+                "CPU packages " + join_indices(*options.cpu_indices) +
+                    " were asked for, but: " + discovery.message);
+  }
+  return discovery.cpus;
+}
+
+}  // namespace
+
+ZeusMonitor::ZeusMonitor(ZeusMonitorOptions options)
+    : ZeusMonitor(get_gpus(), default_cpus(options), std::move(options)) {}
+
+ZeusMonitor::ZeusMonitor(const Gpus& gpus, std::vector<std::shared_ptr<Cpu>> cpus,
+                         ZeusMonitorOptions options)
+    : clock_(options.clock ? options.clock : steady_clock()),
+      sync_(std::move(options.sync)),
+      approx_instant_energy_(options.approx_instant_energy) {
+  if (options.gpu_indices) {
+    gpu_indices_ = *options.gpu_indices;
+  } else {
+    for (int i = 0; i < static_cast<int>(gpus.size()); ++i) {
+      gpu_indices_.push_back(i);
+    }
+  }
+  std::vector<int> sampled;
+  for (std::size_t i = 0; i < gpu_indices_.size(); ++i) {
+    if (std::count(gpu_indices_.begin(), gpu_indices_.end(), gpu_indices_[i]) > 1) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "GPU " + std::to_string(gpu_indices_[i]) + " is listed twice");
+    }
+    gpus_.push_back(gpus.shared(gpu_indices_[i]));  // throws listing the valid indices
+    gpu_has_counter_.push_back(gpus_.back()->supports_energy_counter());
+    if (!gpu_has_counter_.back()) {
+      sampled.push_back(gpu_indices_[i]);
+    }
+  }
+
+  std::vector<int> available;
+  for (const auto& cpu : cpus) {
+    available.push_back(cpu->index());
+  }
+  if (options.cpu_indices) {
+    cpu_indices_ = *options.cpu_indices;
+  } else {
+    cpu_indices_ = available;
+  }
+  for (const int index : cpu_indices_) {
+    const auto found = std::find_if(cpus.begin(), cpus.end(),
+                                    [index](const auto& cpu) { return cpu->index() == index; });
+    if (found == cpus.end()) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "CPU package " + std::to_string(index) + " is invalid: " +
+                      (available.empty() ? std::string("no CPU package is available")
+                                         : "available packages are " + join_indices(available)));
+    }
+    if (std::count(cpu_indices_.begin(), cpu_indices_.end(), index) > 1) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "CPU package " + std::to_string(index) + " is listed twice");
+    }
+    cpus_.push_back(*found);
+    if ((*found)->has_dram()) {
+      dram_indices_.push_back(index);
+      drams_.push_back(*found);
+    }
+  }
+
+  if (!sampled.empty()) {
+    PowerSamplerOptions sampler_options;
+    sampler_options.gpu_indices = sampled;
+    sampler_options.period_s = options.sampler_period_s;
+    sampler_options.clock = clock_;
+    sampler_options.start_thread = options.start_sampler_thread;
+    log().info("GPUs {} have no energy counter; their energy comes from sampled power",
+               join_indices(sampled));
+    sampler_ = std::make_unique<PowerSampler>(gpus, std::move(sampler_options));
+    sampler_->sample_once();  // so that a window can begin right away
+  }
+
+  if (!options.log_file.empty()) {
+    if (options.log_file.has_parent_path()) {
+      std::filesystem::create_directories(options.log_file.parent_path());
+    }
+    log_.open(options.log_file, std::ios::out | std::ios::trunc);
+    if (!log_) {
+      throw Error(ErrorKind::kIo, "cannot write the monitor log " + options.log_file.string());
+    }
+    log_ << "start_time,window_name,elapsed_time";
+    for (const int index : gpu_indices_) {
+      log_ << ",gpu" << index << "_energy";
+    }
+    log_ << "\n" << std::flush;
+  }
+}
+
+ZeusMonitor::~ZeusMonitor() = default;
+
+void ZeusMonitor::rethrow_device_error(const std::string& device, const std::exception& error,
+                                       const std::string& window) const {
+  const auto* zeus_error = dynamic_cast<const Error*>(&error);
+  throw Error(zeus_error != nullptr ? zeus_error->kind() : ErrorKind::kUnknown,
+              device + " could not be read for window '" + window + "': " + error.what());
+}
+
+void ZeusMonitor::take_snapshot(Snapshot& snapshot, const std::string& window) {
+  snapshot.values.resize(gpus_.size() + cpus_.size() + drams_.size());
+  snapshot.wall_time_s = log_.is_open() ? wall_time_s() : 0.0;
+  snapshot.time_ns = clock_->now_ns();
+  std::size_t slot = 0;
+  for (std::size_t i = 0; i < gpus_.size(); ++i, ++slot) {
+    try {
+      if (gpu_has_counter_[i]) {
+        snapshot.values[slot] = static_cast<double>(gpus_[i]->total_energy_mj());
+      } else {
+        sampler_->rethrow_if_failed();
+        snapshot.values[slot] = sampler_
+                                    ->cumulative_energy_j(sampler_->domains().front(),
+                                                          gpu_indices_[i], snapshot.time_ns)
+                                    .value_or(0.0);
+      }
+    } catch (const std::exception& error) {
+      rethrow_device_error("GPU " + std::to_string(gpu_indices_[i]), error, window);
+    }
+  }
+  for (std::size_t i = 0; i < cpus_.size(); ++i, ++slot) {
+    try {
+      snapshot.values[slot] = static_cast<double>(cpus_[i]->package_energy_uj());
+    } catch (const std::exception& error) {
+      rethrow_device_error("CPU package " + std::to_string(cpu_indices_[i]), error, window);
+    }
+  }
+  for (std::size_t i = 0; i < drams_.size(); ++i, ++slot) {
+    try {
+      snapshot.values[slot] = static_cast<double>(drams_[i]->dram_energy_uj());
+    } catch (const std::exception& error) {
+      rethrow_device_error("DRAM of CPU package " + std::to_string(dram_indices_[i]), error,
+                           window);
+    }
+  }
+}
+
+ZeusMonitor::Windows::node_type ZeusMonitor::take_spare() {
+  std::lock_guard lock(mutex_);
+  if (spare_.empty()) {
+    return {};
+  }
+  Windows::node_type node = std::move(spare_.back());
+  spare_.pop_back();
+  return node;
+}
+
+void ZeusMonitor::recycle(Windows::node_type node) {
+  if (node.empty()) {
+    return;
+  }
+  std::lock_guard lock(mutex_);
+  spare_.push_back(std::move(node));
+}
+
+void ZeusMonitor::begin_window(const std::string& name, bool sync_execution, bool restart) {
+  if (log_.is_open() && name.find_first_of(",\r\n") != std::string::npos) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "window name '" + name +
+                    "' contains a comma or line break, which the CSV log "
+                    "cannot hold");
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (windows_.count(name) != 0 && !restart) {
+      throw Error(
+          ErrorKind::kInvalidArgument,
+          "window '" + name + "' is already open; end it first, or begin it with restart=true");
+    }
+  }
+  if (sync_execution && sync_ && !gpu_indices_.empty()) {
+    sync_(gpu_indices_);
+  }
+  std::lock_guard lock(mutex_);
+  if (auto existing = windows_.find(name); existing != windows_.end()) {
+    if (!restart) {
+      throw Error(ErrorKind::kInvalidArgument, "window '" + name + "' is already open");
+    }
+    log().info("restarting window '{}'", name);
+    spare_.push_back(windows_.extract(existing));
+  }
+  if (!spare_.empty()) {
+    Windows::node_type node = std::move(spare_.back());
+    spare_.pop_back();
+    node.key() = name;
+    try {
+      take_snapshot(node.mapped(), name);
+    } catch (...) {
+      spare_.push_back(std::move(node));
+      throw;
+    }
+    windows_.insert(std::move(node));
+  } else {
+    Snapshot snapshot;
+    take_snapshot(snapshot, name);
+    windows_.emplace(name, std::move(snapshot));
+  }
+}
+
+Measurement ZeusMonitor::end_window(const std::string& name, bool sync_execution, bool cancel) {
+  Windows::node_type node;
+  {
+    std::lock_guard lock(mutex_);
+    node = windows_.extract(name);
+    if (node.empty()) {
+      std::vector<std::string> names;
+      for (const auto& entry : windows_) {
+        names.push_back("'" + entry.first + "'");
+      }
+      std::sort(names.begin(), names.end());
+      throw Error(
+          ErrorKind::kInvalidArgument,
+          "no open window named '" + name + "' (open windows: " +
+              (names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))) +
+              ")");
+    }
+  }
+  // The window is closed from here on, whatever happens next.
+  Measurement result;
+  result.gpu_energy_j.reserve(gpus_.size());
+  result.cpu_energy_j.reserve(cpus_.size());
+  result.dram_energy_j.reserve(drams_.size());
+  if (cancel) {
+    recycle(std::move(node));
+    for (const int index : gpu_indices_) {
+      result.gpu_energy_j.set(index, 0.0);
+    }
+    for (const int index : cpu_indices_) {
+      result.cpu_energy_j.set(index, 0.0);
+    }
+    for (const int index : dram_indices_) {
+      result.dram_energy_j.set(index, 0.0);
+    }
+    return result;
+  }
+
+  // A finished window's storage holds the end readings (no allocation after warm-up).
+  Windows::node_type scratch = take_spare();
+  Snapshot local;
+  Snapshot& end = scratch.empty() ? local : scratch.mapped();
+  try {
+    if (sync_execution && sync_ && !gpu_indices_.empty()) {
+      sync_(gpu_indices_);
+    }
+    take_snapshot(end, name);
+  } catch (...) {
+    recycle(std::move(node));
+    recycle(std::move(scratch));
+    throw;
+  }
+
+  const Snapshot& start = node.mapped();
+  result.time_s = static_cast<double>(end.time_ns - start.time_ns) * 1e-9;
+  std::size_t slot = 0;
+  for (std::size_t i = 0; i < gpus_.size(); ++i, ++slot) {
+    double energy_j = end.values[slot] - start.values[slot];
+    if (gpu_has_counter_[i]) {
+      energy_j /= 1000.0;  // mJ
+    }
+    if (energy_j == 0.0 && result.time_s > 0.0) {
+      if (approx_instant_energy_) {
+        try {
+          energy_j = gpus_[i]->instant_power_mw() / 1000.0 * result.time_s;
+        } catch (const std::exception& error) {
+          recycle(std::move(node));
+          recycle(std::move(scratch));
+          rethrow_device_error("GPU " + std::to_string(gpu_indices_[i]), error, name);
+        }
+      } else {
+        log().warn(
+            "GPU {} measured 0 J over window '{}' ({:.6f} s): its energy counter updates too "
+            "rarely for so short a window; enable approx_instant_energy to estimate it from power",
+            gpu_indices_[i], name, result.time_s);
+      }
+    }
+    result.gpu_energy_j.set(gpu_indices_[i], energy_j);
+  }
+  for (std::size_t i = 0; i < cpus_.size(); ++i, ++slot) {
+    result.cpu_energy_j.set(cpu_indices_[i], (end.values[slot] - start.values[slot]) / 1e6);
+  }
+  for (std::size_t i = 0; i < drams_.size(); ++i, ++slot) {
+    result.dram_energy_j.set(dram_indices_[i], (end.values[slot] - start.values[slot]) / 1e6);
+  }
+  if (log_.is_open()) {
+    std::lock_guard lock(mutex_);
+    write_log_row(name, start, result);
+  }
+  recycle(std::move(node));
+  recycle(std::move(scratch));
+  return result;
+}
+
+void ZeusMonitor::write_log_row(const std::string& name, const Snapshot& start,
+                                const Measurement& result) {
+  log_ << fmt::format("{},{},{}", start.wall_time_s, name, result.time_s);
+  for (const auto& [index, energy_j] : result.gpu_energy_j) {
+    log_ << fmt::format(",{}", energy_j);
+  }
+  log_ << "\n" << std::flush;
+}
+
+void ZeusMonitor::reset_windows() {
+  std::lock_guard lock(mutex_);
+  if (!windows_.empty()) {
+    log().info("dropping {} open window(s)", windows_.size());
+  }
+  while (!windows_.empty()) {
+    spare_.push_back(windows_.extract(windows_.begin()));
+  }
+}
+
+std::vector<std::string> ZeusMonitor::open_windows() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> names;
+  for (const auto& entry : windows_) {
+    names.push_back(entry.first);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace zeus
