@@ -1,6 +1,9 @@
 #include "zeus/monitor/power_sampler.hpp"
 
+#include <time.h>
 #include <algorithm>
+
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <set>
@@ -21,10 +24,6 @@ std::uint32_t read_power_mw(Gpu& gpu, PowerDomain domain) {
       return gpu.average_memory_power_mw();
   }
   return 0;
-}
-
-int domain_key(PowerDomain domain) {
-  return static_cast<int>(domain);
 }
 
 }  // namespace
@@ -134,9 +133,9 @@ PowerSampler::PowerSampler(const Gpus& gpus, PowerSamplerOptions options)
         }
         throw;
       }
-      series_[{domain_key(domain), gpu_indices_[i]}];
     }
   }
+  series_.resize(domains_.size() * gpu_indices_.size());
   if (options.period_s) {
     if (!(*options.period_s >= kMinSamplingPeriodS)) {
       throw Error(ErrorKind::kInvalidArgument, "sampling period " +
@@ -169,6 +168,7 @@ void PowerSampler::stop() {
     std::lock_guard lock(stop_mutex_);
     stopping_ = true;
   }
+  stopping_flag_.store(true, std::memory_order_release);
   stop_cv_.notify_all();
   if (thread_.joinable()) {
     thread_.join();
@@ -177,8 +177,11 @@ void PowerSampler::stop() {
 
 void PowerSampler::run() {
   const auto period = std::chrono::nanoseconds(static_cast<std::int64_t>(period_s_ * 1e9));
+  // Short periods sleep with clock_nanosleep (the cheapest wake-up; stop() then waits at most
+  // one period); longer ones wait on the condition variable so that stop() is immediate.
+  const bool short_period = period <= std::chrono::milliseconds(10);
   auto next = std::chrono::steady_clock::now();
-  while (true) {
+  while (!stopping_flag_.load(std::memory_order_acquire)) {
     sample_once();
     {
       std::lock_guard lock(mutex_);
@@ -191,9 +194,19 @@ void PowerSampler::run() {
     if (next < now) {
       next = now;  // fell behind: skip the missed sweeps rather than bursting
     }
-    std::unique_lock lock(stop_mutex_);
-    if (stop_cv_.wait_until(lock, next, [this] { return stopping_; })) {
-      return;
+    if (short_period) {
+      const auto since_epoch = next.time_since_epoch();
+      timespec until{};
+      until.tv_sec = static_cast<time_t>(
+          std::chrono::duration_cast<std::chrono::seconds>(since_epoch).count());
+      until.tv_nsec = static_cast<long>((since_epoch - std::chrono::seconds(until.tv_sec)).count());
+      while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr) == EINTR) {
+      }
+    } else {
+      std::unique_lock lock(stop_mutex_);
+      if (stop_cv_.wait_until(lock, next, [this] { return stopping_; })) {
+        return;
+      }
     }
   }
 }
@@ -231,8 +244,10 @@ void PowerSampler::sample_once() {
   }
   {
     std::lock_guard lock(mutex_);
-    for (const PowerSample& sample : sweep_) {
-      Series& target = series_[{domain_key(sample.domain), sample.gpu_index}];
+    // sweep_ holds one sample per series, in series_ order.
+    for (std::size_t k = 0; k < sweep_.size(); ++k) {
+      const PowerSample& sample = sweep_[k];
+      Series& target = series_[k];
       double energy_j = 0.0;
       if (!target.entries.empty()) {
         const Entry& last = target.entries.back();
@@ -265,13 +280,15 @@ void PowerSampler::sample_once() {
 }
 
 const PowerSampler::Series& PowerSampler::series(PowerDomain domain, int gpu_index) const {
-  const auto found = series_.find({domain_key(domain), gpu_index});
-  if (found == series_.end()) {
+  const auto domain_at = std::find(domains_.begin(), domains_.end(), domain);
+  const auto gpu_at = std::find(gpu_indices_.begin(), gpu_indices_.end(), gpu_index);
+  if (domain_at == domains_.end() || gpu_at == gpu_indices_.end()) {
     throw Error(ErrorKind::kInvalidArgument, "the power sampler does not sample " +
                                                  std::string(power_domain_name(domain)) +
                                                  " power of GPU " + std::to_string(gpu_index));
   }
-  return found->second;
+  return series_[static_cast<std::size_t>(domain_at - domains_.begin()) * gpu_indices_.size() +
+                 static_cast<std::size_t>(gpu_at - gpu_indices_.begin())];
 }
 
 std::optional<std::size_t> PowerSampler::entry_at(const Series& series, std::int64_t time_ns) {

@@ -67,6 +67,8 @@ ZeusMonitor::ZeusMonitor(const Gpus& gpus, std::vector<std::shared_ptr<Cpu>> cpu
     }
   }
 
+  warned_zero_energy_ = std::vector<std::atomic<bool>>(gpus_.size());
+
   std::vector<int> available;
   for (const auto& cpu : cpus) {
     available.push_back(cpu->index());
@@ -301,10 +303,11 @@ Measurement ZeusMonitor::end_window(const std::string& name, bool sync_execution
           recycle(std::move(scratch));
           rethrow_device_error("GPU " + std::to_string(gpu_indices_[i]), error, name);
         }
-      } else {
+      } else if (!warned_zero_energy_[i].exchange(true)) {
         log().warn(
             "GPU {} measured 0 J over window '{}' ({:.6f} s): its energy counter updates too "
-            "rarely for so short a window; enable approx_instant_energy to estimate it from power",
+            "rarely for so short a window; enable approx_instant_energy to estimate it from power "
+            "(said once per GPU)",
             gpu_indices_[i], name, result.time_s);
       }
     }

@@ -3,12 +3,12 @@
 // sample-and-hold signal into a cumulative energy counter.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <exception>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -134,8 +134,8 @@ class PowerSampler {
   OverflowPolicy overflow_;
   std::function<void(const std::vector<PowerSample>&)> on_sweep_;
 
-  mutable std::mutex mutex_;  // guards series_, dropped_, error_; held only briefly
-  std::map<std::pair<int, int>, Series> series_;  // (domain, gpu index)
+  mutable std::mutex mutex_;    // guards series_, dropped_, error_; held only briefly
+  std::vector<Series> series_;  // domain-major: series_[d * gpus + g]
   std::uint64_t dropped_ = 0;
   std::exception_ptr error_;
 
@@ -145,6 +145,7 @@ class PowerSampler {
   std::mutex stop_mutex_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
+  std::atomic<bool> stopping_flag_{false};
   std::thread thread_;
 };
 

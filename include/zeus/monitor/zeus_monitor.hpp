@@ -1,6 +1,7 @@
 // ZeusMonitor: energy and time of named code windows on GPUs, CPU packages and DRAM.
 #pragma once
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -89,6 +90,7 @@ class ZeusMonitor final : public WindowMonitor {
   std::vector<int> gpu_indices_;
   std::vector<std::shared_ptr<Gpu>> gpus_;
   std::vector<bool> gpu_has_counter_;
+  std::vector<std::atomic<bool>> warned_zero_energy_;  // per GPU: the 0 J warning was given
   std::vector<int> cpu_indices_;
   std::vector<std::shared_ptr<Cpu>> cpus_;
   std::vector<int> dram_indices_;  // packages (from cpu_indices_) with a DRAM zone

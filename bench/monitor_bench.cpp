@@ -1,0 +1,166 @@
+// The monitor's own overhead: a begin+end window pair on zero-cost GPUs, and the sampler
+// thread's CPU cost. Run: ./build/release/bench/zeus_monitor_bench
+#include <benchmark/benchmark.h>
+#include <time.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "zeus/device/gpus.hpp"
+#include "zeus/device/simulated_gpu.hpp"
+#include "zeus/monitor/power_sampler.hpp"
+#include "zeus/monitor/zeus_monitor.hpp"
+
+namespace {
+
+// A GPU whose every reading costs nothing: what is left is zeus's own overhead.
+class ZeroCostGpu final : public zeus::Gpu {
+ public:
+  zeus::GpuBackend backend() const override { return zeus::GpuBackend::kSimulated; }
+  std::string name() override { return "zero-cost"; }
+  std::string uuid() override { return "GPU-0"; }
+  std::string pci_bus_id() override { return "00000000:00:00.0"; }
+  std::string architecture() override { return "hopper"; }
+  zeus::PowerLimitConstraints power_limit_constraints_mw() override { return {100, 200}; }
+  std::uint32_t default_power_limit_mw() override { return 200; }
+  std::uint32_t power_limit_mw() override { return 200; }
+  std::uint32_t enforced_power_limit_mw() override { return 200; }
+  void set_power_limit_mw(std::uint32_t) override {}
+  void reset_power_limit() override {}
+  bool persistence_mode() override { return false; }
+  void set_persistence_mode(bool) override {}
+  std::vector<std::uint32_t> supported_memory_clocks_mhz() override { return {}; }
+  std::vector<std::uint32_t> supported_graphics_clocks_mhz(std::optional<std::uint32_t>) override {
+    return {};
+  }
+  void set_gpu_locked_clocks_mhz(std::uint32_t, std::uint32_t) override {}
+  void reset_gpu_locked_clocks() override {}
+  void set_memory_locked_clocks_mhz(std::uint32_t, std::uint32_t) override {}
+  void reset_memory_locked_clocks() override {}
+  std::uint32_t instant_power_mw() override { return 100'000; }
+  std::uint32_t average_power_mw() override { return 100'000; }
+  std::uint32_t average_memory_power_mw() override { return 10'000; }
+  bool supports_energy_counter() override { return counter_; }
+  std::uint64_t total_energy_mj() override { return energy_mj_ += 7; }
+  int temperature_c() override { return 40; }
+
+  explicit ZeroCostGpu(bool counter = true) : counter_(counter) {}
+
+ private:
+  bool counter_;
+  std::uint64_t energy_mj_ = 0;
+};
+
+zeus::Gpus zero_cost_gpus(int count, bool counter = true) {
+  std::vector<std::shared_ptr<zeus::Gpu>> gpus;
+  std::vector<int> physical;
+  for (int i = 0; i < count; ++i) {
+    gpus.push_back(std::make_shared<ZeroCostGpu>(counter));
+    physical.push_back(i);
+  }
+  return zeus::Gpus(gpus, physical);
+}
+
+void BM_WindowPairZeroCost(benchmark::State& state) {
+  const zeus::Gpus gpus = zero_cost_gpus(static_cast<int>(state.range(0)));
+  zeus::ZeusMonitor monitor(gpus, {}, {});
+  for (auto _ : state) {
+    monitor.begin_window("step", false);
+    benchmark::DoNotOptimize(monitor.end_window("step", false));
+  }
+}
+BENCHMARK(BM_WindowPairZeroCost)->Arg(1)->Arg(8);
+
+void BM_WindowPairSimulatedH200(benchmark::State& state) {
+  std::vector<std::shared_ptr<zeus::Gpu>> gpus;
+  std::vector<int> physical;
+  for (int i = 0; i < state.range(0); ++i) {
+    gpus.push_back(std::make_shared<zeus::SimulatedGpu>(zeus::simulated_gpu_model("h200"), i,
+                                                        zeus::steady_clock()));
+    physical.push_back(i);
+  }
+  zeus::ZeusMonitor monitor(zeus::Gpus(gpus, physical), {}, {});
+  for (auto _ : state) {
+    monitor.begin_window("step", false);
+    benchmark::DoNotOptimize(monitor.end_window("step", false));
+  }
+}
+BENCHMARK(BM_WindowPairSimulatedH200)->Arg(1)->Arg(8);
+
+double process_cpu_s() {
+  timespec now{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
+}
+
+// CPU used by the sampler thread while the main thread sleeps, as % of one core.
+void BM_SamplerCpuCost(benchmark::State& state) {
+  const zeus::Gpus gpus = zero_cost_gpus(8);
+  const double period_s = 1.0 / static_cast<double>(state.range(0));
+  for (auto _ : state) {
+    zeus::PowerSamplerOptions options;
+    options.period_s = period_s;
+    options.domains = {zeus::PowerDomain::kDeviceInstant};
+    zeus::PowerSampler sampler(gpus, options);
+    const double cpu_start_s = process_cpu_s();
+    const auto wall_start = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    const double cpu_s = process_cpu_s() - cpu_start_s;
+    const double wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    sampler.stop();
+    state.SetIterationTime(wall_s);
+    state.counters["cpu_percent_of_one_core"] = 100.0 * cpu_s / wall_s;
+    state.counters["samples"] =
+        static_cast<double>(sampler.timeline(zeus::PowerDomain::kDeviceInstant, 0).size());
+  }
+}
+BENCHMARK(BM_SamplerCpuCost)
+    ->Arg(100)
+    ->Arg(1000)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kSecond);
+
+// The floor: a thread that only wakes up at the same rate (clock_nanosleep, as the sampler does
+// for short periods) and does nothing else. What BM_SamplerCpuCost adds on top is zeus's work.
+void BM_EmptyWakeLoopCpuCost(benchmark::State& state) {
+  const auto period = std::chrono::nanoseconds(1'000'000'000 / state.range(0));
+  for (auto _ : state) {
+    std::atomic<bool> stop{false};
+    std::thread waker([&] {
+      auto next = std::chrono::steady_clock::now();
+      while (!stop.load()) {
+        next += period;
+        const auto since_epoch = next.time_since_epoch();
+        timespec until{};
+        until.tv_sec = static_cast<time_t>(
+            std::chrono::duration_cast<std::chrono::seconds>(since_epoch).count());
+        until.tv_nsec =
+            static_cast<long>((since_epoch - std::chrono::seconds(until.tv_sec)).count());
+        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr);
+      }
+    });
+    const double cpu_start_s = process_cpu_s();
+    const auto wall_start = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    const double cpu_s = process_cpu_s() - cpu_start_s;
+    const double wall_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    stop = true;
+    waker.join();
+    state.SetIterationTime(wall_s);
+    state.counters["cpu_percent_of_one_core"] = 100.0 * cpu_s / wall_s;
+  }
+}
+BENCHMARK(BM_EmptyWakeLoopCpuCost)
+    ->Arg(100)
+    ->Arg(1000)
+    ->Iterations(1)
+    ->UseManualTime()
+    ->Unit(benchmark::kSecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
