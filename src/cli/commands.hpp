@@ -13,6 +13,8 @@ enum ExitCode : int {
   kExitUsage = 2,         // bad flags, arguments or environment variables
   kExitNoPermission = 3,  // the operation needs a right this process lacks
   kExitNotSupported = 4,  // the hardware or driver cannot do it, or no device is available
+  // `zeus monitor -- CMD` exits with CMD's exit code (128+N when signal N killed it), except:
+  kExitCommandNotStarted = 127,  // CMD could not be started (not found, not executable)
 };
 
 // A subcommand's action, run after parsing; returns an exit code. Exceptions are translated
@@ -20,5 +22,7 @@ enum ExitCode : int {
 using Action = std::function<int()>;
 
 void add_show_env(CLI::App& app, Action& action);
+void add_monitor(CLI::App& app, Action& action);
+void add_power(CLI::App& app, Action& action);
 
 }  // namespace zeus::cli

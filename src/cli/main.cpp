@@ -29,11 +29,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "Exit codes: 0 success, 1 run-time failure, 2 usage error, 3 permission denied, "
-      "4 not supported or no device.\nSet ZEUS_SIMULATED_GPUS=<count>[:<model>] to use simulated "
+      "4 not supported or no device; `zeus monitor -- CMD` exits with CMD's code (127 when it "
+      "cannot be started).\nSet ZEUS_SIMULATED_GPUS=<count>[:<model>] to use simulated "
       "GPUs (models: v100, p100, a40, a100, h100, h200).");
 
   zeus::cli::Action action;
   zeus::cli::add_show_env(app, action);
+  zeus::cli::add_monitor(app, action);
+  zeus::cli::add_power(app, action);
 
   try {
     app.parse(argc, argv);

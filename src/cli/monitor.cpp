@@ -1,0 +1,478 @@
+// `zeus monitor`: the time and energy of a command (like `perf stat`), or of the machine for a
+// while, per GPU, CPU package and DRAM.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "child_process.hpp"
+#include "commands.hpp"
+#include "duration.hpp"
+#include "zeus/common/clock.hpp"
+#include "zeus/common/error.hpp"
+#include "zeus/device/discovery.hpp"
+#include "zeus/monitor/power_sampler.hpp"
+#include "zeus/monitor/zeus_monitor.hpp"
+
+namespace zeus::cli {
+namespace {
+
+constexpr const char* kWindowName = "zeus.monitor";
+
+struct MonitorArgs {
+  std::string gpus;
+  std::string cpus;
+  std::string interval;
+  std::string duration;
+  std::string timeline;
+  std::string output;
+  std::string powercap_root;
+  bool as_json = false;
+  std::vector<std::string> command;
+};
+
+// What was run and how it ended, for the summary.
+struct RunOutcome {
+  std::optional<ChildExit> child;  // set when a command ran
+  std::optional<int> stop_signal;  // SIGINT/SIGTERM that ended a run without a command
+  std::optional<double> limit_s;   // --duration
+  bool limit_reached = false;      // the command was sent SIGTERM at the time limit
+};
+
+std::ofstream open_for_writing(const std::string& path, std::string_view what) {
+  const std::filesystem::path file(path);
+  std::error_code ignored;
+  if (file.has_parent_path()) {
+    std::filesystem::create_directories(file.parent_path(), ignored);
+  }
+  std::ofstream stream(file, std::ios::out | std::ios::trunc);
+  if (!stream) {
+    throw Error(ErrorKind::kIo, fmt::format("cannot open {} \"{}\" for writing: {}", what, path,
+                                            std::generic_category().message(errno)));
+  }
+  return stream;
+}
+
+// Streams the sampler's sweeps to a CSV file as they come (nothing is kept in memory).
+class TimelineWriter {
+ public:
+  TimelineWriter(std::ofstream file, std::int64_t steady_start_ns)
+      : file_(std::move(file)),
+        steady_start_ns_(steady_start_ns),
+        wall_start_us_(std::chrono::duration_cast<std::chrono::microseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count()) {
+    file_ << "timestamp,device,domain,watts\n";
+  }
+
+  // Called on the sampler thread; must not throw.
+  void write(const std::vector<PowerSample>& sweep) noexcept {
+    try {
+      buffer_.clear();
+      for (const PowerSample& sample : sweep) {
+        const std::int64_t wall_us = wall_start_us_ + (sample.time_ns - steady_start_ns_) / 1000;
+        fmt::format_to(std::back_inserter(buffer_), "{}.{:06},gpu{},{},{:.3f}\n",
+                       wall_us / 1'000'000, wall_us % 1'000'000, sample.gpu_index,
+                       power_domain_name(sample.domain), sample.power_w);
+      }
+      file_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+    } catch (...) {
+      failed_ = true;
+    }
+  }
+
+  // Flushes; false when any write failed.
+  bool finish() {
+    file_.flush();
+    return !failed_ && file_.good();
+  }
+
+ private:
+  std::ofstream file_;
+  std::int64_t steady_start_ns_;
+  std::int64_t wall_start_us_;
+  std::string buffer_;
+  bool failed_ = false;
+};
+
+// Whether every GPU of `indices` can read `domain`; other errors than kNotSupported propagate.
+bool domain_supported(const Gpus& gpus, const std::vector<int>& indices, PowerDomain domain) {
+  for (const int index : indices) {
+    Gpu& gpu = gpus.at(index);
+    try {
+      switch (domain) {
+        case PowerDomain::kDeviceInstant:
+          gpu.instant_power_mw();
+          break;
+        case PowerDomain::kDeviceAverage:
+          gpu.average_power_mw();
+          break;
+        case PowerDomain::kMemoryAverage:
+          gpu.average_memory_power_mw();
+          break;
+      }
+    } catch (const Error& error) {
+      if (error.kind() == ErrorKind::kNotSupported) {
+        return false;
+      }
+      throw;
+    }
+  }
+  return true;
+}
+
+std::string gpu_name(const Gpus& gpus, int index) {
+  try {
+    return gpus.at(index).name();
+  } catch (const Error&) {
+    return "?";
+  }
+}
+
+std::string average_power(double energy_j, double time_s) {
+  return time_s > 0.0 ? fmt::format("{:.1f} W", energy_j / time_s) : std::string("- W");
+}
+
+std::string outcome_text(const RunOutcome& outcome) {
+  std::string text;
+  if (outcome.child) {
+    text = outcome.child->signal
+               ? fmt::format("killed by {}, exit {}", signal_name(*outcome.child->signal),
+                             outcome.child->exit_code)
+               : fmt::format("exit {}", outcome.child->exit_code);
+    if (outcome.limit_reached) {
+      text += fmt::format(", sent SIGTERM at the {} time limit", format_duration(*outcome.limit_s));
+    }
+  } else if (outcome.stop_signal) {
+    text = fmt::format("interrupted by {}", signal_name(*outcome.stop_signal));
+  }
+  return text;
+}
+
+void write_text_summary(std::ostream& out, const MonitorArgs& args, const Measurement& measured,
+                        const RunOutcome& outcome, const Gpus& gpus, const CpuDiscovery& cpus,
+                        const std::vector<std::string>& notes) {
+  const std::string status = outcome_text(outcome);
+  if (outcome.child) {
+    out << fmt::format("\n Energy of {} ({}), {:.3f} s:\n\n", shell_join(args.command), status,
+                       measured.time_s);
+  } else {
+    out << fmt::format("\n Energy over {:.3f} s{}:\n\n", measured.time_s,
+                       status.empty() ? "" : " (" + status + ")");
+  }
+  const auto row = [&](const std::string& label, const std::string& name, double energy_j) {
+    out << fmt::format("   {:<7} {:<24} {:>14.3f} J {:>10}\n", label, name, energy_j,
+                       average_power(energy_j, measured.time_s));
+  };
+  std::size_t rows = 0;
+  double total_j = 0.0;
+  for (const auto& [index, energy_j] : measured.gpu_energy_j) {
+    row(fmt::format("GPU {}", index), gpu_name(gpus, index), energy_j);
+    total_j += energy_j;
+    ++rows;
+  }
+  const auto cpu_name = [&](int index) -> std::string {
+    for (const auto& cpu : cpus.cpus) {
+      if (cpu->index() == index) {
+        return cpu->name();
+      }
+    }
+    return "?";
+  };
+  for (const auto& [index, energy_j] : measured.cpu_energy_j) {
+    row(fmt::format("CPU {}", index), cpu_name(index), energy_j);
+    total_j += energy_j;
+    ++rows;
+  }
+  for (const auto& [index, energy_j] : measured.dram_energy_j) {
+    row(fmt::format("DRAM {}", index), cpu_name(index) + " DRAM", energy_j);
+    total_j += energy_j;
+    ++rows;
+  }
+  if (rows > 1) {
+    row("total", "", total_j);
+  }
+  if (rows == 0) {
+    out << "   (no device measured)\n";
+  }
+  for (const std::string& note : notes) {
+    out << "\n   note: " << note << "\n";
+  }
+  out << "\n";
+}
+
+nlohmann::json energy_json(const EnergyByIndex& energy) {
+  nlohmann::json object = nlohmann::json::object();
+  for (const auto& [index, energy_j] : energy) {
+    object[std::to_string(index)] = energy_j;
+  }
+  return object;
+}
+
+void write_json_summary(std::ostream& out, const MonitorArgs& args, const Measurement& measured,
+                        const RunOutcome& outcome, const std::vector<std::string>& notes) {
+  nlohmann::json summary;
+  summary["command"] =
+      args.command.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.command);
+  summary["exit_code"] =
+      outcome.child ? nlohmann::json(outcome.child->exit_code) : nlohmann::json(nullptr);
+  summary["signal"] = outcome.child && outcome.child->signal
+                          ? nlohmann::json(signal_name(*outcome.child->signal))
+                      : outcome.stop_signal ? nlohmann::json(signal_name(*outcome.stop_signal))
+                                            : nlohmann::json(nullptr);
+  summary["time_s"] = measured.time_s;
+  summary["gpu_energy_j"] = energy_json(measured.gpu_energy_j);
+  summary["cpu_energy_j"] = energy_json(measured.cpu_energy_j);
+  summary["dram_energy_j"] = energy_json(measured.dram_energy_j);
+  summary["notes"] = notes;
+  out << summary.dump(2) << "\n";
+}
+
+// The message up to its first full stop, for a one-line note.
+std::string first_sentence(const std::string& message) {
+  const auto end = message.find(". ");
+  return end == std::string::npos ? message : message.substr(0, end);
+}
+
+double positive_duration(const std::string& text, std::string_view what) {
+  const double duration_s = parse_duration_s(text, what);
+  if (duration_s <= 0.0) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("{} \"{}\" must be longer than zero", what, text));
+  }
+  return duration_s;
+}
+
+int run(const MonitorArgs& args) {
+  // Check every argument before touching a device or starting anything.
+  std::optional<double> interval_s;
+  if (!args.interval.empty()) {
+    interval_s = parse_duration_s(args.interval, "--interval");
+    if (*interval_s < kMinSamplingPeriodS) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  fmt::format("--interval \"{}\" is below the shortest sampling period, {}",
+                              args.interval, format_duration(kMinSamplingPeriodS)));
+    }
+  }
+  std::optional<double> duration_s;
+  if (!args.duration.empty()) {
+    duration_s = positive_duration(args.duration, "--duration");
+  }
+  if (args.command.empty() && !duration_s) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "zeus monitor needs a command to measure (zeus monitor [OPTIONS] -- CMD ARGS...) "
+                "or a time to measure for (zeus monitor --duration 10s); see zeus monitor --help");
+  }
+  std::optional<std::vector<int>> gpu_request;
+  if (!args.gpus.empty()) {
+    gpu_request = parse_index_list(args.gpus, "--gpus");
+  }
+  std::optional<std::vector<int>> cpu_request;
+  if (!args.cpus.empty()) {
+    cpu_request = parse_index_list(args.cpus, "--cpus");
+  }
+
+  const Gpus& gpus = get_gpus();
+  std::vector<int> all_gpus;
+  for (int i = 0; i < static_cast<int>(gpus.size()); ++i) {
+    all_gpus.push_back(i);
+  }
+  std::vector<std::string> notes;
+  std::vector<int> gpu_indices = all_gpus;
+  if (gpu_request) {
+    check_indices(*gpu_request, all_gpus, "--gpus", "GPU");
+    gpu_indices = *gpu_request;
+  } else if (gpus.empty()) {
+    notes.push_back("no GPU found; `zeus show-env` says why");
+  }
+
+  const CpuDiscovery cpus = args.powercap_root.empty()
+                                ? get_cpus()
+                                : discover_rapl_cpus(std::filesystem::path(args.powercap_root));
+  std::vector<int> all_cpus;
+  for (const auto& cpu : cpus.cpus) {
+    all_cpus.push_back(cpu->index());
+  }
+  std::vector<int> cpu_indices;
+  if (cpu_request) {
+    if (!cpus.available || cpus.cpus.empty()) {
+      throw Error(cpus.permission_denied ? ErrorKind::kNoPermission : ErrorKind::kNotSupported,
+                  "--cpus " + args.cpus + ": cannot measure CPU packages: " + cpus.message);
+    }
+    check_indices(*cpu_request, all_cpus, "--cpus", "CPU package");
+    cpu_indices = *cpu_request;
+  } else if (cpus.available) {
+    cpu_indices = all_cpus;
+  } else {
+    notes.push_back("no CPU energy: " + first_sentence(cpus.message) +
+                    "; `zeus show-env` has the details");
+  }
+
+  std::ofstream output_file;
+  if (!args.output.empty()) {
+    output_file = open_for_writing(args.output, "--output");
+  }
+  std::ofstream timeline_file;
+  if (!args.timeline.empty()) {
+    timeline_file = open_for_writing(args.timeline, "--timeline");
+  }
+
+  ZeusMonitorOptions options;
+  options.gpu_indices = gpu_indices;
+  options.cpu_indices = cpu_indices;
+  options.sampler_period_s = interval_s;
+  ZeusMonitor monitor(gpus, cpus.cpus, options);
+
+  // The power timeline: every readable domain of the monitored GPUs, streamed to the file.
+  std::unique_ptr<TimelineWriter> timeline;
+  std::unique_ptr<PowerSampler> sampler;
+  if (!args.timeline.empty()) {
+    const std::shared_ptr<Clock> clock = steady_clock();
+    timeline = std::make_unique<TimelineWriter>(std::move(timeline_file), clock->now_ns());
+    if (!gpu_indices.empty()) {
+      PowerSamplerOptions sampler_options;
+      sampler_options.gpu_indices = gpu_indices;
+      sampler_options.domains.clear();
+      for (const PowerDomain domain : {PowerDomain::kDeviceInstant, PowerDomain::kDeviceAverage,
+                                       PowerDomain::kMemoryAverage}) {
+        if (domain_supported(gpus, gpu_indices, domain)) {
+          sampler_options.domains.push_back(domain);
+        }
+      }
+      if (sampler_options.domains.empty()) {
+        throw Error(ErrorKind::kNotSupported,
+                    "--timeline: the monitored GPUs support no power reading in common");
+      }
+      sampler_options.period_s = interval_s;
+      sampler_options.clock = clock;
+      sampler_options.on_sweep = [writer = timeline.get()](const std::vector<PowerSample>& sweep) {
+        writer->write(sweep);
+      };
+      sampler = std::make_unique<PowerSampler>(gpus, std::move(sampler_options));
+    }
+  }
+
+  SignalWatch watch;
+  RunOutcome outcome;
+  outcome.limit_s = duration_s;
+  const std::shared_ptr<Clock> clock = steady_clock();
+  const std::int64_t start_ns = clock->now_ns();
+  const auto elapsed_s = [&] { return static_cast<double>(clock->now_ns() - start_ns) * 1e-9; };
+  monitor.begin_window(kWindowName, false);
+
+  if (!args.command.empty()) {
+    auto started = ChildProcess::start(args.command);
+    if (auto* failure = std::get_if<ChildProcess::StartFailure>(&started)) {
+      monitor.end_window(kWindowName, false, true);
+      std::cerr << "zeus: " << failure->message << "\n";
+      return kExitCommandNotStarted;
+    }
+    ChildProcess& child = std::get<ChildProcess>(started);
+    while (true) {
+      if (const auto exited = child.try_wait()) {
+        outcome.child = *exited;
+        break;
+      }
+      std::optional<double> timeout_s;
+      if (duration_s && !outcome.limit_reached) {
+        const double remaining_s = *duration_s - elapsed_s();
+        if (remaining_s <= 0.0) {
+          child.send_signal(SIGTERM);
+          outcome.limit_reached = true;
+        } else {
+          timeout_s = remaining_s;
+        }
+      }
+      watch.wait(timeout_s);  // woken by SIGCHLD, a forwarded signal or the time limit
+    }
+  } else {
+    while (!watch.stop_signal()) {
+      const double remaining_s = *duration_s - elapsed_s();
+      if (remaining_s <= 0.0) {
+        break;
+      }
+      watch.wait(remaining_s);
+    }
+    outcome.stop_signal = watch.stop_signal();
+  }
+
+  const Measurement measured = monitor.end_window(kWindowName, false);
+  std::vector<std::string> errors;
+  if (sampler) {
+    sampler->stop();
+    try {
+      sampler->rethrow_if_failed();
+    } catch (const std::exception& error) {
+      errors.push_back(fmt::format("the power timeline stopped early: {}", error.what()));
+    }
+  }
+  if (timeline && !timeline->finish()) {
+    errors.push_back(fmt::format("writing the power timeline to \"{}\" failed", args.timeline));
+  }
+
+  std::ostream& out = args.output.empty() ? static_cast<std::ostream&>(std::cerr) : output_file;
+  if (args.as_json) {
+    write_json_summary(out, args, measured, outcome, notes);
+  } else {
+    write_text_summary(out, args, measured, outcome, gpus, cpus, notes);
+  }
+  out.flush();
+  if (!out) {
+    errors.push_back(fmt::format("writing the summary to \"{}\" failed", args.output));
+  }
+  for (const std::string& error : errors) {
+    std::cerr << "zeus: error: " << error << "\n";
+  }
+  if (outcome.child) {
+    return outcome.child->exit_code;  // the command's, whatever happened to the extras
+  }
+  return errors.empty() ? kExitOk : kExitError;
+}
+
+}  // namespace
+
+void add_monitor(CLI::App& app, Action& action) {
+  CLI::App* command = app.add_subcommand(
+      "monitor",
+      "Run a command and print its time and energy per GPU, CPU package and DRAM, like "
+      "`perf stat` (or measure the machine for --duration)");
+  auto args = std::make_shared<MonitorArgs>();
+  command->add_option("--gpus", args->gpus,
+                      "GPUs to measure, e.g. 0,1 (indices as CUDA numbers them, after "
+                      "CUDA_VISIBLE_DEVICES); default all");
+  command->add_option("--cpus", args->cpus,
+                      "CPU packages to measure through RAPL, e.g. 0,1; default all that can be "
+                      "read (none, with a note, when RAPL is unavailable)");
+  command->add_option("--interval", args->interval,
+                      "Power sampling period for --timeline and for GPUs without an energy "
+                      "counter, e.g. 100ms (at least 1ms; default inferred from the GPU)");
+  command->add_option("--duration", args->duration,
+                      "Without a command: measure for this long, e.g. 10s, 500ms, 2m. With a "
+                      "command: a time limit, after which the command is sent SIGTERM");
+  command->add_option("--timeline", args->timeline,
+                      "Write the sampled GPU power to this CSV file "
+                      "(timestamp,device,domain,watts)");
+  command->add_flag("--json", args->as_json, "Print the summary as one JSON object");
+  command->add_option("-o,--output", args->output,
+                      "Write the summary to this file instead of standard error");
+  command->add_option("--powercap-root", args->powercap_root,
+                      "Powercap sysfs root to search for RAPL zones (default /sys/class/powercap)");
+  command->add_option("command", args->command,
+                      "The command to run and its arguments; put -- before it");
+  command->footer(
+      "Forms: zeus monitor [OPTIONS] -- CMD [ARGS...]   or   zeus monitor [OPTIONS] --duration "
+      "D\nThe summary goes to standard error (or --output), so the command's own output stays "
+      "clean. Exit code: the command's; 127 when it cannot be started; 128+N when signal N "
+      "killed it. SIGINT and SIGTERM sent to zeus are passed on to the command.");
+  command->callback([&action, args] { action = [args] { return run(*args); }; });
+}
+
+}  // namespace zeus::cli

@@ -1,0 +1,633 @@
+// `zeus monitor` and `zeus power`, run as a user would run them, on simulated GPUs.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+const std::string kZeus = ZEUS_CLI_PATH;
+const std::string kHelper = ZEUS_MONITOR_HELPER_PATH;
+const std::string kTwoH200 = "ZEUS_SIMULATED_GPUS=2:h200";
+constexpr double kH200IdleW = 75.0;
+
+std::string read_file(const fs::path& path) {
+  std::ifstream stream(path);
+  std::stringstream text;
+  text << stream.rdbuf();
+  return text.str();
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// The test process's environment without anything that selects GPUs or CPUs, plus `extra`.
+std::vector<std::string> environment(const std::vector<std::string>& extra) {
+  std::vector<std::string> result;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    const std::string variable = *entry;
+    if (variable.starts_with("ZEUS_") || variable.starts_with("CUDA_VISIBLE_DEVICES=") ||
+        variable.starts_with("HIP_VISIBLE_DEVICES=")) {
+      continue;
+    }
+    result.push_back(variable);
+  }
+  result.push_back("ZEUS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1");
+  result.push_back("ZEUS_AMDSMI_LIBRARY=/nonexistent/libamd_smi.so");
+  result.insert(result.end(), extra.begin(), extra.end());
+  return result;
+}
+
+struct Result {
+  int exit_code = -1;   // when zeus exited
+  int kill_signal = 0;  // when a signal killed zeus itself
+  std::string out;      // standard output
+  std::string err;      // standard error
+  double wall_s = 0.0;
+};
+
+// A zeus process started with fork/exec, so that the test knows its pid and can tell an exit
+// code of 143 from zeus being killed by SIGTERM.
+class ZeusProcess {
+ public:
+  // `launcher`, when given, is run with zeus and its arguments as its own arguments.
+  ZeusProcess(const fs::path& dir, const std::vector<std::string>& env,
+              const std::vector<std::string>& args, const std::string& launcher = "")
+      : out_path_(dir / "zeus.stdout"), err_path_(dir / "zeus.stderr"), start_(Clock::now()) {
+    std::vector<std::string> argv_strings = {kZeus};
+    if (!launcher.empty()) {
+      argv_strings.insert(argv_strings.begin(), launcher);
+    }
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    const std::vector<std::string> env_strings = environment(env);
+    std::vector<char*> argv;
+    for (const std::string& arg : argv_strings) {
+      argv.push_back(const_cast<char*>(arg.c_str()));
+    }
+    argv.push_back(nullptr);
+    std::vector<char*> envp;
+    for (const std::string& variable : env_strings) {
+      envp.push_back(const_cast<char*>(variable.c_str()));
+    }
+    envp.push_back(nullptr);
+    const std::string out = out_path_.string();
+    const std::string err = err_path_.string();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      if (std::freopen(out.c_str(), "w", stdout) == nullptr ||
+          std::freopen(err.c_str(), "w", stderr) == nullptr) {
+        ::_exit(99);
+      }
+      ::execve(argv[0], argv.data(), envp.data());
+      ::_exit(98);
+    }
+    if (pid_ < 0) {
+      throw std::runtime_error("fork failed");
+    }
+  }
+
+  ~ZeusProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+
+  pid_t pid() const { return pid_; }
+
+  // Waits for zeus to end; kills it and reports a failure after `timeout_s`.
+  Result wait(double timeout_s = 10.0) {
+    Result result;
+    int status = 0;
+    while (true) {
+      const pid_t done = ::waitpid(pid_, &status, WNOHANG);
+      if (done == pid_) {
+        break;
+      }
+      if (seconds_since(start_) > timeout_s) {
+        ADD_FAILURE() << "zeus did not finish within " << timeout_s << " s";
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    pid_ = -1;
+    result.wall_s = seconds_since(start_);
+    if (WIFEXITED(status)) {
+      result.exit_code = WEXITSTATUS(status);
+    } else if (WIFSIGNALED(status)) {
+      result.kill_signal = WTERMSIG(status);
+    }
+    result.out = read_file(out_path_);
+    result.err = read_file(err_path_);
+    return result;
+  }
+
+  // Waits until zeus catches SIGTERM (its handlers are installed), from /proc/PID/status.
+  bool wait_until_catching_sigterm(double timeout_s = 5.0) const {
+    const auto start = Clock::now();
+    while (seconds_since(start) < timeout_s) {
+      std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+      std::string line;
+      while (std::getline(status, line)) {
+        if (line.starts_with("SigCgt:")) {
+          const unsigned long long caught = std::stoull(line.substr(7), nullptr, 16);
+          if ((caught >> (SIGTERM - 1)) & 1ULL) {
+            return true;
+          }
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return false;
+  }
+
+ private:
+  fs::path out_path_;
+  fs::path err_path_;
+  Clock::time_point start_;
+  pid_t pid_ = -1;
+};
+
+bool wait_for_file(const fs::path& path, double timeout_s = 5.0) {
+  const auto start = Clock::now();
+  while (seconds_since(start) < timeout_s) {
+    if (fs::exists(path)) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return false;
+}
+
+class CliMonitor : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() /
+           ("zeus-cli-monitor-" + std::to_string(::getpid()) + "-" + info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Result run(const std::vector<std::string>& env, const std::vector<std::string>& args,
+             double timeout_s = 10.0) {
+    return ZeusProcess(dir_, env, args).wait(timeout_s);
+  }
+
+  fs::path path(const std::string& name) const { return dir_ / name; }
+
+  // A fake powercap tree: package 0 with a DRAM sub-zone, counters at 1 J and 0.5 J.
+  fs::path make_powercap_tree() const {
+    const fs::path root = dir_ / "powercap";
+    const fs::path package = root / "intel-rapl:0";
+    const fs::path dram = package / "intel-rapl:0:0";
+    fs::create_directories(dram);
+    std::ofstream(package / "name") << "package-0\n";
+    std::ofstream(package / "energy_uj") << "1000000\n";
+    std::ofstream(package / "max_energy_range_uj") << "262143328850\n";
+    std::ofstream(dram / "name") << "dram\n";
+    std::ofstream(dram / "energy_uj") << "500000\n";
+    std::ofstream(dram / "max_energy_range_uj") << "65712999613\n";
+    return root;
+  }
+
+  fs::path dir_;
+};
+
+// Energies of idle simulated H200s: 75 W x the time zeus measured (loose bounds).
+void expect_idle_h200_energy(const json& energy_by_gpu, double time_s) {
+  for (const auto& [index, energy_j] : energy_by_gpu.items()) {
+    ASSERT_TRUE(energy_j.is_number()) << index;
+    EXPECT_GT(energy_j.get<double>(), kH200IdleW * time_s * 0.8 - 0.1) << "GPU " << index;
+    EXPECT_LT(energy_j.get<double>(), kH200IdleW * time_s * 1.2 + 0.1) << "GPU " << index;
+  }
+}
+
+TEST_F(CliMonitor, PassesTheCommandsExitCodeThrough) {
+  const Result result =
+      run({kTwoH200}, {"monitor", "--output", path("summary.txt"), "--", "sh", "-c", "exit 3"});
+  EXPECT_EQ(result.exit_code, 3) << result.err;
+  const std::string summary = read_file(path("summary.txt"));
+  EXPECT_TRUE(contains(summary, "Energy of sh -c 'exit 3' (exit 3)")) << summary;
+  EXPECT_TRUE(contains(summary, "GPU 0")) << summary;
+  EXPECT_TRUE(contains(summary, "GPU 1")) << summary;
+  EXPECT_TRUE(contains(summary, "NVIDIA H200")) << summary;
+  EXPECT_TRUE(contains(summary, "total")) << summary;
+  EXPECT_EQ(result.err, "");
+
+  EXPECT_EQ(run({kTwoH200}, {"monitor", "-o", path("s.txt"), "--", "true"}).exit_code, 0);
+}
+
+TEST_F(CliMonitor, CommandThatCannotStartGives127AndAMessage) {
+  const Result result =
+      run({kTwoH200}, {"monitor", "--output", path("summary.txt"), "--", "/nonexistent/zeus-cmd"});
+  EXPECT_EQ(result.exit_code, 127);
+  EXPECT_TRUE(
+      contains(result.err, "zeus: cannot run '/nonexistent/zeus-cmd': No such file or directory"))
+      << result.err;
+  EXPECT_EQ(read_file(path("summary.txt")), "");
+
+  // A command that ran and exited with 127 is not reported as not started.
+  const Result ran =
+      run({kTwoH200}, {"monitor", "--output", path("summary.txt"), "--", "sh", "-c", "exit 127"});
+  EXPECT_EQ(ran.exit_code, 127);
+  EXPECT_FALSE(contains(ran.err, "cannot run")) << ran.err;
+  EXPECT_TRUE(contains(read_file(path("summary.txt")), "(exit 127)"));
+}
+
+TEST_F(CliMonitor, CommandKilledByASignalGives128PlusTheSignal) {
+  const Result result = run(
+      {kTwoH200}, {"monitor", "--output", path("summary.txt"), "--", "sh", "-c", "kill -KILL $$"});
+  EXPECT_EQ(result.exit_code, 128 + SIGKILL) << result.err;
+  EXPECT_TRUE(contains(read_file(path("summary.txt")), "killed by SIGKILL, exit 137"));
+}
+
+TEST_F(CliMonitor, SummaryGoesToStandardErrorAndLeavesStandardOutputToTheCommand) {
+  const Result result = run({kTwoH200}, {"monitor", "--", "echo", "hello world"});
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_EQ(result.out, "hello world\n");
+  EXPECT_TRUE(contains(result.err, "Energy of echo 'hello world' (exit 0)")) << result.err;
+  EXPECT_TRUE(contains(result.err, "NVIDIA H200")) << result.err;
+}
+
+TEST_F(CliMonitor, JsonSummaryHasTheDocumentedKeys) {
+  const auto start = Clock::now();
+  const Result result = run(
+      {kTwoH200}, {"monitor", "--json", "--output", path("summary.json"), "--", "sleep", "0.3"});
+  const double wall_s = seconds_since(start);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json summary = json::parse(read_file(path("summary.json")));
+  ASSERT_TRUE(summary["time_s"].is_number());
+  const double time_s = summary["time_s"].get<double>();
+  EXPECT_GE(time_s, 0.3);
+  EXPECT_LE(time_s, wall_s);
+  EXPECT_EQ(summary["exit_code"], 0);
+  EXPECT_EQ(summary["command"], json({"sleep", "0.3"}));
+  EXPECT_TRUE(summary["signal"].is_null());
+  ASSERT_TRUE(summary["gpu_energy_j"].is_object());
+  EXPECT_EQ(summary["gpu_energy_j"].size(), 2u);
+  EXPECT_TRUE(summary["gpu_energy_j"].contains("0"));
+  EXPECT_TRUE(summary["gpu_energy_j"].contains("1"));
+  expect_idle_h200_energy(summary["gpu_energy_j"], time_s);
+  // No RAPL on the fake root: no CPU, and a note saying why.
+  EXPECT_EQ(summary["cpu_energy_j"], json::object());
+  EXPECT_EQ(summary["dram_energy_j"], json::object());
+  ASSERT_TRUE(summary["notes"].is_array());
+  EXPECT_TRUE(contains(summary["notes"].dump(), "RAPL")) << summary["notes"];
+}
+
+TEST_F(CliMonitor, SelectedGpusOnly) {
+  const Result result =
+      run({"ZEUS_SIMULATED_GPUS=4:h200", "CUDA_VISIBLE_DEVICES=3,2,1"},
+          {"monitor", "--gpus", "2,0", "--json", "-o", path("s.json"), "--", "true"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json summary = json::parse(read_file(path("s.json")));
+  EXPECT_EQ(summary["gpu_energy_j"].size(), 2u);
+  EXPECT_TRUE(summary["gpu_energy_j"].contains("0"));
+  EXPECT_TRUE(summary["gpu_energy_j"].contains("2"));
+}
+
+TEST_F(CliMonitor, CpuAndDramFromRapl) {
+  const fs::path root = make_powercap_tree();
+  // The command advances the counters by 4 J (package) and 1.5 J (DRAM).
+  const std::string script = "echo 5000000 > '" + (root / "intel-rapl:0/energy_uj").string() +
+                             "' && echo 2000000 > '" +
+                             (root / "intel-rapl:0/intel-rapl:0:0/energy_uj").string() + "'";
+  Result result = run({kTwoH200}, {"monitor", "--powercap-root", root.string(), "--json", "-o",
+                                   path("s.json"), "--", "sh", "-c", script});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json summary = json::parse(read_file(path("s.json")));
+  EXPECT_DOUBLE_EQ(summary["cpu_energy_j"]["0"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(summary["dram_energy_j"]["0"].get<double>(), 1.5);
+  EXPECT_EQ(summary["notes"], json::array());
+
+  result = run({kTwoH200}, {"monitor", "--powercap-root", root.string(), "--cpus", "0", "-o",
+                            path("s.txt"), "--", "true"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string text = read_file(path("s.txt"));
+  EXPECT_TRUE(contains(text, "CPU 0   package-0")) << text;
+  EXPECT_TRUE(contains(text, "DRAM 0  package-0 DRAM")) << text;
+
+  result =
+      run({kTwoH200}, {"monitor", "--powercap-root", root.string(), "--cpus", "1", "--", "true"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, "valid CPU package indices are 0")) << result.err;
+}
+
+TEST_F(CliMonitor, CpusWithoutRaplIsAnErrorButTheDefaultIsANote) {
+  Result result = run({kTwoH200}, {"monitor", "--powercap-root", path("none").string(), "--cpus",
+                                   "0", "--", "true"});
+  EXPECT_EQ(result.exit_code, 4) << result.err;
+  EXPECT_TRUE(contains(result.err, "RAPL is not available")) << result.err;
+
+  result = run({kTwoH200}, {"monitor", "--powercap-root", path("none").string(), "-o",
+                            path("s.txt"), "--", "true"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(contains(read_file(path("s.txt")), "note: no CPU energy: RAPL is not available"));
+}
+
+TEST_F(CliMonitor, NoGpuIsNotAnError) {
+  const Result result = run({}, {"monitor", "--json", "-o", path("s.json"), "--", "true"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json summary = json::parse(read_file(path("s.json")));
+  EXPECT_EQ(summary["gpu_energy_j"], json::object());
+  EXPECT_TRUE(contains(summary["notes"].dump(), "no GPU")) << summary["notes"];
+}
+
+TEST_F(CliMonitor, GpuWithoutEnergyCounterIsSampled) {
+  // A P100 has no energy counter: the monitor integrates sampled power (26 W when idle).
+  const Result result =
+      run({"ZEUS_SIMULATED_GPUS=1:p100"},
+          {"monitor", "--interval", "10ms", "--duration", "0.3s", "--json", "-o", path("s.json")});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json summary = json::parse(read_file(path("s.json")));
+  const double time_s = summary["time_s"].get<double>();
+  const double energy_j = summary["gpu_energy_j"]["0"].get<double>();
+  EXPECT_GT(energy_j, 26.0 * time_s * 0.7);
+  EXPECT_LT(energy_j, 26.0 * time_s * 1.2 + 0.1);
+}
+
+TEST_F(CliMonitor, SigtermToZeusIsForwardedToTheCommand) {
+  // The command dies of the forwarded SIGTERM: zeus exits (not dies) with 143.
+  ZeusProcess zeus(dir_, {kTwoH200},
+                   {"monitor", "-o", path("summary.txt"), "--", kHelper, "wait", path("ready")});
+  ASSERT_TRUE(wait_for_file(path("ready")));
+  const auto signalled = Clock::now();
+  ::kill(zeus.pid(), SIGTERM);
+  const Result result = zeus.wait(5.0);
+  EXPECT_EQ(result.kill_signal, 0);
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
+  EXPECT_LT(seconds_since(signalled), 2.0);
+  const std::string summary = read_file(path("summary.txt"));
+  EXPECT_TRUE(contains(summary, "killed by SIGTERM, exit 143")) << summary;
+  EXPECT_TRUE(contains(summary, "GPU 1")) << summary;
+}
+
+TEST_F(CliMonitor, ForwardedSignalsReachACommandThatHandlesThem) {
+  for (const int signal : {SIGTERM, SIGINT}) {
+    fs::remove(path("ready"));
+    ZeusProcess zeus(dir_, {kTwoH200},
+                     {"monitor", "--json", "-o", path("summary.json"), "--", kHelper, "wait",
+                      path("ready"), "42"});
+    ASSERT_TRUE(wait_for_file(path("ready")));
+    ::kill(zeus.pid(), signal);
+    const Result result = zeus.wait(5.0);
+    EXPECT_EQ(result.exit_code, 42) << "signal " << signal << ": " << result.err;
+    const json summary = json::parse(read_file(path("summary.json")));
+    EXPECT_EQ(summary["exit_code"], 42);
+  }
+}
+
+TEST_F(CliMonitor, SignalBeforeTheCommandStartsIsForwardedOnceItDoes) {
+  // Whenever the signal lands after zeus installed its handlers, the command gets it.
+  ZeusProcess zeus(dir_, {kTwoH200}, {"monitor", "-o", path("summary.txt"), "--", "sleep", "30"});
+  ASSERT_TRUE(zeus.wait_until_catching_sigterm());
+  ::kill(zeus.pid(), SIGTERM);
+  const Result result = zeus.wait(5.0);
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
+}
+
+TEST_F(CliMonitor, SignalsIgnoredWhenZeusStartsStayIgnoredInTheCommand) {
+  // As for a background job of a non-interactive shell: SIGINT is ignored.
+  const fs::path launcher = path("ignore-sigint.sh");
+  std::ofstream(launcher) << "#!/bin/sh\ntrap '' INT\nexec \"$@\"\n";
+  fs::permissions(launcher, fs::perms::owner_all);
+  ZeusProcess zeus(dir_, {kTwoH200},
+                   {"monitor", "-o", path("s.txt"), "--", "sh", "-c", "kill -INT $$; exit 5"},
+                   launcher.string());
+  EXPECT_EQ(zeus.wait().exit_code, 5);
+}
+
+TEST_F(CliMonitor, DurationWithoutACommand) {
+  const auto start = Clock::now();
+  const Result result =
+      run({kTwoH200}, {"monitor", "--duration", "0.3s", "--json", "-o", path("s.json")});
+  const double wall_s = seconds_since(start);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json summary = json::parse(read_file(path("s.json")));
+  const double time_s = summary["time_s"].get<double>();
+  EXPECT_GE(time_s, 0.3);
+  EXPECT_LT(time_s, std::min(wall_s, 1.5));
+  EXPECT_TRUE(summary["exit_code"].is_null());
+  EXPECT_TRUE(summary["command"].is_null());
+  expect_idle_h200_energy(summary["gpu_energy_j"], time_s);
+
+  const Result text = run({kTwoH200}, {"monitor", "--duration", "100ms"});
+  EXPECT_EQ(text.exit_code, 0);
+  EXPECT_TRUE(contains(text.err, "Energy over 0.1")) << text.err;
+}
+
+TEST_F(CliMonitor, DurationUnits) {
+  for (const auto& [text, seconds] :
+       std::vector<std::pair<std::string, double>>{{"0.15", 0.15},
+                                                   {"150ms", 0.15},
+                                                   {"0.0025m", 0.15},
+                                                   {"0.0025min", 0.15},
+                                                   {"0.00005h", 0.18}}) {
+    const Result result =
+        run({kTwoH200}, {"monitor", "--duration", text, "--json", "-o", path("s.json")});
+    ASSERT_EQ(result.exit_code, 0) << text << ": " << result.err;
+    const double time_s = json::parse(read_file(path("s.json")))["time_s"].get<double>();
+    EXPECT_GE(time_s, seconds) << text;
+    EXPECT_LT(time_s, seconds + 1.0) << text;
+  }
+  const Result negative = run({kTwoH200}, {"monitor", "--duration=-1s"});
+  EXPECT_EQ(negative.exit_code, 2);
+  EXPECT_TRUE(contains(negative.err, "it is negative")) << negative.err;
+  const Result zero = run({kTwoH200}, {"monitor", "--duration", "0s"});
+  EXPECT_EQ(zero.exit_code, 2);
+  EXPECT_TRUE(contains(zero.err, "must be longer than zero")) << zero.err;
+}
+
+TEST_F(CliMonitor, DurationIsInterruptibleBySigterm) {
+  ZeusProcess zeus(dir_, {kTwoH200}, {"monitor", "--duration", "30s", "-o", path("s.txt")});
+  ASSERT_TRUE(zeus.wait_until_catching_sigterm());
+  ::kill(zeus.pid(), SIGTERM);
+  const Result result = zeus.wait(5.0);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_LT(result.wall_s, 5.0);
+  EXPECT_TRUE(contains(read_file(path("s.txt")), "(interrupted by SIGTERM)"));
+}
+
+TEST_F(CliMonitor, DurationWithACommandIsATimeLimit) {
+  const Result result =
+      run({kTwoH200}, {"monitor", "--duration", "0.3s", "-o", path("s.txt"), "--", "sleep", "30"});
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
+  EXPECT_LT(result.wall_s, 3.0);
+  const std::string summary = read_file(path("s.txt"));
+  EXPECT_TRUE(contains(summary,
+                       "killed by SIGTERM, exit 143, sent SIGTERM at the 300 ms time "
+                       "limit"))
+      << summary;
+}
+
+TEST_F(CliMonitor, TimelineIsACsvOfEveryGpuAndDomain) {
+  const Result result =
+      run({kTwoH200}, {"monitor", "--timeline", path("sub/timeline.csv"), "--interval", "20ms",
+                       "--duration", "0.3s", "-o", path("s.txt")});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::ifstream csv(path("sub/timeline.csv"));
+  std::string line;
+  ASSERT_TRUE(std::getline(csv, line));
+  EXPECT_EQ(line, "timestamp,device,domain,watts");
+  const double now_s = static_cast<double>(std::time(nullptr));
+  std::map<std::pair<std::string, std::string>, int> rows;
+  while (std::getline(csv, line)) {
+    std::stringstream fields(line);
+    std::string timestamp, device, domain, watts;
+    ASSERT_TRUE(std::getline(fields, timestamp, ','));
+    ASSERT_TRUE(std::getline(fields, device, ','));
+    ASSERT_TRUE(std::getline(fields, domain, ','));
+    ASSERT_TRUE(std::getline(fields, watts, ','));
+    ASSERT_EQ(timestamp.size() - timestamp.find('.'), 7u) << line;  // microseconds
+    EXPECT_NEAR(std::stod(timestamp), now_s, 60.0) << line;
+    if (domain == "device_instant") {
+      EXPECT_DOUBLE_EQ(std::stod(watts), kH200IdleW) << line;
+    }
+    ++rows[{device, domain}];
+  }
+  for (const std::string device : {"gpu0", "gpu1"}) {
+    for (const std::string domain : {"device_instant", "device_average", "memory_average"}) {
+      EXPECT_GE((rows[{device, domain}]), 3) << device << " " << domain;
+    }
+  }
+  EXPECT_EQ(rows.size(), 6u);
+}
+
+TEST_F(CliMonitor, BadInputIsAUsageError) {
+  Result result = run({kTwoH200}, {"monitor", "--interval", "0.5ms", "--", "true"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err,
+                       "--interval \"0.5ms\" is below the shortest sampling period, "
+                       "1 ms"))
+      << result.err;
+
+  result = run({kTwoH200}, {"monitor", "--gpus", "5", "--", "true"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, "there is no GPU 5; the valid GPU indices are 0, 1"))
+      << result.err;
+
+  result = run({kTwoH200}, {"monitor", "--gpus", "0,x", "--", "true"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, "--gpus \"0,x\" is not a valid index list")) << result.err;
+
+  result = run({kTwoH200}, {"monitor", "--duration", "ten seconds"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, "--duration \"ten seconds\" is not a valid duration"))
+      << result.err;
+
+  result = run({kTwoH200}, {"monitor", "--duration", "5 parsecs"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, "unknown unit \"parsecs\"")) << result.err;
+
+  result = run({kTwoH200}, {"monitor"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, "needs a command to measure")) << result.err;
+  EXPECT_TRUE(contains(result.err, "--duration 10s")) << result.err;
+
+  result = run({kTwoH200}, {"monitor", "--no-such-flag", "--", "true"});
+  EXPECT_EQ(result.exit_code, 2);
+}
+
+TEST_F(CliMonitor, HelpExitsWithZero) {
+  Result result = run({}, {"monitor", "--help"});
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_TRUE(contains(result.out, "--timeline")) << result.out;
+  EXPECT_TRUE(contains(result.out, "--duration")) << result.out;
+  result = run({}, {"power", "--help"});
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_TRUE(contains(result.out, "--domain")) << result.out;
+  result = run({}, {"--help"});
+  EXPECT_TRUE(contains(result.out, "monitor")) << result.out;
+  EXPECT_TRUE(contains(result.out, "power")) << result.out;
+}
+
+using CliPower = CliMonitor;
+
+TEST_F(CliPower, PrintsLinesThenTheEnergy) {
+  const Result result = run({kTwoH200}, {"power", "--duration", "1.2s", "--interval", "0.5s"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  std::stringstream lines(result.out);
+  std::string line;
+  int power_lines = 0;
+  while (std::getline(lines, line)) {
+    if (contains(line, "  GPU0 75.0 W  GPU1 75.0 W")) {
+      ++power_lines;
+      EXPECT_EQ(line.find('T'), 10u) << line;  // 2025-01-31T14:05:09.123
+    }
+  }
+  EXPECT_GE(power_lines, 2) << result.out;
+  EXPECT_LE(power_lines, 3) << result.out;
+  EXPECT_TRUE(contains(result.out, "Energy over 1.2")) << result.out;
+  EXPECT_TRUE(contains(result.out, "device_instant power")) << result.out;
+  EXPECT_TRUE(contains(result.out, "75.0 W")) << result.out;
+  EXPECT_TRUE(contains(result.out, "150.0 W")) << result.out;  // the total
+}
+
+TEST_F(CliPower, OtherDomainAndGpuSelection) {
+  const Result result = run({kTwoH200}, {"power", "--duration", "0.3s", "--interval", "100ms",
+                                         "--domain", "memory", "--gpus", "1"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(contains(result.out, "memory_average power")) << result.out;
+  EXPECT_FALSE(contains(result.out, "GPU0")) << result.out;
+  EXPECT_TRUE(contains(result.out, "GPU1 19.5 W")) << result.out;  // 65 W x 0.3 when idle
+}
+
+TEST_F(CliPower, StopsOnSigint) {
+  ZeusProcess zeus(dir_, {kTwoH200}, {"power", "--interval", "50ms"});
+  ASSERT_TRUE(zeus.wait_until_catching_sigterm());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ::kill(zeus.pid(), SIGINT);
+  const Result result = zeus.wait(5.0);
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(contains(result.out, "interrupted by SIGINT")) << result.out;
+  EXPECT_TRUE(contains(result.out, "GPU0 75.0 W")) << result.out;
+}
+
+TEST_F(CliPower, BadInputIsAUsageError) {
+  Result result = run({kTwoH200}, {"power", "--domain", "bogus", "--duration", "1s"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, "bogus")) << result.err;
+  EXPECT_TRUE(contains(result.err, "device_instant")) << result.err;
+
+  result = run({kTwoH200}, {"power", "--interval", "0.5ms", "--duration", "1s"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, "below the shortest sampling period")) << result.err;
+
+  result = run({kTwoH200}, {"power", "--gpus", "2", "--duration", "1s"});
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, "the valid GPU indices are 0, 1")) << result.err;
+
+  result = run({}, {"power", "--duration", "1s"});
+  EXPECT_EQ(result.exit_code, 4);
+  EXPECT_TRUE(contains(result.err, "no GPU")) << result.err;
+}
+
+}  // namespace
