@@ -2,9 +2,14 @@
 #include <iostream>
 
 #include "zeus/device/discovery.hpp"
+#include "zeus/monitor/zeus_monitor.hpp"
 
 int main() {
   const zeus::Gpus& gpus = zeus::get_gpus();
   std::cout << gpus.size() << " GPU(s): " << (gpus.empty() ? "none" : gpus.at(0).name()) << "\n";
-  return gpus.empty() ? 1 : 0;
+  zeus::ZeusMonitor monitor;
+  monitor.begin_window("consumer");
+  const zeus::Measurement measurement = monitor.end_window("consumer");
+  std::cout << "window over " << measurement.gpu_energy_j.size() << " GPU(s)\n";
+  return gpus.empty() || measurement.gpu_energy_j.size() != gpus.size() ? 1 : 0;
 }
