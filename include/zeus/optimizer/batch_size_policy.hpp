@@ -1,0 +1,95 @@
+// The Zeus batch-size policy: pruning exploration, then Gaussian Thompson Sampling, with an
+// early-stopping threshold and concurrent submissions. Pure and deterministic: no I/O, no clock,
+// no global state; randomness comes from the seeded Rng in its state. The simulator, the
+// batch-size-optimizer server and in-process optimizers all drive this one class.
+//
+// Usage: next() -> run that batch size -> report(trial, cost, converged) (or fail(trial) when the
+// run crashed). Several trials may be in flight; their reports may come back in any order.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zeus/optimizer/gaussian_ts.hpp"
+#include "zeus/optimizer/rng.hpp"
+
+namespace zeus::optimizer {
+
+enum class TrialKind { kExploration, kConcurrent, kMab };
+enum class TrialStatus { kDispatched, kSucceeded, kFailed };
+
+struct Trial {
+  int id = 0;  // 1, 2, ...
+  int batch_size = 0;
+  TrialKind kind = TrialKind::kExploration;
+  TrialStatus status = TrialStatus::kDispatched;
+  double cost = 0.0;       // when succeeded
+  bool converged = false;  // when succeeded: reached the target within the threshold
+};
+
+struct BatchSizePolicyConfig {
+  std::vector<int> batch_sizes;      // the candidates (any order; kept sorted)
+  int default_batch_size = 0;        // b0, one of them
+  std::optional<double> beta = 2.0;  // early stopping at beta x min cost; nullopt disables
+  int pruning_rounds = 2;            // >= 1
+  GaussianTsConfig mab;
+  std::uint64_t seed = 0;
+};
+
+struct Decision {
+  int trial_id = 0;
+  int batch_size = 0;
+  TrialKind kind = TrialKind::kExploration;
+};
+
+class BatchSizePolicy {
+ public:
+  // Throws zeus::Error(kInvalidArgument): empty or duplicate batch sizes, b0 not among them,
+  // pruning_rounds < 1, num_explorations < 1, beta <= 0, window_size < 0, prior precision < 0.
+  explicit BatchSizePolicy(BatchSizePolicyConfig config);
+
+  // The next trial. Throws zeus::Error(kInvalidArgument) when pruning found no batch size that
+  // reaches the target (the job cannot be optimised: fix its target or batch sizes).
+  Decision next();
+  // A finished run: its Zeus cost and whether it reached the target within the threshold.
+  // Throws kInvalidArgument for an unknown trial or one already reported.
+  void report(int trial_id, double cost, bool converged);
+  // A run that crashed before reporting: forgotten, so that pruning explores it again.
+  void fail(int trial_id);
+
+  // beta x the lowest cost of a converged run so far; nullopt before one, or without beta.
+  std::optional<double> cost_threshold() const;
+  std::optional<double> min_cost() const { return min_cost_; }
+  // The batch size of the lowest-cost converged run, else b0.
+  int best_batch_size() const { return min_cost_batch_size_; }
+  bool in_mab_stage() const { return mab_ != nullptr; }
+  const GaussianTs* mab() const { return mab_.get(); }
+  const std::vector<Trial>& trials() const { return trials_; }
+  const BatchSizePolicyConfig& config() const { return config_; }
+
+  // Exact state as JSON text, and back (throws kInvalidArgument on malformed text).
+  std::string save() const;
+  static BatchSizePolicy restore(const std::string& text);
+
+ private:
+  struct Explore {
+    std::optional<Decision> decision;  // a trial to run now
+    std::vector<int> survivors;        // when pruning is over
+  };
+  Explore explore() const;
+  Decision dispatch(int batch_size, TrialKind kind);
+  Trial& find(int trial_id);
+
+  BatchSizePolicyConfig config_;
+  std::vector<Trial> trials_;
+  std::optional<double> min_cost_;
+  int min_cost_batch_size_ = 0;
+  Rng rng_;
+  std::unique_ptr<GaussianTs> mab_;
+};
+
+}  // namespace zeus::optimizer

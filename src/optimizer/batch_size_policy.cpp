@@ -1,0 +1,345 @@
+#include "zeus/optimizer/batch_size_policy.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "zeus/common/error.hpp"
+
+namespace zeus::optimizer {
+namespace {
+
+using nlohmann::json;
+
+const char* kind_name(TrialKind kind) {
+  switch (kind) {
+    case TrialKind::kExploration:
+      return "exploration";
+    case TrialKind::kConcurrent:
+      return "concurrent";
+    case TrialKind::kMab:
+      return "mab";
+  }
+  return "?";
+}
+
+const char* status_name(TrialStatus status) {
+  switch (status) {
+    case TrialStatus::kDispatched:
+      return "dispatched";
+    case TrialStatus::kSucceeded:
+      return "succeeded";
+    case TrialStatus::kFailed:
+      return "failed";
+  }
+  return "?";
+}
+
+template <typename Enum>
+Enum parse_enum(const std::string& text,
+                std::initializer_list<std::pair<const char*, Enum>> names) {
+  for (const auto& [name, value] : names) {
+    if (text == name) {
+      return value;
+    }
+  }
+  throw Error(ErrorKind::kInvalidArgument, "unknown value \"" + text + "\" in a saved policy");
+}
+
+// JSON has no infinity: it is written as the string "inf".
+json number_to_json(double value) {
+  if (std::isinf(value)) {
+    return value > 0 ? "inf" : "-inf";
+  }
+  return value;
+}
+
+double number_from_json(const json& value) {
+  if (value.is_string()) {
+    const std::string text = value.get<std::string>();
+    if (text == "inf") {
+      return std::numeric_limits<double>::infinity();
+    }
+    if (text == "-inf") {
+      return -std::numeric_limits<double>::infinity();
+    }
+    throw Error(ErrorKind::kInvalidArgument, "\"" + text + "\" is not a number");
+  }
+  return value.get<double>();
+}
+
+}  // namespace
+
+BatchSizePolicy::BatchSizePolicy(BatchSizePolicyConfig config)
+    : config_(std::move(config)), rng_(config_.seed) {
+  auto& sizes = config_.batch_sizes;
+  if (sizes.empty()) {
+    throw Error(ErrorKind::kInvalidArgument, "the batch-size policy needs at least one batch size");
+  }
+  std::sort(sizes.begin(), sizes.end());
+  if (std::adjacent_find(sizes.begin(), sizes.end()) != sizes.end()) {
+    throw Error(ErrorKind::kInvalidArgument, "the batch sizes contain duplicates");
+  }
+  if (sizes.front() <= 0) {
+    throw Error(ErrorKind::kInvalidArgument, "batch sizes must be positive");
+  }
+  if (!std::binary_search(sizes.begin(), sizes.end(), config_.default_batch_size)) {
+    throw Error(ErrorKind::kInvalidArgument, "the default batch size " +
+                                                 std::to_string(config_.default_batch_size) +
+                                                 " is not one of the candidate batch sizes");
+  }
+  if (config_.pruning_rounds < 1) {
+    throw Error(ErrorKind::kInvalidArgument, "pruning_rounds must be at least 1");
+  }
+  if (config_.mab.num_explorations < 1) {
+    throw Error(ErrorKind::kInvalidArgument, "num_explorations must be at least 1");
+  }
+  if (config_.mab.window_size < 0) {
+    throw Error(ErrorKind::kInvalidArgument, "window_size must be 0 (all) or positive");
+  }
+  if (!(config_.mab.prior_precision >= 0.0)) {
+    throw Error(ErrorKind::kInvalidArgument, "the prior precision must be 0 or positive");
+  }
+  if (config_.beta && !(*config_.beta > 0.0)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "beta must be positive (or unset to disable early stopping)");
+  }
+  min_cost_batch_size_ = config_.default_batch_size;
+}
+
+BatchSizePolicy::Explore BatchSizePolicy::explore() const {
+  // Completed or running explorations of each batch size, in trial order (failed ones are
+  // forgotten, so those batch sizes are explored again).
+  std::map<int, std::vector<const Trial*>> explorations;
+  for (const Trial& trial : trials_) {
+    if (trial.kind == TrialKind::kExploration && trial.status != TrialStatus::kFailed) {
+      explorations[trial.batch_size].push_back(&trial);
+    }
+  }
+  std::vector<int> candidates = config_.batch_sizes;
+  int start = config_.default_batch_size;
+  for (int round = 0; round < config_.pruning_rounds; ++round) {
+    std::vector<int> converged;
+    double best_cost = std::numeric_limits<double>::infinity();
+    int best_batch_size = start;
+    const auto start_at = std::find(candidates.begin(), candidates.end(), start);
+    std::vector<int> down(candidates.begin(), start_at + 1);
+    std::reverse(down.begin(), down.end());
+    std::vector<int> up(start_at + 1, candidates.end());
+    for (const std::vector<int>* side : {&down, &up}) {
+      for (const int batch_size : *side) {
+        const auto& done = explorations[batch_size];
+        if (done.size() <= static_cast<std::size_t>(round)) {
+          return {Decision{0, batch_size, TrialKind::kExploration}, {}};
+        }
+        const Trial& trial = *done[static_cast<std::size_t>(round)];
+        if (trial.status == TrialStatus::kDispatched) {
+          // The order of pruning depends on this result: meanwhile, run the best known.
+          return {Decision{0, min_cost_batch_size_, TrialKind::kConcurrent}, {}};
+        }
+        if (!trial.converged) {
+          break;  // larger steps away from the start would do no better
+        }
+        converged.push_back(batch_size);
+        if (trial.cost < best_cost) {
+          best_cost = trial.cost;
+          best_batch_size = batch_size;
+        }
+      }
+    }
+    if (converged.empty()) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "no batch size reached the target metric during pruning round " +
+                      std::to_string(round + 1) +
+                      "; check the target metric, max epochs and candidate batch sizes");
+    }
+    std::sort(converged.begin(), converged.end());
+    candidates = converged;
+    start = best_batch_size;
+  }
+  return {std::nullopt, candidates};
+}
+
+Decision BatchSizePolicy::dispatch(int batch_size, TrialKind kind) {
+  Trial trial;
+  trial.id = static_cast<int>(trials_.size()) + 1;
+  trial.batch_size = batch_size;
+  trial.kind = kind;
+  trials_.push_back(trial);
+  return {trial.id, batch_size, kind};
+}
+
+Decision BatchSizePolicy::next() {
+  if (!mab_) {
+    const Explore step = explore();
+    if (step.decision) {
+      return dispatch(step.decision->batch_size, step.decision->kind);
+    }
+    // Pruning is over: the survivors become the arms, with every exploration they had.
+    std::map<int, std::vector<double>> rewards;
+    for (const int batch_size : step.survivors) {
+      rewards[batch_size];
+    }
+    for (const Trial& trial : trials_) {
+      if (trial.kind == TrialKind::kExploration && trial.status == TrialStatus::kSucceeded &&
+          rewards.count(trial.batch_size) != 0) {
+        rewards[trial.batch_size].push_back(-trial.cost);
+      }
+    }
+    mab_ = std::make_unique<GaussianTs>(config_.mab, rewards);
+  }
+  return dispatch(mab_->predict(rng_), TrialKind::kMab);
+}
+
+Trial& BatchSizePolicy::find(int trial_id) {
+  if (trial_id < 1 || trial_id > static_cast<int>(trials_.size())) {
+    throw Error(ErrorKind::kInvalidArgument, "unknown trial " + std::to_string(trial_id));
+  }
+  Trial& trial = trials_[static_cast<std::size_t>(trial_id - 1)];
+  if (trial.status != TrialStatus::kDispatched) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "trial " + std::to_string(trial_id) + " was already " + status_name(trial.status));
+  }
+  return trial;
+}
+
+void BatchSizePolicy::report(int trial_id, double cost, bool converged) {
+  if (!std::isfinite(cost) || cost < 0.0) {
+    throw Error(
+        ErrorKind::kInvalidArgument,
+        "a trial's cost must be a finite, non-negative number (got " + std::to_string(cost) + ")");
+  }
+  Trial& trial = find(trial_id);
+  trial.status = TrialStatus::kSucceeded;
+  trial.cost = cost;
+  trial.converged = converged;
+  if (converged && (!min_cost_ || cost < *min_cost_)) {
+    min_cost_ = cost;
+    min_cost_batch_size_ = trial.batch_size;
+  }
+  // Once the bandit exists, every result for one of its arms is an observation, whatever kind of
+  // trial produced it (a concurrent run dispatched during pruning included).
+  if (mab_ && mab_->arms().count(trial.batch_size) != 0) {
+    mab_->observe(trial.batch_size, -cost);
+  }
+}
+
+void BatchSizePolicy::fail(int trial_id) {
+  find(trial_id).status = TrialStatus::kFailed;
+}
+
+std::optional<double> BatchSizePolicy::cost_threshold() const {
+  if (!config_.beta || !min_cost_) {
+    return std::nullopt;
+  }
+  return *config_.beta * *min_cost_;
+}
+
+std::string BatchSizePolicy::save() const {
+  json out;
+  out["version"] = 1;
+  out["config"] = {{"batch_sizes", config_.batch_sizes},
+                   {"default_batch_size", config_.default_batch_size},
+                   {"beta", config_.beta ? json(*config_.beta) : json(nullptr)},
+                   {"pruning_rounds", config_.pruning_rounds},
+                   {"prior_mean", config_.mab.prior_mean},
+                   {"prior_precision", config_.mab.prior_precision},
+                   {"num_explorations", config_.mab.num_explorations},
+                   {"window_size", config_.mab.window_size},
+                   {"seed", config_.seed}};
+  out["trials"] = json::array();
+  for (const Trial& trial : trials_) {
+    out["trials"].push_back({{"id", trial.id},
+                             {"batch_size", trial.batch_size},
+                             {"kind", kind_name(trial.kind)},
+                             {"status", status_name(trial.status)},
+                             {"cost", trial.cost},
+                             {"converged", trial.converged}});
+  }
+  out["min_cost"] = min_cost_ ? json(*min_cost_) : json(nullptr);
+  out["min_cost_batch_size"] = min_cost_batch_size_;
+  out["rng"] = rng_.save();
+  if (mab_) {
+    json arms = json::array();
+    for (const auto& [arm, state] : mab_->arms()) {
+      arms.push_back(
+          {{"batch_size", arm},
+           {"param_mean", number_to_json(state.param_mean)},
+           {"param_precision", number_to_json(state.param_precision)},
+           {"reward_precision", number_to_json(state.reward_precision)},
+           {"rewards", std::vector<double>(state.rewards.begin(), state.rewards.end())}});
+    }
+    out["arms"] = arms;
+  } else {
+    out["arms"] = nullptr;
+  }
+  return out.dump();
+}
+
+BatchSizePolicy BatchSizePolicy::restore(const std::string& text) {
+  try {
+    const json in = json::parse(text);
+    const json& c = in.at("config");
+    BatchSizePolicyConfig config;
+    config.batch_sizes = c.at("batch_sizes").get<std::vector<int>>();
+    config.default_batch_size = c.at("default_batch_size").get<int>();
+    config.beta =
+        c.at("beta").is_null() ? std::nullopt : std::optional<double>(c.at("beta").get<double>());
+    config.pruning_rounds = c.at("pruning_rounds").get<int>();
+    config.mab.prior_mean = c.at("prior_mean").get<double>();
+    config.mab.prior_precision = c.at("prior_precision").get<double>();
+    config.mab.num_explorations = c.at("num_explorations").get<int>();
+    config.mab.window_size = c.at("window_size").get<int>();
+    config.seed = c.at("seed").get<std::uint64_t>();
+    BatchSizePolicy policy(config);
+    for (const json& t : in.at("trials")) {
+      Trial trial;
+      trial.id = t.at("id").get<int>();
+      trial.batch_size = t.at("batch_size").get<int>();
+      trial.kind = parse_enum<TrialKind>(t.at("kind").get<std::string>(),
+                                         {{"exploration", TrialKind::kExploration},
+                                          {"concurrent", TrialKind::kConcurrent},
+                                          {"mab", TrialKind::kMab}});
+      trial.status = parse_enum<TrialStatus>(t.at("status").get<std::string>(),
+                                             {{"dispatched", TrialStatus::kDispatched},
+                                              {"succeeded", TrialStatus::kSucceeded},
+                                              {"failed", TrialStatus::kFailed}});
+      trial.cost = t.at("cost").get<double>();
+      trial.converged = t.at("converged").get<bool>();
+      if (trial.id != static_cast<int>(policy.trials_.size()) + 1) {
+        throw Error(ErrorKind::kInvalidArgument, "trial ids must be 1, 2, ... in order");
+      }
+      policy.trials_.push_back(trial);
+    }
+    if (!in.at("min_cost").is_null()) {
+      policy.min_cost_ = in.at("min_cost").get<double>();
+    }
+    policy.min_cost_batch_size_ = in.at("min_cost_batch_size").get<int>();
+    policy.rng_ = Rng::restore(in.at("rng").get<std::string>());
+    if (!in.at("arms").is_null()) {
+      std::map<int, ArmState> arms;
+      std::map<int, std::vector<double>> empty;
+      for (const json& a : in.at("arms")) {
+        ArmState state;
+        state.param_mean = number_from_json(a.at("param_mean"));
+        state.param_precision = number_from_json(a.at("param_precision"));
+        state.reward_precision = number_from_json(a.at("reward_precision"));
+        for (const double reward : a.at("rewards").get<std::vector<double>>()) {
+          state.rewards.push_back(reward);
+        }
+        const int arm = a.at("batch_size").get<int>();
+        empty[arm];
+        arms[arm] = state;
+      }
+      policy.mab_ = std::make_unique<GaussianTs>(config.mab, empty);
+      policy.mab_->set_arms(std::move(arms));
+    }
+    return policy;
+  } catch (const json::exception& error) {
+    throw Error(ErrorKind::kInvalidArgument,
+                std::string("malformed saved batch-size policy: ") + error.what());
+  }
+}
+
+}  // namespace zeus::optimizer
