@@ -24,5 +24,6 @@ using Action = std::function<int()>;
 void add_show_env(CLI::App& app, Action& action);
 void add_monitor(CLI::App& app, Action& action);
 void add_power(CLI::App& app, Action& action);
+void add_sim(CLI::App& app, Action& action);
 
 }  // namespace zeus::cli

@@ -1,0 +1,122 @@
+// The trace-driven simulator: recurring training jobs under a batch-size/power-limit policy.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "zeus/sim/trace.hpp"
+
+namespace zeus::sim {
+
+enum class PolicyKind {
+  kZeus,     // pruning + Gaussian Thompson Sampling + JIT power profiling + early stopping
+  kDefault,  // b0 at the maximum power limit, every time
+  kGrid,     // every (batch size, power limit) once, then the best observed
+  kOracle,   // the best fixed configuration in expectation, every time
+};
+std::string_view policy_name(PolicyKind policy);
+PolicyKind parse_policy(std::string_view name);  // throws kInvalidArgument listing them
+
+struct SimulationConfig {
+  double eta = 0.5;
+  double beta = 2.0;    // early-stopping threshold factor; <= 0 disables it
+  int recurrences = 0;  // 0: 2 x |batch sizes| x |power limits|
+  std::uint64_t seed = 1;
+  int max_tries = 20;  // per recurrence, before giving up with an error
+  int pruning_rounds = 2;
+  int window_size = 0;  // Thompson Sampling window (0: all observations)
+  double prior_mean = 0.0;
+  double prior_precision = 0.0;
+  int num_explorations = 2;
+};
+
+// One recurrence: the tries it took until a run reached the target.
+struct RecurrenceRecord {
+  int recurrence = 0;     // 0-based
+  int batch_size = 0;     // of the last try
+  int power_limit_w = 0;  // of the last try
+  double energy_j = 0.0;  // all tries
+  double time_s = 0.0;    // all tries
+  double cost = 0.0;      // all tries, eta*E + (1-eta)*MaxPower*T
+  int tries = 0;
+  bool profiled = false;  // the last try profiled power limits in its first epoch
+};
+
+struct RunResult {
+  std::vector<RecurrenceRecord> history;
+  int failed_runs = 0;  // tries that did not reach the target (early-stopped or never converged)
+  double total_energy_j() const;
+  double total_time_s() const;
+  double total_cost() const;
+  // Over the last `count` recurrences.
+  double last_energy_j(int count) const;
+  double last_time_s(int count) const;
+  // The configuration chosen most often over the last 10 recurrences (ties: the latest).
+  std::pair<int, int> final_configuration() const;
+};
+
+// The best fixed configuration in expectation (over the trace's runs).
+struct Oracle {
+  int batch_size = 0;
+  int power_limit_w = 0;
+  double expected_cost = 0.0;
+  double expected_energy_j = 0.0;
+  double expected_time_s = 0.0;
+};
+Oracle compute_oracle(const WorkloadTrace& trace, double eta);
+// The expected cost, energy and time per recurrence of always running one configuration
+// (retrying failed runs). Throws kInvalidArgument when it never reaches the target.
+Oracle expected_fixed(const WorkloadTrace& trace, int batch_size, int power_limit_w, double eta);
+
+// One seed of one policy on one recurring job. Throws zeus::Error(kInvalidArgument) when the
+// default batch size never reaches the target, or a recurrence exceeds max_tries.
+RunResult simulate_recurring(const WorkloadTrace& trace, PolicyKind policy,
+                             const SimulationConfig& config);
+
+// Concurrent submissions: jobs start and end at the given times (seconds); a job that starts while
+// another is in flight uses the best batch size known so far. `runtime_ratio` scales its
+// energy and time (as the reference's cluster-trace replay does).
+struct JobArrival {
+  double start_s = 0.0;
+  double end_s = 0.0;
+  double runtime_ratio = 1.0;
+};
+// Reads a CSV with columns start_time,end_time[,runtime_ratio] (header required). Errors name the
+// file and line.
+std::vector<JobArrival> load_arrivals(const std::filesystem::path& csv);
+RunResult simulate_concurrent(const WorkloadTrace& trace, PolicyKind policy,
+                              const SimulationConfig& config,
+                              const std::vector<JobArrival>& arrivals);
+
+// A cell (workload x GPU x policy) over many seeds, compared with Default on the same seeds.
+struct CellSummary {
+  std::string workload;
+  std::string gpu;
+  std::string policy;
+  int seeds = 0;
+  int recurrences = 0;
+  double energy_saving_pct_mean = 0.0, energy_saving_pct_std = 0.0;
+  double energy_saving_last10_pct_mean = 0.0, energy_saving_last10_pct_std = 0.0;
+  double time_saving_pct_mean = 0.0, time_saving_pct_std = 0.0;
+  double time_saving_last10_pct_mean = 0.0, time_saving_last10_pct_std = 0.0;
+  double cost_saving_pct_mean = 0.0, cost_saving_pct_std = 0.0;
+  double cum_regret_mean = 0.0, cum_regret_std = 0.0;  // sum over recurrences of cost - oracle
+  int oracle_batch_size = 0;
+  int oracle_power_limit_w = 0;
+  int final_batch_size = 0;  // modal over seeds of each seed's final configuration
+  int final_power_limit_w = 0;
+  double final_matches_oracle_pct = 0.0;  // seeds whose final batch size is the oracle's
+  double failed_runs_mean = 0.0;
+  std::vector<std::string> notes;
+  // Per seed (for --out): the policy's history.
+  std::vector<RunResult> runs;
+};
+
+// Runs `seeds` with `threads` worker threads (0: hardware concurrency).
+CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const SimulationConfig& config,
+                     const std::vector<std::uint64_t>& seeds, unsigned threads = 0);
+
+}  // namespace zeus::sim

@@ -1,0 +1,702 @@
+// `zeus sim`: the trace-driven simulator over (workload, GPU, policy) cells, with many seeds each,
+// compared with the Default policy on the same seeds.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "commands.hpp"
+#include "zeus/common/error.hpp"
+#include "zeus/sim/simulator.hpp"
+#include "zeus/sim/trace.hpp"
+
+namespace zeus::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;  // keys in the order written: workload, gpu, policy first
+using sim::PolicyKind;
+
+// More seeds than this is a typo (e.g. 1-1000000000), not a simulation anyone waits for.
+constexpr std::size_t kMaxSeeds = 100'000;
+constexpr int kLastRecurrences = 10;  // CellSummary's "last 10" columns
+constexpr int kProgressBarWidth = 30;
+
+struct SimArgs {
+  std::string trace_dir;
+  std::string gpu = "all";
+  std::string workload = "all";
+  std::string policy = "zeus";
+  std::string seeds = "1-10";
+  double eta = 0.5;
+  double beta = 2.0;
+  int recurrences = 0;
+  int window = 0;
+  int threads = 0;
+  int max_tries = sim::SimulationConfig{}.max_tries;
+  bool as_json = false;
+  std::string out;
+};
+
+constexpr PolicyKind kAllPolicies[] = {PolicyKind::kZeus, PolicyKind::kDefault, PolicyKind::kGrid,
+                                       PolicyKind::kOracle};
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && text.front() == ' ') {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && text.back() == ' ') {
+    text.remove_suffix(1);
+  }
+  return text;
+}
+
+// "a,b, c" -> {"a", "b", "c"}; an empty item is an error naming `flag`.
+std::vector<std::string> split_list(std::string_view text, std::string_view flag) {
+  std::vector<std::string> items;
+  std::string_view rest = text;
+  while (true) {
+    const auto comma = rest.find(',');
+    const std::string_view item = trim(rest.substr(0, comma));
+    if (item.empty()) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  fmt::format("{} \"{}\": an item is empty; expected names separated by commas",
+                              flag, text));
+    }
+    items.emplace_back(item);
+    if (comma == std::string_view::npos) {
+      return items;
+    }
+    rest.remove_prefix(comma + 1);
+  }
+}
+
+// `text` is "all" or a comma-separated list of names from `valid`; returns them in the order of
+// `valid`, without repeats.
+std::vector<std::string> select_names(std::string_view text, const std::vector<std::string>& valid,
+                                      std::string_view flag, std::string_view what) {
+  const std::vector<std::string> requested = split_list(text, flag);
+  if (std::find(requested.begin(), requested.end(), "all") != requested.end()) {
+    return valid;
+  }
+  for (const std::string& name : requested) {
+    if (std::find(valid.begin(), valid.end(), name) == valid.end()) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  fmt::format("{}: unknown {} \"{}\"; valid: {}, or all", flag, what, name,
+                              fmt::join(valid, ", ")));
+    }
+  }
+  std::vector<std::string> selected;
+  for (const std::string& name : valid) {
+    if (std::find(requested.begin(), requested.end(), name) != requested.end()) {
+      selected.push_back(name);
+    }
+  }
+  return selected;
+}
+
+// One seed of `item` (the whole comma-separated item, for the message) in `text`.
+std::uint64_t parse_seed(std::string_view digits, std::string_view item, std::string_view text) {
+  std::uint64_t seed = 0;
+  digits = trim(digits);
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), seed);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("--seeds \"{}\": \"{}\" is neither a seed (a non-negative integer) "
+                            "nor a range of seeds; expected seeds and ranges separated by commas, "
+                            "e.g. 1-50, 7 or 1,2,5-9",
+                            text, item));
+  }
+  return seed;
+}
+
+// "1-50", "7", "1,2,5-9" -> the seeds, in the order given. Repeats and reversed ranges are errors.
+std::vector<std::uint64_t> parse_seeds(std::string_view text) {
+  std::vector<std::uint64_t> seeds;
+  const auto add = [&](std::uint64_t seed) {
+    if (std::find(seeds.begin(), seeds.end(), seed) != seeds.end()) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  fmt::format("--seeds \"{}\": seed {} is repeated", text, seed));
+    }
+    seeds.push_back(seed);
+  };
+  const auto too_many = [&] {
+    return Error(ErrorKind::kInvalidArgument,
+                 fmt::format("--seeds \"{}\": more than {} seeds", text, kMaxSeeds));
+  };
+  for (const std::string& item : split_list(text, "--seeds")) {
+    const auto dash = item.find('-');
+    if (dash == std::string::npos) {
+      add(parse_seed(item, item, text));
+    } else {
+      const std::uint64_t first = parse_seed(std::string_view(item).substr(0, dash), item, text);
+      const std::uint64_t last = parse_seed(std::string_view(item).substr(dash + 1), item, text);
+      if (first > last) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    fmt::format("--seeds \"{}\": the range {}-{} is empty; write the smaller "
+                                "seed first, e.g. {}-{}",
+                                text, first, last, last, first));
+      }
+      if (last - first >= kMaxSeeds) {
+        throw too_many();
+      }
+      for (std::uint64_t seed = first;; ++seed) {
+        add(seed);
+        if (seed == last) {
+          break;
+        }
+      }
+    }
+    if (seeds.size() > kMaxSeeds) {
+      throw too_many();
+    }
+  }
+  return seeds;
+}
+
+std::vector<std::string> workload_names() {
+  std::vector<std::string> names;
+  for (const sim::Workload& workload : sim::paper_workloads()) {
+    names.push_back(workload.dataset);
+  }
+  return names;
+}
+
+std::vector<std::string> policy_names() {
+  std::vector<std::string> names;
+  for (const PolicyKind policy : kAllPolicies) {
+    names.emplace_back(sim::policy_name(policy));
+  }
+  return names;
+}
+
+void check_args(const SimArgs& args) {
+  if (!(args.eta >= 0.0 && args.eta <= 1.0)) {
+    throw Error(
+        ErrorKind::kInvalidArgument,
+        fmt::format("--eta {} is outside [0, 1] (0 optimizes time only, 1 energy only)", args.eta));
+  }
+  if (!std::isfinite(args.beta)) {
+    throw Error(
+        ErrorKind::kInvalidArgument,
+        fmt::format("--beta {} is not a finite number (<= 0 disables early stopping)", args.beta));
+  }
+  if (args.recurrences < 0) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("--recurrences {} is negative (0 means the default, 2 x batch sizes "
+                            "x power limits)",
+                            args.recurrences));
+  }
+  if (args.window < 0) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("--window {} is negative (0 means every observation)", args.window));
+  }
+  if (args.max_tries < 1) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("--max-tries {} must be at least 1", args.max_tries));
+  }
+  if (args.threads < 0) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("--threads {} is negative (0 means every core)", args.threads));
+  }
+}
+
+void check_trace_dir(const std::string& trace_dir) {
+  std::error_code error;
+  const fs::file_status status = fs::status(trace_dir, error);
+  if (!fs::exists(status)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("--trace-dir \"{}\" does not exist; it should hold the reference's "
+                            "summary_train.csv and summary_power_<gpu>.csv files",
+                            trace_dir));
+  }
+  if (!fs::is_directory(status)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("--trace-dir \"{}\" is not a directory", trace_dir));
+  }
+}
+
+// Creates `out` before anything runs, so that a bad --out fails at once, not after the simulation.
+void prepare_out_dir(const std::string& out) {
+  std::error_code error;
+  if (fs::exists(out, error) && !fs::is_directory(out, error)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("--out \"{}\" exists and is not a directory", out));
+  }
+  fs::create_directories(out, error);
+  if (error) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("--out \"{}\": cannot create the directory: {}", out, error.message()));
+  }
+  if (access(out.c_str(), W_OK | X_OK) != 0) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("--out \"{}\": cannot write there: {}", out, std::strerror(errno)));
+  }
+}
+
+void write_file(const fs::path& path, const std::string& content) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  if (!file) {
+    throw Error(ErrorKind::kIo, fmt::format("cannot open \"{}\" for writing: {}", path.string(),
+                                            std::strerror(errno)));
+  }
+  file.write(content.data(), static_cast<std::streamsize>(content.size()));
+  file.close();
+  if (!file) {
+    throw Error(ErrorKind::kIo, fmt::format("writing \"{}\" failed", path.string()));
+  }
+}
+
+struct Cell {
+  sim::CellSummary summary;  // only workload, gpu, policy, seeds and notes when `error` is set
+  sim::Oracle oracle;
+  std::optional<std::string> error;  // why the simulation of this cell failed
+};
+
+std::vector<std::string> merged_notes(const std::vector<std::string>& first,
+                                      const std::vector<std::string>& second) {
+  std::vector<std::string> notes = first;
+  for (const std::string& note : second) {
+    if (std::find(notes.begin(), notes.end(), note) == notes.end()) {
+      notes.push_back(note);
+    }
+  }
+  return notes;
+}
+
+std::string history_csv(const sim::CellSummary& summary, const std::vector<std::uint64_t>& seeds) {
+  if (summary.runs.size() != seeds.size()) {
+    throw Error(ErrorKind::kUnknown,
+                fmt::format("the simulator returned {} histories for {} seeds ({}/{}/{})",
+                            summary.runs.size(), seeds.size(), summary.workload, summary.gpu,
+                            summary.policy));
+  }
+  std::string csv =
+      "seed,recurrence,batch_size,power_limit_w,energy_j,time_s,cost,tries,profiled\n";
+  for (std::size_t i = 0; i < seeds.size(); ++i) {
+    for (const sim::RecurrenceRecord& record : summary.runs[i].history) {
+      fmt::format_to(std::back_inserter(csv), "{},{},{},{},{},{},{},{},{}\n", seeds[i],
+                     record.recurrence, record.batch_size, record.power_limit_w, record.energy_j,
+                     record.time_s, record.cost, record.tries, record.profiled ? 1 : 0);
+    }
+  }
+  return csv;
+}
+
+json cell_json(const Cell& cell) {
+  const sim::CellSummary& s = cell.summary;
+  if (cell.error) {
+    return json{{"workload", s.workload}, {"gpu", s.gpu},         {"policy", s.policy},
+                {"seeds", s.seeds},       {"error", *cell.error}, {"notes", s.notes}};
+  }
+  return json{
+      {"workload", s.workload},
+      {"gpu", s.gpu},
+      {"policy", s.policy},
+      {"seeds", s.seeds},
+      {"recurrences", s.recurrences},
+      {"energy_saving_pct_mean", s.energy_saving_pct_mean},
+      {"energy_saving_pct_std", s.energy_saving_pct_std},
+      {"energy_saving_last10_pct_mean", s.energy_saving_last10_pct_mean},
+      {"energy_saving_last10_pct_std", s.energy_saving_last10_pct_std},
+      {"time_saving_pct_mean", s.time_saving_pct_mean},
+      {"time_saving_pct_std", s.time_saving_pct_std},
+      {"time_saving_last10_pct_mean", s.time_saving_last10_pct_mean},
+      {"time_saving_last10_pct_std", s.time_saving_last10_pct_std},
+      {"cost_saving_pct_mean", s.cost_saving_pct_mean},
+      {"cost_saving_pct_std", s.cost_saving_pct_std},
+      {"cum_regret_mean", s.cum_regret_mean},
+      {"cum_regret_std", s.cum_regret_std},
+      {"oracle_batch_size", s.oracle_batch_size},
+      {"oracle_power_limit_w", s.oracle_power_limit_w},
+      {"oracle_expected_cost", cell.oracle.expected_cost},
+      {"oracle_expected_energy_j", cell.oracle.expected_energy_j},
+      {"oracle_expected_time_s", cell.oracle.expected_time_s},
+      {"final_batch_size", s.final_batch_size},
+      {"final_power_limit_w", s.final_power_limit_w},
+      {"final_matches_oracle_pct", s.final_matches_oracle_pct},
+      {"failed_runs_mean", s.failed_runs_mean},
+      {"notes", s.notes},
+  };
+}
+
+json summary_json(const SimArgs& args, const std::vector<std::uint64_t>& seeds,
+                  const std::vector<Cell>& cells, double wall_s) {
+  json out{
+      {"source", args.trace_dir.empty() ? std::string("builtin") : args.trace_dir},
+      {"eta", args.eta},
+      {"beta", args.beta},
+      {"recurrences", args.recurrences},
+      {"window_size", args.window},
+      {"max_tries", args.max_tries},
+      {"seed_list", seeds},
+      {"cells", json::array()},
+      {"wall_s", wall_s},
+  };
+  for (const Cell& cell : cells) {
+    out["cells"].push_back(cell_json(cell));
+  }
+  return out;
+}
+
+// Cost is eta * energy + (1 - eta) * MaxPower * time: joules either way.
+std::string format_cost(double cost) {
+  const double magnitude = std::fabs(cost);
+  if (magnitude >= 1e9) {
+    return fmt::format("{:.2f} GJ", cost / 1e9);
+  }
+  if (magnitude >= 1e6) {
+    return fmt::format("{:.2f} MJ", cost / 1e6);
+  }
+  if (magnitude >= 1e3) {
+    return fmt::format("{:.2f} kJ", cost / 1e3);
+  }
+  if (magnitude < 0.5) {
+    return "0 J";  // not "-0 J"
+  }
+  return fmt::format("{:.0f} J", cost);
+}
+
+std::string mean_std(double mean, double std_dev) {
+  return fmt::format("{:.1f} ± {:.1f}", mean, std_dev);
+}
+
+// Display columns of UTF-8 text (every character here is one column wide).
+std::size_t display_width(std::string_view text) {
+  return static_cast<std::size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0U) != 0x80U;
+  }));
+}
+
+// A table whose first `left_columns` columns are left-aligned and the others right-aligned. A row
+// shorter than the longest one ends with text that spans the remaining columns.
+class Table {
+ public:
+  explicit Table(std::size_t left_columns) : left_columns_(left_columns) {}
+  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+
+  void write(std::ostream& out) const {
+    std::size_t columns = 0;
+    for (const auto& row : rows_) {
+      columns = std::max(columns, row.size());
+    }
+    std::vector<std::size_t> widths(columns, 0);
+    for (const auto& row : rows_) {
+      for (std::size_t i = 0; i < row.size(); ++i) {
+        if (row.size() == columns || i + 1 < row.size()) {  // spanning text widens nothing
+          widths[i] = std::max(widths[i], display_width(row[i]));
+        }
+      }
+    }
+    for (const auto& row : rows_) {
+      std::string line;
+      for (std::size_t i = 0; i < row.size(); ++i) {
+        const bool last = i + 1 == row.size();
+        const bool spanning = last && row.size() < columns;
+        const std::size_t width = spanning ? 0 : widths[i];
+        const std::string padding(width - std::min(width, display_width(row[i])), ' ');
+        line += i < left_columns_ || spanning ? row[i] + (last ? std::string() : padding)
+                                              : padding + row[i];
+        line += last ? "" : "  ";
+      }
+      out << " " << line << "\n";
+    }
+  }
+
+ private:
+  std::size_t left_columns_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string seeds_text(const std::vector<std::uint64_t>& seeds, const std::string& spec) {
+  return fmt::format("{} seed{} ({})", seeds.size(), seeds.size() == 1 ? "" : "s", spec);
+}
+
+void write_text(std::ostream& out, const SimArgs& args, const std::vector<std::uint64_t>& seeds,
+                const std::vector<Cell>& cells, double wall_s) {
+  out << fmt::format(
+      "\n Simulated recurring jobs on {}\n {}, eta {:g}, beta {:g}, {}{}; savings are relative "
+      "to the Default policy\n (b0 at the maximum power limit) on the same seeds, mean ± std over "
+      "seeds.\n\n",
+      args.trace_dir.empty() ? std::string("the built-in workload models")
+                             : fmt::format("the traces in \"{}\"", args.trace_dir),
+      seeds_text(seeds, args.seeds), args.eta, args.beta,
+      args.recurrences == 0 ? std::string("2 x |B| x |P| recurrences")
+                            : fmt::format("{} recurrences", args.recurrences),
+      args.window == 0 ? std::string() : fmt::format(", window {}", args.window));
+  Table table(3);
+  table.add({"workload", "gpu", "policy", "rec", "energy saved %", "last 10", "time saved %",
+             "cost saved %", "regret", "final bs,W", "oracle bs,W", "=oracle %", "failed"});
+  for (const Cell& cell : cells) {
+    const sim::CellSummary& s = cell.summary;
+    if (cell.error) {
+      table.add({s.workload, s.gpu, s.policy, "failed: see the errors below"});
+      continue;
+    }
+    table.add({s.workload, s.gpu, s.policy, std::to_string(s.recurrences),
+               mean_std(s.energy_saving_pct_mean, s.energy_saving_pct_std),
+               mean_std(s.energy_saving_last10_pct_mean, s.energy_saving_last10_pct_std),
+               mean_std(s.time_saving_pct_mean, s.time_saving_pct_std),
+               mean_std(s.cost_saving_pct_mean, s.cost_saving_pct_std),
+               format_cost(s.cum_regret_mean),
+               fmt::format("{}, {}", s.final_batch_size, s.final_power_limit_w),
+               fmt::format("{}, {}", s.oracle_batch_size, s.oracle_power_limit_w),
+               fmt::format("{:.0f}", s.final_matches_oracle_pct),
+               fmt::format("{:.2f}", s.failed_runs_mean)});
+  }
+  table.write(out);
+  out << fmt::format(
+      "\n rec: recurrences per seed. last 10: energy saved % over the last {} recurrences.\n"
+      " regret: cumulative cost above the oracle's expected cost, where cost = eta x energy +\n"
+      "   (1 - eta) x MaxPower x time.\n"
+      " final: the (batch size, power limit W) chosen most over the last {} recurrences, the most\n"
+      "   common over seeds. =oracle %: seeds whose final batch size is the oracle's.\n"
+      " failed: runs per seed that did not reach the target (early-stopped or never converged).\n",
+      kLastRecurrences, kLastRecurrences);
+  std::vector<std::string> printed;
+  for (const Cell& cell : cells) {
+    for (const std::string& note : cell.summary.notes) {
+      const std::string line =
+          fmt::format("   {}/{}: {}", cell.summary.workload, cell.summary.gpu, note);
+      if (std::find(printed.begin(), printed.end(), line) != printed.end()) {
+        continue;  // trace notes repeat for every policy of a (workload, GPU)
+      }
+      out << (printed.empty() ? "\n Notes:\n" : "") << line << "\n";
+      printed.push_back(line);
+    }
+  }
+  bool any_error = false;
+  for (const Cell& cell : cells) {
+    if (cell.error) {
+      out << (any_error ? "" : "\n Errors:\n")
+          << fmt::format("   {}/{}/{}: {}\n", cell.summary.workload, cell.summary.gpu,
+                         cell.summary.policy, *cell.error);
+      any_error = true;
+    }
+  }
+  out << fmt::format("\n Wall time: {:.2f} s\n\n", wall_s);
+}
+
+// A progress bar on standard error, only when it is a terminal.
+class Progress {
+ public:
+  explicit Progress(std::size_t total)
+      : total_(total), enabled_(isatty(STDERR_FILENO) == 1 && total > 0) {}
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+  ~Progress() { clear(); }
+
+  void show(std::size_t done, std::string_view current, double elapsed_s) {
+    if (!enabled_) {
+      return;
+    }
+    const auto filled = static_cast<int>(kProgressBarWidth * done / total_);
+    std::cerr << fmt::format("\r\033[K [{:#<{}}{:.<{}}] {}/{} cells  {:.1f} s  {}", "", filled, "",
+                             kProgressBarWidth - filled, done, total_, elapsed_s, current)
+              << std::flush;
+  }
+
+  void clear() {
+    if (enabled_) {
+      std::cerr << "\r\033[K" << std::flush;
+    }
+  }
+
+ private:
+  std::size_t total_;
+  bool enabled_;
+};
+
+int run(const SimArgs& args) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed_s = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+
+  // Every argument is checked before anything runs.
+  check_args(args);
+  const std::vector<std::string> gpus = select_names(args.gpu, sim::trace_gpus(), "--gpu", "GPU");
+  const std::vector<std::string> workloads =
+      select_names(args.workload, workload_names(), "--workload", "workload");
+  std::vector<PolicyKind> policies;
+  for (const std::string& name : select_names(args.policy, policy_names(), "--policy", "policy")) {
+    policies.push_back(sim::parse_policy(name));
+  }
+  const std::vector<std::uint64_t> seeds = parse_seeds(args.seeds);
+  if (!args.trace_dir.empty()) {
+    check_trace_dir(args.trace_dir);
+  }
+  if (!args.out.empty()) {
+    prepare_out_dir(args.out);
+  }
+
+  sim::SimulationConfig config;
+  config.eta = args.eta;
+  config.beta = args.beta;
+  config.recurrences = args.recurrences;
+  config.window_size = args.window;
+  config.max_tries = args.max_tries;
+
+  // A trace directory that lacks a file is the user's mistake too: a usage error, like a
+  // malformed file (which the library reports as kInvalidArgument with file and line).
+  const auto as_usage_error = [&](const auto& load) {
+    try {
+      return load();
+    } catch (const Error& error) {
+      if (error.kind() == ErrorKind::kNotFound) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    fmt::format("--trace-dir \"{}\": {}", args.trace_dir, error.what()));
+      }
+      throw;
+    }
+  };
+  std::optional<sim::TraceDirectory> trace_directory;
+  if (!args.trace_dir.empty()) {
+    trace_directory.emplace(
+        as_usage_error([&] { return sim::TraceDirectory(fs::path(args.trace_dir)); }));
+  }
+
+  Progress progress(workloads.size() * gpus.size() * policies.size());
+  std::vector<Cell> cells;
+  for (const std::string& workload_name : workloads) {
+    const sim::Workload& workload = sim::paper_workload(workload_name);
+    for (const std::string& gpu : gpus) {
+      const sim::WorkloadTrace trace =
+          trace_directory ? as_usage_error([&] { return trace_directory->load(gpu, workload); })
+                          : sim::builtin_trace(gpu, workload);
+      const sim::Oracle oracle = sim::compute_oracle(trace, config.eta);
+      for (const PolicyKind policy : policies) {
+        progress.show(cells.size(),
+                      fmt::format("{}/{}/{}", workload_name, gpu, sim::policy_name(policy)),
+                      elapsed_s());
+        Cell cell;
+        try {
+          cell.summary =
+              sim::run_cell(trace, policy, config, seeds, static_cast<unsigned>(args.threads));
+        } catch (const Error& error) {
+          // One cell that cannot be simulated (e.g. a policy that exceeds --max-tries) does not
+          // stop the others; it is reported with its error and the exit code is 1.
+          cell.error = error.what();
+          cell.summary.workload = workload_name;
+          cell.summary.gpu = gpu;
+          cell.summary.policy = std::string(sim::policy_name(policy));
+          cell.summary.seeds = static_cast<int>(seeds.size());
+        }
+        cell.summary.notes = merged_notes(trace.notes, cell.summary.notes);
+        cell.oracle = oracle;
+        if (!args.out.empty() && !cell.error) {
+          write_file(fs::path(args.out) /
+                         fmt::format("{}_{}_{}.csv", workload_name, gpu, sim::policy_name(policy)),
+                     history_csv(cell.summary, seeds));
+        }
+        cell.summary.runs.clear();  // the histories are written; keep memory flat
+        cells.push_back(std::move(cell));
+      }
+    }
+  }
+  progress.clear();
+
+  const double wall_s = elapsed_s();
+  const json summary = summary_json(args, seeds, cells, wall_s);
+  if (!args.out.empty()) {
+    write_file(fs::path(args.out) / "summary.json", summary.dump(2) + "\n");
+  }
+  if (args.as_json) {
+    std::cout << summary.dump(2) << std::endl;
+  } else {
+    write_text(std::cout, args, seeds, cells, wall_s);
+    std::cout.flush();
+  }
+  const auto failed = std::count_if(cells.begin(), cells.end(),
+                                    [](const Cell& cell) { return cell.error.has_value(); });
+  if (failed > 0) {
+    for (const Cell& cell : cells) {
+      if (cell.error) {
+        std::cerr << fmt::format("zeus: error: {}/{}/{}: {}\n", cell.summary.workload,
+                                 cell.summary.gpu, cell.summary.policy, *cell.error);
+      }
+    }
+    std::cerr << fmt::format("zeus: error: {} of {} cells failed; the others are reported\n",
+                             failed, cells.size());
+    return kExitError;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_sim(CLI::App& app, Action& action) {
+  CLI::App* command = app.add_subcommand(
+      "sim",
+      "Simulate recurring training jobs under a batch-size/power-limit policy (Zeus, Default, "
+      "Grid, Oracle) on the paper's workloads, and report energy and time saved over Default");
+  auto args = std::make_shared<SimArgs>();
+  command->add_option("--trace-dir", args->trace_dir,
+                      "Directory with the reference's trace files (summary_train.csv, "
+                      "summary_power_<gpu>.csv); default: the built-in workload models");
+  command
+      ->add_option("--gpu", args->gpu,
+                   "GPU model(s): v100, a40, rtx6000, p100, a comma-separated list, or all")
+      ->capture_default_str();
+  command
+      ->add_option("--workload", args->workload,
+                   "Workload(s) by dataset: librispeech, squad, sentiment140, imagenet, "
+                   "cifar100, movielens-1m, a comma-separated list, or all")
+      ->capture_default_str();
+  command
+      ->add_option("--policy", args->policy,
+                   "Policy(ies): zeus, default, grid, oracle, a comma-separated list, or all")
+      ->capture_default_str();
+  command
+      ->add_option("--seeds", args->seeds,
+                   "Seeds, one simulated recurring job each: e.g. 1-50, 7, 1,2,5-9")
+      ->capture_default_str();
+  command
+      ->add_option("--eta", args->eta,
+                   "Energy-time knob in [0, 1]: cost = eta x energy + (1 - eta) x MaxPower x time")
+      ->capture_default_str();
+  command
+      ->add_option("--beta", args->beta,
+                   "Early stopping: stop a run whose cost exceeds beta x the best cost so far "
+                   "(<= 0 disables it)")
+      ->capture_default_str();
+  command
+      ->add_option("--recurrences", args->recurrences,
+                   "Recurrences per seed (0: 2 x batch sizes x power limits)")
+      ->capture_default_str();
+  command
+      ->add_option("--window", args->window,
+                   "Thompson Sampling window in observations (0: all observations)")
+      ->capture_default_str();
+  command
+      ->add_option("--max-tries", args->max_tries,
+                   "Runs a recurrence may take before its cell fails (runs that miss the target "
+                   "are retried)")
+      ->capture_default_str();
+  command->add_option("--threads", args->threads, "Worker threads (0: every core)")
+      ->capture_default_str();
+  command->add_flag("--json", args->as_json, "Print one JSON object instead of the table");
+  command->add_option("--out", args->out,
+                      "Write each cell's per-recurrence history "
+                      "(<workload>_<gpu>_<policy>.csv) and summary.json to this directory");
+  command->callback([&action, args] { action = [args] { return run(*args); }; });
+}
+
+}  // namespace zeus::cli

@@ -1,0 +1,651 @@
+#include "zeus/sim/trace.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "trace_internal.hpp"
+#include "zeus/common/error.hpp"
+
+namespace zeus::sim {
+
+// ---- Workload and GPU catalogues ----
+
+const std::vector<Workload>& paper_workloads() {
+  static const std::vector<Workload> workloads = {
+      {"librispeech", "deepspeech2", "adamw", 40.0, 16, 192, /*higher_is_better=*/false},
+      {"squad", "bert_base_uncased", "adamw", 84.0, 6, 32, true},
+      {"sentiment140", "bert_base_uncased", "adamw", 0.84, 10, 128, true},
+      {"imagenet", "resnet50", "adadelta", 0.65, 100, 256, true},
+      {"cifar100", "shufflenetv2", "adadelta", 0.6, 100, 1024, true},
+      {"movielens-1m", "ncf", "adam", 0.41, 100, 1024, true},
+  };
+  return workloads;
+}
+
+const Workload& paper_workload(std::string_view dataset) {
+  std::string names;
+  for (const Workload& workload : paper_workloads()) {
+    if (workload.dataset == dataset) {
+      return workload;
+    }
+    names += (names.empty() ? "" : ", ") + workload.dataset;
+  }
+  throw Error(ErrorKind::kInvalidArgument,
+              "unknown workload '" + std::string(dataset) + "': choose one of " + names);
+}
+
+const std::vector<std::string>& trace_gpus() {
+  static const std::vector<std::string> gpus = {"v100", "a40", "rtx6000", "p100"};
+  return gpus;
+}
+
+void check_trace_gpu(std::string_view gpu) {
+  const auto& gpus = trace_gpus();
+  if (std::find(gpus.begin(), gpus.end(), gpu) != gpus.end()) {
+    return;
+  }
+  std::string names;
+  for (const std::string& name : gpus) {
+    names += (names.empty() ? "" : ", ") + name;
+  }
+  throw Error(ErrorKind::kInvalidArgument,
+              "unknown GPU model '" + std::string(gpu) + "': choose one of " + names);
+}
+
+// ---- Trace structures ----
+
+const PowerPoint* BatchSizeTrace::at_power_limit(int power_limit_w) const {
+  const auto it = std::lower_bound(
+      power.begin(), power.end(), power_limit_w,
+      [](const PowerPoint& point, int limit_w) { return point.power_limit_w < limit_w; });
+  if (it == power.end() || it->power_limit_w != power_limit_w) {
+    return nullptr;
+  }
+  return &*it;
+}
+
+const BatchSizeTrace& WorkloadTrace::at_batch_size(int batch_size) const {
+  for (const BatchSizeTrace& entry : batch_sizes) {
+    if (entry.batch_size == batch_size) {
+      return entry;
+    }
+  }
+  std::vector<int> sizes;
+  for (const BatchSizeTrace& entry : batch_sizes) {
+    sizes.push_back(entry.batch_size);
+  }
+  throw Error(ErrorKind::kInvalidArgument, "batch size " + std::to_string(batch_size) +
+                                               " is not in the trace of " +
+                                               detail::workload_label(workload) + " on " + gpu +
+                                               " (it has " + detail::join_ints(sizes) + ")");
+}
+
+// ---- Helpers shared with the built-in models ----
+
+namespace detail {
+
+std::string workload_label(const Workload& workload) {
+  return workload.dataset + "/" + workload.network + "/" + workload.optimizer;
+}
+
+std::string join_ints(const std::vector<int>& values) {
+  std::string text;
+  for (const int value : values) {
+    text += (text.empty() ? "" : ", ") + std::to_string(value);
+  }
+  return text;
+}
+
+void collect_power_limits(WorkloadTrace& trace) {
+  std::set<int> limits;
+  for (const BatchSizeTrace& entry : trace.batch_sizes) {
+    for (const PowerPoint& point : entry.power) {
+      limits.insert(point.power_limit_w);
+    }
+  }
+  trace.power_limits_w.assign(limits.begin(), limits.end());
+}
+
+void cap_default_batch_size(WorkloadTrace& trace, const std::string& origin) {
+  const int b0 = trace.workload.default_batch_size;
+  int capped = 0;
+  std::vector<int> sizes;
+  for (const BatchSizeTrace& entry : trace.batch_sizes) {
+    sizes.push_back(entry.batch_size);
+    if (entry.batch_size == b0) {
+      return;
+    }
+    if (entry.batch_size < b0) {
+      capped = std::max(capped, entry.batch_size);
+    }
+  }
+  if (capped == 0) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "the default batch size " + std::to_string(b0) + " of " +
+                    workload_label(trace.workload) + " on " + trace.gpu +
+                    " is smaller than every batch size in " + origin + " (" + join_ints(sizes) +
+                    "); choose one of those");
+  }
+  trace.workload.default_batch_size = capped;
+  trace.notes.push_back("b0 " + std::to_string(b0) + " is not in " + origin + "; capped to " +
+                        std::to_string(capped) + " (the largest batch size below it)");
+}
+
+void check_default_converges(const WorkloadTrace& trace) {
+  const Workload& workload = trace.workload;
+  const BatchSizeTrace& b0 = trace.at_batch_size(workload.default_batch_size);
+  for (const std::optional<int>& epoch : b0.target_epochs) {
+    if (epoch && (workload.max_epochs <= 0 || *epoch <= workload.max_epochs)) {
+      return;
+    }
+  }
+  std::ostringstream message;
+  message << "the default batch size " << workload.default_batch_size << " of "
+          << workload_label(workload) << " on " << trace.gpu << " never reaches the target metric "
+          << workload.target_metric;
+  if (workload.max_epochs > 0) {
+    message << " within " << workload.max_epochs << " epochs";
+  }
+  message << " in any of its " << b0.target_epochs.size()
+          << " runs; the simulation starts from b0, so it must converge (source: " << trace.source
+          << ")";
+  throw Error(ErrorKind::kInvalidArgument, message.str());
+}
+
+}  // namespace detail
+
+// ---- CSV parsing ----
+
+namespace {
+
+constexpr std::string_view kTrainFile = "summary_train.csv";
+
+std::string power_file_name(std::string_view gpu) {
+  return "summary_power_" + std::string(gpu) + ".csv";
+}
+
+// Workloads are keyed by dataset, network and optimizer joined with a separator that cannot
+// appear in a CSV field of ours.
+std::string workload_key(std::string_view dataset, std::string_view network,
+                         std::string_view optimizer) {
+  std::string key;
+  key.reserve(dataset.size() + network.size() + optimizer.size() + 2);
+  key.append(dataset).append(1, '\x1f').append(network).append(1, '\x1f').append(optimizer);
+  return key;
+}
+
+std::string key_label(const std::string& key) {
+  std::string label = key;
+  std::replace(label.begin(), label.end(), '\x1f', '/');
+  return label;
+}
+
+std::string_view trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) {
+    text.remove_suffix(1);
+  }
+  return text;
+}
+
+std::optional<double> to_double(std::string_view text) {
+  double value = 0.0;
+  const char* last = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), last, value);
+  if (ec != std::errc() || ptr != last || text.empty()) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+// A whole number, possibly written as a float ("3.0").
+std::optional<int> to_int(std::string_view text) {
+  int value = 0;
+  const char* last = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), last, value);
+  if (ec == std::errc() && ptr == last && !text.empty()) {
+    return value;
+  }
+  const std::optional<double> real = to_double(text);
+  if (!real || !std::isfinite(*real) || std::floor(*real) != *real ||
+      std::fabs(*real) > static_cast<double>(std::numeric_limits<int>::max())) {
+    return std::nullopt;
+  }
+  return static_cast<int>(*real);
+}
+
+// Reads a whole CSV file (no quoting: the trace files have none) and hands each data row's fields,
+// in the order of `columns`, to a callback. Errors name the file and the 1-based line.
+class CsvReader {
+ public:
+  CsvReader(const std::filesystem::path& path, std::vector<std::string_view> columns)
+      : path_(path.string()), columns_(std::move(columns)) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      throw Error(ErrorKind::kNotFound, "cannot open the trace file " + path_);
+    }
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    text_ = std::move(buffer).str();
+  }
+
+  [[noreturn]] void fail(int line, const std::string& what) const {
+    throw Error(ErrorKind::kInvalidArgument, path_ + ":" + std::to_string(line) + ": " + what);
+  }
+
+  const std::string& path() const { return path_; }
+
+  // `row(line, fields)` is called once per non-empty data line; fields[i] is columns[i].
+  template <typename RowFn>
+  void for_each_row(RowFn&& row) {
+    std::size_t position = 0;
+    int line_number = 0;
+    std::vector<std::string_view> all_fields;
+    std::vector<std::string_view> picked(columns_.size());
+    bool have_header = false;
+    while (position < text_.size()) {
+      std::size_t end = text_.find('\n', position);
+      if (end == std::string::npos) {
+        end = text_.size();
+      }
+      const std::string_view line(text_.data() + position, end - position);
+      position = end + 1;
+      ++line_number;
+      if (trim(line).empty()) {
+        continue;
+      }
+      split(line, all_fields);
+      if (!have_header) {
+        read_header(line_number, all_fields);
+        have_header = true;
+        continue;
+      }
+      if (all_fields.size() != header_size_) {
+        fail(line_number, "expected " + std::to_string(header_size_) + " fields, found " +
+                              std::to_string(all_fields.size()));
+      }
+      for (std::size_t i = 0; i < columns_.size(); ++i) {
+        picked[i] = all_fields[indices_[i]];
+      }
+      row(line_number, picked);
+    }
+    if (!have_header) {
+      fail(1, "the file is empty; expected the header " + expected_header());
+    }
+  }
+
+ private:
+  static void split(std::string_view line, std::vector<std::string_view>& fields) {
+    fields.clear();
+    while (true) {
+      const std::size_t comma = line.find(',');
+      fields.push_back(trim(line.substr(0, comma)));
+      if (comma == std::string_view::npos) {
+        return;
+      }
+      line.remove_prefix(comma + 1);
+    }
+  }
+
+  std::string expected_header() const {
+    std::string text;
+    for (const std::string_view column : columns_) {
+      text.append(text.empty() ? "" : ",").append(column);
+    }
+    return text;
+  }
+
+  void read_header(int line_number, const std::vector<std::string_view>& header) {
+    header_size_ = header.size();
+    indices_.clear();
+    for (const std::string_view column : columns_) {
+      const auto it = std::find(header.begin(), header.end(), column);
+      if (it == header.end()) {
+        fail(line_number, "the header has no column '" + std::string(column) +
+                              "' (expected the columns " + expected_header() + ")");
+      }
+      indices_.push_back(static_cast<std::size_t>(it - header.begin()));
+    }
+  }
+
+  std::string path_;
+  std::vector<std::string_view> columns_;
+  std::string text_;
+  std::size_t header_size_ = 0;
+  std::vector<std::size_t> indices_;
+};
+
+struct TrainRow {
+  int batch_size = 0;
+  int run = 0;
+  double target_metric = 0.0;
+  std::optional<int> target_epoch;
+  int line = 0;
+};
+
+struct TrainTable {
+  std::string path;
+  std::unordered_map<std::string, std::vector<TrainRow>> rows;  // by workload key
+};
+
+struct PowerRow {
+  int batch_size = 0;
+  PowerPoint point;
+  int line = 0;
+};
+
+struct PowerTable {
+  std::string path;
+  std::unordered_map<std::string, std::vector<PowerRow>> rows;  // by workload key
+  int max_power_limit_w = 0;
+};
+
+// Appends to the vector of `key`, remembering the last one (rows come grouped by workload).
+template <typename Row>
+class GroupedRows {
+ public:
+  explicit GroupedRows(std::unordered_map<std::string, std::vector<Row>>& rows) : rows_(rows) {}
+  std::vector<Row>& at(std::string_view dataset, std::string_view network,
+                       std::string_view optimizer) {
+    std::string key = workload_key(dataset, network, optimizer);
+    if (current_ == nullptr || key != current_key_) {
+      current_ = &rows_[key];
+      current_key_ = std::move(key);
+    }
+    return *current_;
+  }
+
+ private:
+  std::unordered_map<std::string, std::vector<Row>>& rows_;
+  std::string current_key_;
+  std::vector<Row>* current_ = nullptr;
+};
+
+void check_names(const CsvReader& csv, int line, const std::vector<std::string_view>& fields) {
+  for (std::size_t i : {std::size_t{0}, std::size_t{1}, std::size_t{3}}) {
+    if (fields[i].empty()) {
+      csv.fail(line, "dataset, network and optimizer must not be empty");
+    }
+  }
+}
+
+std::shared_ptr<const TrainTable> parse_train(const std::filesystem::path& path) {
+  CsvReader csv(path, {"dataset", "network", "batch_size", "optimizer", "learning_rate", "run",
+                       "target_metric", "target_epoch"});
+  auto table = std::make_shared<TrainTable>();
+  table->path = csv.path();
+  GroupedRows<TrainRow> groups(table->rows);
+  csv.for_each_row([&](int line, const std::vector<std::string_view>& f) {
+    check_names(csv, line, f);
+    TrainRow row;
+    row.line = line;
+    const auto batch_size = to_int(f[2]);
+    if (!batch_size || *batch_size <= 0) {
+      csv.fail(line,
+               "batch_size must be a positive whole number (read \"" + std::string(f[2]) + "\")");
+    }
+    row.batch_size = *batch_size;
+    const auto run = to_int(f[5]);
+    if (!run) {
+      csv.fail(line, "run must be a whole number (read \"" + std::string(f[5]) + "\")");
+    }
+    row.run = *run;
+    const auto metric = to_double(f[6]);
+    if (!metric || !std::isfinite(*metric)) {
+      csv.fail(line, "target_metric must be a number (read \"" + std::string(f[6]) + "\")");
+    }
+    row.target_metric = *metric;
+    const std::string_view epoch_text = f[7];
+    const auto epoch_real = to_double(epoch_text);
+    if (epoch_text.empty() || (epoch_real && std::isnan(*epoch_real))) {
+      row.target_epoch = std::nullopt;
+    } else {
+      const auto epoch = to_int(epoch_text);
+      if (!epoch || *epoch < 1) {
+        csv.fail(line, "target_epoch must be a 1-based whole number of epochs or nan (read \"" +
+                           std::string(epoch_text) + "\")");
+      }
+      row.target_epoch = *epoch;
+    }
+    groups.at(f[0], f[1], f[3]).push_back(row);
+  });
+  return table;
+}
+
+std::shared_ptr<const PowerTable> parse_power(const std::filesystem::path& path) {
+  CsvReader csv(path, {"dataset", "network", "batch_size", "optimizer", "power_limit",
+                       "time_per_epoch", "average_power"});
+  auto table = std::make_shared<PowerTable>();
+  table->path = csv.path();
+  GroupedRows<PowerRow> groups(table->rows);
+  csv.for_each_row([&](int line, const std::vector<std::string_view>& f) {
+    check_names(csv, line, f);
+    PowerRow row;
+    row.line = line;
+    const auto batch_size = to_int(f[2]);
+    if (!batch_size || *batch_size <= 0) {
+      csv.fail(line,
+               "batch_size must be a positive whole number (read \"" + std::string(f[2]) + "\")");
+    }
+    row.batch_size = *batch_size;
+    const auto limit = to_int(f[4]);
+    if (!limit || *limit <= 0) {
+      csv.fail(line, "power_limit must be a positive whole number of watts (read \"" +
+                         std::string(f[4]) + "\")");
+    }
+    row.point.power_limit_w = *limit;
+    const auto time = to_double(f[5]);
+    if (!time || !std::isfinite(*time) || *time <= 0.0) {
+      csv.fail(line, "time_per_epoch must be a positive number of seconds (read \"" +
+                         std::string(f[5]) + "\")");
+    }
+    row.point.time_per_epoch_s = *time;
+    const auto power = to_double(f[6]);
+    if (!power || !std::isfinite(*power) || *power <= 0.0) {
+      csv.fail(line, "average_power must be a positive number of watts (read \"" +
+                         std::string(f[6]) + "\")");
+    }
+    row.point.average_power_w = *power;
+    table->max_power_limit_w = std::max(table->max_power_limit_w, *limit);
+    groups.at(f[0], f[1], f[3]).push_back(row);
+  });
+  if (table->rows.empty()) {
+    throw Error(ErrorKind::kInvalidArgument, table->path + ":1: the file has a header but no rows");
+  }
+  return table;
+}
+
+template <typename Table>
+std::string available_workloads(const Table& table) {
+  std::set<std::string> labels;
+  for (const auto& [key, rows] : table.rows) {
+    labels.insert(key_label(key));
+  }
+  std::string text;
+  for (const std::string& label : labels) {
+    text += (text.empty() ? "" : ", ") + label;
+  }
+  return text;
+}
+
+bool same_metric(double a, double b) {
+  return std::fabs(a - b) <= 1e-6 * std::max({1e-12, std::fabs(a), std::fabs(b)});
+}
+
+void check_gpu_name(std::string_view gpu) {
+  const bool valid =
+      !gpu.empty() && gpu != "." && gpu != ".." && std::all_of(gpu.begin(), gpu.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '-' || c == '.';
+      });
+  if (!valid) {
+    throw Error(
+        ErrorKind::kInvalidArgument,
+        "GPU model name '" + std::string(gpu) +
+            "' must be letters, digits, '_', '-' or '.' (it names summary_power_<gpu>.csv)");
+  }
+}
+
+WorkloadTrace build_trace(const TrainTable& train, const PowerTable& power,
+                          const std::filesystem::path& dir, std::string_view gpu,
+                          const Workload& workload) {
+  const std::string key = workload_key(workload.dataset, workload.network, workload.optimizer);
+  const std::string label = detail::workload_label(workload);
+  const std::string where = "workload " + label + " on " + std::string(gpu) + ": ";
+
+  const auto train_it = train.rows.find(key);
+  if (train_it == train.rows.end()) {
+    throw Error(ErrorKind::kInvalidArgument, where + train.path + " has no rows for it (it has " +
+                                                 available_workloads(train) + ")");
+  }
+  const auto power_it = power.rows.find(key);
+  if (power_it == power.rows.end()) {
+    throw Error(ErrorKind::kInvalidArgument, where + power.path + " has no rows for it (it has " +
+                                                 available_workloads(power) + ")");
+  }
+
+  // Train rows at the target metric: batch size -> (run, epoch), duplicates rejected.
+  std::map<int, std::vector<const TrainRow*>> runs_by_size;
+  std::set<double> metrics;
+  for (const TrainRow& row : train_it->second) {
+    metrics.insert(row.target_metric);
+    if (same_metric(row.target_metric, workload.target_metric)) {
+      runs_by_size[row.batch_size].push_back(&row);
+    }
+  }
+  if (runs_by_size.empty()) {
+    std::ostringstream message;
+    message << where << train.path << " has no rows at target_metric " << workload.target_metric
+            << " (it has";
+    for (const double metric : metrics) {
+      message << " " << metric;
+    }
+    message << ")";
+    throw Error(ErrorKind::kInvalidArgument, message.str());
+  }
+
+  std::map<int, std::vector<const PowerRow*>> points_by_size;
+  for (const PowerRow& row : power_it->second) {
+    points_by_size[row.batch_size].push_back(&row);
+  }
+
+  WorkloadTrace trace;
+  trace.workload = workload;
+  trace.gpu = std::string(gpu);
+  trace.source = dir.string();
+  trace.max_power_w = power.max_power_limit_w;
+  std::vector<int> train_only;
+  std::vector<int> power_only;
+  for (const auto& [batch_size, points] : points_by_size) {
+    if (runs_by_size.count(batch_size) == 0) {
+      power_only.push_back(batch_size);
+    }
+  }
+  for (auto& [batch_size, runs] : runs_by_size) {
+    const auto points_it = points_by_size.find(batch_size);
+    if (points_it == points_by_size.end()) {
+      train_only.push_back(batch_size);
+      continue;
+    }
+    BatchSizeTrace entry;
+    entry.batch_size = batch_size;
+    std::stable_sort(runs.begin(), runs.end(),
+                     [](const TrainRow* a, const TrainRow* b) { return a->run < b->run; });
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      if (i > 0 && runs[i]->run == runs[i - 1]->run) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    train.path + ":" + std::to_string(std::max(runs[i]->line, runs[i - 1]->line)) +
+                        ": run " + std::to_string(runs[i]->run) + " of " + label +
+                        " at batch size " + std::to_string(batch_size) +
+                        " appears twice for the same target_metric");
+      }
+      entry.target_epochs.push_back(runs[i]->target_epoch);
+    }
+    std::vector<const PowerRow*>& points = points_it->second;
+    std::stable_sort(points.begin(), points.end(), [](const PowerRow* a, const PowerRow* b) {
+      return a->point.power_limit_w < b->point.power_limit_w;
+    });
+    for (std::size_t i = 0; i < points.size(); ++i) {
+      if (i > 0 && points[i]->point.power_limit_w == points[i - 1]->point.power_limit_w) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    power.path + ":" +
+                        std::to_string(std::max(points[i]->line, points[i - 1]->line)) + ": " +
+                        label + " at batch size " + std::to_string(batch_size) +
+                        " and power limit " + std::to_string(points[i]->point.power_limit_w) +
+                        " W appears twice");
+      }
+      entry.power.push_back(points[i]->point);
+    }
+    trace.batch_sizes.push_back(std::move(entry));
+  }
+  if (trace.batch_sizes.empty()) {
+    throw Error(ErrorKind::kInvalidArgument, where + "no batch size is in both " + train.path +
+                                                 " (" + detail::join_ints(train_only) + ") and " +
+                                                 power.path + " (" + detail::join_ints(power_only) +
+                                                 ")");
+  }
+  if (!train_only.empty() || !power_only.empty()) {
+    std::string note = "batch sizes in only one of the two traces were left out:";
+    if (!train_only.empty()) {
+      note += " train only " + detail::join_ints(train_only) + (power_only.empty() ? "" : ";");
+    }
+    if (!power_only.empty()) {
+      note += " power only " + detail::join_ints(power_only);
+    }
+    trace.notes.push_back(std::move(note));
+  }
+  detail::collect_power_limits(trace);
+  detail::cap_default_batch_size(trace, "the " + std::string(gpu) + " trace");
+  detail::check_default_converges(trace);
+  return trace;
+}
+
+}  // namespace
+
+// ---- TraceDirectory ----
+
+struct TraceDirectory::Data {
+  // Files are parsed on first use and kept; a file that failed to parse is tried again next time.
+  mutable std::mutex mutex;
+  mutable std::shared_ptr<const TrainTable> train;
+  mutable std::map<std::string, std::shared_ptr<const PowerTable>, std::less<>> power;
+};
+
+TraceDirectory::TraceDirectory(std::filesystem::path trace_dir)
+    : dir_(std::move(trace_dir)), data_(std::make_shared<const Data>()) {}
+
+WorkloadTrace TraceDirectory::load(std::string_view gpu, const Workload& workload) const {
+  check_gpu_name(gpu);
+  std::shared_ptr<const TrainTable> train;
+  std::shared_ptr<const PowerTable> power;
+  {
+    const std::lock_guard<std::mutex> lock(data_->mutex);
+    if (!data_->train) {
+      data_->train = parse_train(dir_ / kTrainFile);
+    }
+    train = data_->train;
+    auto it = data_->power.find(gpu);
+    if (it == data_->power.end()) {
+      it = data_->power.emplace(std::string(gpu), parse_power(dir_ / power_file_name(gpu))).first;
+    }
+    power = it->second;
+  }
+  return build_trace(*train, *power, dir_, gpu, workload);
+}
+
+WorkloadTrace load_trace(const std::filesystem::path& trace_dir, std::string_view gpu,
+                         const Workload& workload) {
+  return TraceDirectory(trace_dir).load(gpu, workload);
+}
+
+}  // namespace zeus::sim

@@ -1,0 +1,341 @@
+// `zeus sim`, run as a user would run it: built-in workloads, the real traces when present, and
+// usage errors.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <tuple>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Result {
+  int exit_code = -1;
+  std::string out;  // standard output
+  std::string err;  // standard error
+};
+
+// Runs `zeus sim ARGUMENTS`, with standard error in a temporary file.
+Result run_sim(const std::string& arguments) {
+  const fs::path err_path =
+      fs::path(testing::TempDir()) / ("zeus_sim_stderr_" + std::to_string(getpid()) + ".txt");
+  const std::string command =
+      std::string(ZEUS_CLI_PATH) + " sim " + arguments + " 2>" + err_path.string();
+  Result result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    throw std::runtime_error("popen failed");
+  }
+  std::array<char, 4096> buffer{};
+  std::size_t read = 0;
+  while ((read = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
+    result.out.append(buffer.data(), read);
+  }
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err_file(err_path);
+  std::stringstream err_text;
+  err_text << err_file.rdbuf();
+  result.err = err_text.str();
+  fs::remove(err_path);
+  return result;
+}
+
+json parse_json(const Result& result) {
+  try {
+    return json::parse(result.out);
+  } catch (const json::exception& error) {
+    throw std::runtime_error(std::string(error.what()) + " in: " + result.out + result.err);
+  }
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream stream(path);
+  std::stringstream text;
+  text << stream.rdbuf();
+  return text.str();
+}
+
+// A fresh directory under the test temporary directory.
+fs::path fresh_dir(const std::string& name) {
+  const fs::path dir =
+      fs::path(testing::TempDir()) / ("zeus_sim_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+const fs::path kTraceDir =
+    fs::path(ZEUS_SOURCE_DIR).parent_path() / "shared" / "data" / "zeus-nsdi23-traces";
+
+TEST(SimCli, BuiltinJsonHasTheDocumentedKeys) {
+  const Result result = run_sim("--workload librispeech --gpu v100 --seeds 1-3 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  const json out = parse_json(result);
+  EXPECT_EQ(out["source"], "builtin");
+  EXPECT_TRUE(out["wall_s"].is_number());
+  EXPECT_GE(out["wall_s"].get<double>(), 0.0);
+  EXPECT_EQ(out["seed_list"], json::parse("[1,2,3]"));
+  ASSERT_EQ(out["cells"].size(), 1u);
+  const json& cell = out["cells"][0];
+  for (const char* key : {"workload",
+                          "gpu",
+                          "policy",
+                          "seeds",
+                          "recurrences",
+                          "energy_saving_pct_mean",
+                          "energy_saving_pct_std",
+                          "energy_saving_last10_pct_mean",
+                          "energy_saving_last10_pct_std",
+                          "time_saving_pct_mean",
+                          "time_saving_pct_std",
+                          "time_saving_last10_pct_mean",
+                          "time_saving_last10_pct_std",
+                          "cost_saving_pct_mean",
+                          "cost_saving_pct_std",
+                          "cum_regret_mean",
+                          "cum_regret_std",
+                          "oracle_batch_size",
+                          "oracle_power_limit_w",
+                          "final_batch_size",
+                          "final_power_limit_w",
+                          "final_matches_oracle_pct",
+                          "failed_runs_mean",
+                          "notes"}) {
+    EXPECT_TRUE(cell.contains(key)) << key;
+  }
+  EXPECT_EQ(cell["workload"], "librispeech");
+  EXPECT_EQ(cell["gpu"], "v100");
+  EXPECT_EQ(cell["policy"], "zeus");
+  EXPECT_EQ(cell["seeds"], 3);
+  EXPECT_GT(cell["recurrences"].get<int>(), 0);
+  const double saving = cell["energy_saving_pct_mean"].get<double>();
+  EXPECT_GT(saving, -100.0);
+  EXPECT_LT(saving, 100.0);
+  EXPECT_GT(cell["oracle_batch_size"].get<int>(), 0);
+  EXPECT_GT(cell["oracle_power_limit_w"].get<int>(), 0);
+  EXPECT_GT(cell["final_batch_size"].get<int>(), 0);
+  EXPECT_GT(cell["final_power_limit_w"].get<int>(), 0);
+  EXPECT_TRUE(cell["notes"].is_array());
+}
+
+TEST(SimCli, DefaultPolicySavesNothing) {
+  const Result result =
+      run_sim("--workload librispeech --gpu v100 --seeds 1-3 --policy default --json");
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  const json cell = parse_json(result)["cells"].at(0);
+  EXPECT_EQ(cell["policy"], "default");
+  EXPECT_EQ(cell["energy_saving_pct_mean"].get<double>(), 0.0);
+  EXPECT_EQ(cell["energy_saving_last10_pct_mean"].get<double>(), 0.0);
+  EXPECT_EQ(cell["time_saving_pct_mean"].get<double>(), 0.0);
+  EXPECT_EQ(cell["cost_saving_pct_mean"].get<double>(), 0.0);
+}
+
+TEST(SimCli, AllPoliciesGiveFourCellsPerWorkloadAndGpu) {
+  const Result result = run_sim(
+      "--workload librispeech,squad --gpu v100 --seeds 1,2 --policy all --recurrences 10 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  const json out = parse_json(result);
+  ASSERT_EQ(out["cells"].size(), 8u);
+  std::set<std::tuple<std::string, std::string, std::string>> seen;
+  for (const json& cell : out["cells"]) {
+    seen.emplace(cell["workload"], cell["gpu"], cell["policy"]);
+    EXPECT_EQ(cell["seeds"], 2);
+    EXPECT_EQ(cell["recurrences"], 10);
+  }
+  for (const char* workload : {"librispeech", "squad"}) {
+    for (const char* policy : {"zeus", "default", "grid", "oracle"}) {
+      EXPECT_EQ(seen.count({workload, "v100", policy}), 1u) << workload << " " << policy;
+    }
+  }
+}
+
+TEST(SimCli, SeedListsAndRanges) {
+  const Result result =
+      run_sim("--workload squad --gpu a40 --seeds 1,2,5-9 --recurrences 3 --policy oracle --json");
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  const json out = parse_json(result);
+  EXPECT_EQ(out["seed_list"], json::parse("[1,2,5,6,7,8,9]"));
+  EXPECT_EQ(out["cells"].at(0)["seeds"], 7);
+}
+
+TEST(SimCli, TextTableHasARowPerCellAndTheWallTime) {
+  const Result result =
+      run_sim("--workload librispeech --gpu v100,a40 --seeds 1-2 --recurrences 5");
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_TRUE(contains(result.out, "energy saved")) << result.out;
+  EXPECT_TRUE(contains(result.out, "Wall time:")) << result.out;
+  int rows = 0;
+  std::istringstream lines(result.out);
+  for (std::string line; std::getline(lines, line);) {
+    rows += line.starts_with(" librispeech ") ? 1 : 0;
+  }
+  EXPECT_EQ(rows, 2) << result.out;
+  EXPECT_TRUE(result.err.empty()) << result.err;  // no progress bar when stderr is not a terminal
+}
+
+TEST(SimCli, OutWritesHistoriesAndSummary) {
+  const fs::path dir = fresh_dir("out") / "nested";
+  const Result result = run_sim("--workload librispeech --gpu v100 --seeds 1-2 --recurrences 4 " +
+                                std::string("--policy zeus,default --out ") + dir.string());
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  for (const char* policy : {"zeus", "default"}) {
+    const fs::path csv = dir / (std::string("librispeech_v100_") + policy + ".csv");
+    ASSERT_TRUE(fs::exists(csv)) << csv;
+    std::istringstream lines(read_file(csv));
+    std::string header;
+    std::getline(lines, header);
+    EXPECT_EQ(header,
+              "seed,recurrence,batch_size,power_limit_w,energy_j,time_s,cost,tries,profiled");
+    int rows = 0;
+    std::set<std::string> seeds;
+    for (std::string line; std::getline(lines, line);) {
+      ++rows;
+      seeds.insert(line.substr(0, line.find(',')));
+    }
+    EXPECT_EQ(rows, 2 * 4) << csv;
+    EXPECT_EQ(seeds, (std::set<std::string>{"1", "2"}));
+  }
+  const json summary = json::parse(read_file(dir / "summary.json"));
+  EXPECT_EQ(summary["cells"].size(), 2u);
+  EXPECT_TRUE(summary.contains("wall_s"));
+  fs::remove_all(dir.parent_path());
+}
+
+TEST(SimCli, AFailedCellIsReportedAndTheOthersStillRun) {
+  // One try per recurrence: Zeus's exploration soon misses the target; Default never does.
+  const Result result = run_sim(
+      "--workload cifar100 --gpu v100 --seeds 1-2 --policy zeus,default --max-tries 1 --json");
+  EXPECT_EQ(result.exit_code, 1) << result.out << result.err;
+  const json out = parse_json(result);
+  ASSERT_EQ(out["cells"].size(), 2u);
+  const json& zeus = out["cells"][0];
+  EXPECT_EQ(zeus["policy"], "zeus");
+  ASSERT_TRUE(zeus.contains("error")) << zeus.dump();
+  EXPECT_TRUE(contains(zeus["error"].get<std::string>(), "1 tries")) << zeus.dump();
+  const json& fallback = out["cells"][1];
+  EXPECT_EQ(fallback["policy"], "default");
+  EXPECT_FALSE(fallback.contains("error"));
+  EXPECT_EQ(fallback["energy_saving_pct_mean"].get<double>(), 0.0);
+  EXPECT_TRUE(contains(result.err, "1 of 2 cells failed")) << result.err;
+}
+
+TEST(SimCli, RealTracesCapB0OnP100) {
+  if (!fs::is_directory(kTraceDir)) {
+    GTEST_SKIP() << "the NSDI'23 traces are not at " << kTraceDir
+                 << " (../shared/data/zeus-nsdi23-traces next to the project)";
+  }
+  const Result result = run_sim("--trace-dir " + kTraceDir.string() +
+                                " --workload librispeech --gpu p100 --seeds 1-2 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  const json out = parse_json(result);
+  EXPECT_EQ(out["source"], kTraceDir.string());
+  ASSERT_EQ(out["cells"].size(), 1u);
+  const json& cell = out["cells"][0];
+  EXPECT_EQ(cell["gpu"], "p100");
+  EXPECT_GT(cell["recurrences"].get<int>(), 0);
+  bool capped = false;
+  for (const json& note : cell["notes"]) {
+    capped = capped || contains(note.get<std::string>(), "72");
+  }
+  EXPECT_TRUE(capped) << cell["notes"].dump();
+}
+
+TEST(SimCli, UnknownNamesListTheValidOnes) {
+  Result result = run_sim("--workload mnist");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, "mnist")) << result.err;
+  EXPECT_TRUE(contains(result.err, "librispeech")) << result.err;
+  EXPECT_TRUE(contains(result.err, "movielens-1m")) << result.err;
+
+  result = run_sim("--gpu h100");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, "rtx6000")) << result.err;
+
+  result = run_sim("--policy best");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, "zeus, default, grid, oracle")) << result.err;
+}
+
+TEST(SimCli, BadSeedsAreUsageErrors) {
+  Result result = run_sim("--seeds 5-1");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, "5-1")) << result.err;
+
+  for (const char* seeds : {"1,,2", "1,1", "-3"}) {
+    result = run_sim(std::string("--seeds=") + seeds);
+    EXPECT_EQ(result.exit_code, 2) << seeds;
+    EXPECT_TRUE(contains(result.err, "--seeds")) << seeds << ": " << result.err;
+  }
+}
+
+TEST(SimCli, BadNumbersAreUsageErrors) {
+  Result result = run_sim("--eta 2");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, "--eta 2")) << result.err;
+
+  result = run_sim("--recurrences -1");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, "--recurrences")) << result.err;
+
+  result = run_sim("--max-tries 0");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, "--max-tries")) << result.err;
+}
+
+TEST(SimCli, BadPathsAreUsageErrors) {
+  const fs::path missing = fresh_dir("missing");
+  Result result = run_sim("--trace-dir " + missing.string());
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, missing.string())) << result.err;
+  EXPECT_TRUE(contains(result.err, "does not exist")) << result.err;
+
+  // An existing directory without the trace files.
+  const fs::path empty = fresh_dir("empty");
+  fs::create_directories(empty);
+  result = run_sim("--trace-dir " + empty.string() + " --workload squad --gpu v100 --seeds 1");
+  EXPECT_EQ(result.exit_code, 2) << result.out << result.err;
+  EXPECT_TRUE(contains(result.err, "summary_")) << result.err;
+  fs::remove_all(empty);
+
+  // --out that is a file: refused before anything runs.
+  const fs::path file = fresh_dir("file");
+  std::ofstream(file) << "x";
+  result = run_sim("--workload squad --gpu v100 --seeds 1 --out " + file.string());
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_TRUE(contains(result.err, "--out")) << result.err;
+  fs::remove(file);
+}
+
+TEST(SimCli, MalformedTraceFileNamesFileAndLine) {
+  const fs::path dir = fresh_dir("malformed");
+  fs::create_directories(dir);
+  std::ofstream(dir / "summary_train.csv")
+      << "dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch\n"
+         "squad,bert_base_uncased,32,adamw,1e-5,1,84.0,3\n"
+         "squad,bert_base_uncased,not-a-number,adamw,1e-5,1,84.0,3\n";
+  std::ofstream(dir / "summary_power_v100.csv")
+      << "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
+         "squad,bert_base_uncased,32,adamw,250,10.0,200.0\n";
+  const Result result =
+      run_sim("--trace-dir " + dir.string() + " --workload squad --gpu v100 --seeds 1");
+  EXPECT_EQ(result.exit_code, 2) << result.out << result.err;
+  EXPECT_TRUE(contains(result.err, "summary_train.csv")) << result.err;
+  EXPECT_TRUE(contains(result.err, "3")) << result.err;  // the line
+  fs::remove_all(dir);
+}
+
+}  // namespace
