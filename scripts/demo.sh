@@ -12,3 +12,6 @@ echo "== zeus show-env (ZEUS_SIMULATED_GPUS=$ZEUS_SIMULATED_GPUS) =="
 echo
 echo "== zeus monitor -- sleep 2 =="
 ./build/release/src/cli/zeus monitor -- sleep 2
+echo
+echo "== zeus sim (built-in workload models, V100, 10 seeds) =="
+./build/release/src/cli/zeus sim --gpu v100 --seeds 1-10

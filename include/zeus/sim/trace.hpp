@@ -86,7 +86,7 @@ class TraceDirectory {
 };
 
 // The built-in parametric model of `workload` on `gpu` (any of trace_gpus()): deterministic,
-// needs no file. See docs/simulator.md for the model.
+// needs no file. See docs/workload-models.md for the model.
 WorkloadTrace builtin_trace(std::string_view gpu, const Workload& workload);
 
 }  // namespace zeus::sim
