@@ -41,6 +41,7 @@ constexpr int kProgressBarWidth = 30;
 
 struct SimArgs {
   std::string trace_dir;
+  std::string arrivals;
   std::string gpu = "all";
   std::string workload = "all";
   std::string policy = "zeus";
@@ -344,6 +345,7 @@ json summary_json(const SimArgs& args, const std::vector<std::uint64_t>& seeds,
       {"eta", args.eta},
       {"beta", args.beta},
       {"recurrences", args.recurrences},
+      {"arrivals", args.arrivals.empty() ? json(nullptr) : json(args.arrivals)},
       {"window_size", args.window},
       {"max_tries", args.max_tries},
       {"seed_list", seeds},
@@ -438,8 +440,10 @@ void write_text(std::ostream& out, const SimArgs& args, const std::vector<std::u
       args.trace_dir.empty() ? std::string("the built-in workload models")
                              : fmt::format("the traces in \"{}\"", args.trace_dir),
       seeds_text(seeds, args.seeds), args.eta, args.beta,
-      args.recurrences == 0 ? std::string("2 x |B| x |P| recurrences")
-                            : fmt::format("{} recurrences", args.recurrences),
+      !args.arrivals.empty()
+          ? fmt::format("concurrent submissions replayed from \"{}\"", args.arrivals)
+          : (args.recurrences == 0 ? std::string("2 x |B| x |P| recurrences")
+                                   : fmt::format("{} recurrences", args.recurrences)),
       args.window == 0 ? std::string() : fmt::format(", window {}", args.window));
   Table table(3);
   table.add({"workload", "gpu", "policy", "rec", "energy saved %", "last 10", "time saved %",
@@ -553,6 +557,9 @@ int run(const SimArgs& args) {
   config.recurrences = args.recurrences;
   config.window_size = args.window;
   config.max_tries = args.max_tries;
+  if (!args.arrivals.empty()) {
+    config.arrivals = sim::load_arrivals(args.arrivals);
+  }
 
   // A trace directory that lacks a file is the user's mistake too: a usage error, like a
   // malformed file (which the library reports as kInvalidArgument with file and line).
@@ -690,6 +697,11 @@ void add_sim(CLI::App& app, Action& action) {
                    "Runs a recurrence may take before its cell fails (runs that miss the target "
                    "are retried)")
       ->capture_default_str();
+  command->add_option(
+      "--arrivals", args->arrivals,
+      "Concurrent-submission mode: replay the jobs of this CSV "
+      "(start_time,end_time[,runtime_ratio], seconds) instead of sequential "
+      "recurrences; jobs that start while others run use the best batch size known");
   command->add_option("--threads", args->threads, "Worker threads (0: every core)")
       ->capture_default_str();
   command->add_flag("--json", args->as_json, "Print one JSON object instead of the table");

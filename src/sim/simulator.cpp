@@ -619,7 +619,8 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
   cell.gpu = trace.gpu;
   cell.policy = std::string(policy_name(policy));
   cell.seeds = static_cast<int>(seeds.size());
-  cell.recurrences = default_recurrences(trace, config);
+  cell.recurrences = config.arrivals.empty() ? default_recurrences(trace, config)
+                                             : static_cast<int>(config.arrivals.size());
   cell.oracle_batch_size = oracle.batch_size;
   cell.oracle_power_limit_w = oracle.power_limit_w;
   cell.notes = trace.notes;
@@ -634,10 +635,12 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
     try {
       SimulationConfig seeded = config;
       seeded.seed = seeds[i];
-      RunResult run = simulate_recurring(trace, policy, seeded);
-      const RunResult base = policy == PolicyKind::kDefault
-                                 ? run
-                                 : simulate_recurring(trace, PolicyKind::kDefault, seeded);
+      const auto simulate = [&](PolicyKind kind) {
+        return config.arrivals.empty() ? simulate_recurring(trace, kind, seeded)
+                                       : simulate_concurrent(trace, kind, seeded, config.arrivals);
+      };
+      RunResult run = simulate(policy);
+      const RunResult base = policy == PolicyKind::kDefault ? run : simulate(PolicyKind::kDefault);
       const auto saving = [](double value, double baseline) {
         return baseline > 0.0 ? 100.0 * (1.0 - value / baseline) : 0.0;
       };

@@ -144,6 +144,32 @@ TEST(SimCli, DefaultPolicySavesNothing) {
   EXPECT_EQ(cell["cost_saving_pct_mean"].get<double>(), 0.0);
 }
 
+TEST(SimCli, ArrivalsReplayConcurrentSubmissions) {
+  const fs::path dir = fresh_dir("arrivals");
+  fs::create_directories(dir);
+  {
+    std::ofstream csv(dir / "jobs.csv");
+    csv << "start_time,end_time\n";
+    for (int i = 0; i < 25; ++i) {
+      csv << i * 1000 << "," << i * 1000 + 2500 << "\n";  // two or three in flight at once
+    }
+  }
+  const Result result = run_sim("--workload cifar100 --gpu v100 --seeds 1-3 --arrivals " +
+                                (dir / "jobs.csv").string() + " --json");
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  const json out = parse_json(result);
+  EXPECT_EQ(out["arrivals"], (dir / "jobs.csv").string());
+  EXPECT_EQ(out["cells"].at(0)["recurrences"], 25);
+  EXPECT_GT(out["cells"].at(0)["energy_saving_pct_mean"].get<double>(), 0.0);
+
+  std::ofstream(dir / "bad.csv") << "start_time,end_time\n10,5\n";
+  const Result bad =
+      run_sim("--workload cifar100 --gpu v100 --arrivals " + (dir / "bad.csv").string());
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(contains(bad.err, "bad.csv:2")) << bad.err;
+  fs::remove_all(dir);
+}
+
 TEST(SimCli, AllPoliciesGiveFourCellsPerWorkloadAndGpu) {
   const Result result = run_sim(
       "--workload librispeech,squad --gpu v100 --seeds 1,2 --policy all --recurrences 10 --json");

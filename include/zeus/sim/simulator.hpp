@@ -20,6 +20,14 @@ enum class PolicyKind {
 std::string_view policy_name(PolicyKind policy);
 PolicyKind parse_policy(std::string_view name);  // throws kInvalidArgument listing them
 
+// Concurrent submissions: jobs start and end at the given times (seconds); a job that starts while
+// another is in flight uses the best batch size known so far. `runtime_ratio` scales its
+// energy and time (as the reference's cluster-trace replay does).
+struct JobArrival {
+  double start_s = 0.0;
+  double end_s = 0.0;
+  double runtime_ratio = 1.0;
+};
 struct SimulationConfig {
   double eta = 0.5;
   double beta = 2.0;    // early-stopping threshold factor; <= 0 disables it
@@ -31,6 +39,9 @@ struct SimulationConfig {
   double prior_mean = 0.0;
   double prior_precision = 0.0;
   int num_explorations = 2;
+  // When not empty, run_cell replays these job submissions (simulate_concurrent) instead of a
+  // sequence of recurrences; `recurrences` is then the number of jobs.
+  std::vector<JobArrival> arrivals;
 };
 
 // One recurrence: the tries it took until a run reached the target.
@@ -76,14 +87,6 @@ Oracle expected_fixed(const WorkloadTrace& trace, int batch_size, int power_limi
 RunResult simulate_recurring(const WorkloadTrace& trace, PolicyKind policy,
                              const SimulationConfig& config);
 
-// Concurrent submissions: jobs start and end at the given times (seconds); a job that starts while
-// another is in flight uses the best batch size known so far. `runtime_ratio` scales its
-// energy and time (as the reference's cluster-trace replay does).
-struct JobArrival {
-  double start_s = 0.0;
-  double end_s = 0.0;
-  double runtime_ratio = 1.0;
-};
 // Reads a CSV with columns start_time,end_time[,runtime_ratio] (header required). Errors name the
 // file and line.
 std::vector<JobArrival> load_arrivals(const std::filesystem::path& csv);
