@@ -5,6 +5,7 @@
 //
 // Built twice: in full, and with FAKE_NVML_MINIMAL, exporting only NVML's required symbols.
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -52,6 +53,26 @@ void apply_config(FakeState& s, const json& config) {
   }
   s.calls.clear();
   s.configured = true;
+}
+
+// With ZEUS_FAKE_NVML_STATE_FILE set, the devices' state is written to that file after every
+// change and read back at nvmlInit, so that it outlives the process, as a driver's does.
+void persist(const FakeState& s) {
+  const char* path = std::getenv("ZEUS_FAKE_NVML_STATE_FILE");
+  if (path == nullptr) {
+    return;
+  }
+  json out = s.config;
+  out["devices"] = json::array();
+  for (const auto& device : s.devices) {
+    out["devices"].push_back(device.spec);
+  }
+  const std::string temporary = std::string(path) + ".tmp";
+  {
+    std::ofstream file(temporary, std::ios::trunc);
+    file << out.dump();
+  }
+  std::rename(temporary.c_str(), path);
 }
 
 // Common prologue: counts the call, applies a scripted failure, finds the device.
@@ -168,7 +189,15 @@ Return nvmlInit_v2() {
   FakeState& s = state();
   std::lock_guard lock(s.mutex);
   if (!s.configured) {
-    if (const char* path = std::getenv("ZEUS_FAKE_NVML_CONFIG"); path != nullptr) {
+    const char* state_file = std::getenv("ZEUS_FAKE_NVML_STATE_FILE");
+    std::ifstream saved(state_file != nullptr ? state_file : "");
+    if (saved) {
+      try {
+        apply_config(s, json::parse(saved));
+      } catch (const std::exception&) {
+        return zeus::nvml::kErrorUnknown;
+      }
+    } else if (const char* path = std::getenv("ZEUS_FAKE_NVML_CONFIG"); path != nullptr) {
       std::ifstream in(path);
       try {
         apply_config(s, json::parse(in));
@@ -265,6 +294,8 @@ Return nvmlDeviceSetPowerManagementLimit(Device device, unsigned limit_mw) {
     return zeus::nvml::kErrorInvalidArgument;
   }
   d->spec["power_limit_mw"] = limit_mw;
+  d->spec["set_power_limit_history_mw"].push_back(limit_mw);
+  persist(s);
   return zeus::nvml::kSuccess;
 }
 

@@ -1,0 +1,129 @@
+// The just-in-time power-limit optimizer inside a training run (the reference's
+// GlobalPowerLimitOptimizer): during the first epoch(s) it steps through the power limits from the
+// maximum down to the minimum, measures a fixed number of iterations at each, picks the best with a
+// selector from the policy core, and runs the rest of training at that limit.
+//
+// Drive it from the training loop: on_step_begin() before every iteration, on_epoch_end() after
+// every epoch (the other hooks exist for symmetry with the reference's callback set and do
+// nothing).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "zeus/device/gpus.hpp"
+#include "zeus/monitor/window_monitor.hpp"
+#include "zeus/optimizer/power_limit_selector.hpp"
+#include "zeus/runtime/reducer.hpp"
+
+namespace zeus {
+
+// The profile file: {"measurements": [{"power_limit": W, "energy": J, "time": s}, ...]}.
+struct PowerLimitProfile {
+  std::vector<optimizer::PowerLimitMeasurement> measurements;
+};
+// Throws Error(kNotFound) for a missing file, Error(kInvalidArgument) naming the file for anything
+// malformed (not JSON, missing keys, non-positive values, no measurement).
+PowerLimitProfile load_power_limit_profile(const std::filesystem::path& path);
+void save_power_limit_profile(const std::filesystem::path& path, const PowerLimitProfile& profile);
+
+struct PowerLimitOptimizerOptions {
+  // nullptr: ZeusCostSelector(0.5, world size from the reducer).
+  std::shared_ptr<const optimizer::OptimumSelector> selector;
+  int wait_steps = 1;      // >= 0
+  int warmup_steps = 10;   // >= 0 (0 profiles right after the limit is set)
+  int profile_steps = 40;  // > 0
+  int pl_step_w = 25;      // > 0
+  // When the file exists, profiling is skipped; when it does not, it is written once profiling
+  // ends.
+  std::filesystem::path profile_path;
+  // nullptr: LocalReducer (one process).
+  std::shared_ptr<Reducer> reducer;
+  // Restore the maximum power limit on SIGINT/SIGTERM too (see docs/power-limit-optimizer.md).
+  bool restore_on_signal = true;
+};
+
+namespace plo_state {
+struct Ready {
+  std::uint32_t next_power_limit_mw;
+  int steps;
+};
+struct Warmup {
+  std::uint32_t power_limit_mw;
+  int steps;
+};
+struct Profiling {
+  std::uint32_t power_limit_mw;
+  int steps;
+};
+struct Done {
+  std::uint32_t optimal_power_limit_mw;
+};
+}  // namespace plo_state
+using PowerLimitOptimizerState =
+    std::variant<plo_state::Ready, plo_state::Warmup, plo_state::Profiling, plo_state::Done>;
+
+class PowerLimitOptimizer {
+ public:
+  // `gpus` are the GPUs this process trains on (the monitor's GPU indices into them). Throws
+  // Error(kInvalidArgument) for bad options or GPUs whose power-limit ranges differ, and
+  // Error(kNoPermission) (saying how to get the right) when the limit cannot be set.
+  PowerLimitOptimizer(std::shared_ptr<WindowMonitor> monitor, const Gpus& gpus,
+                      PowerLimitOptimizerOptions options = {});
+  // Restores the maximum power limit.
+  ~PowerLimitOptimizer();
+  PowerLimitOptimizer(const PowerLimitOptimizer&) = delete;
+  PowerLimitOptimizer& operator=(const PowerLimitOptimizer&) = delete;
+
+  void on_train_begin() {}
+  void on_epoch_begin() {}
+  void on_step_begin();
+  void on_step_end() {}
+  void on_epoch_end();
+  void on_train_end() {}
+
+  const PowerLimitOptimizerState& state() const { return state_; }
+  // The candidate limits, from the maximum down to the minimum (always included).
+  const std::vector<std::uint32_t>& power_limits_mw() const { return power_limits_mw_; }
+  const std::vector<optimizer::PowerLimitMeasurement>& measurements() const {
+    return measurements_;
+  }
+  // The chosen limit once profiling is done.
+  std::optional<std::uint32_t> optimal_power_limit_mw() const;
+
+ private:
+  void set_power_limit(std::uint32_t power_limit_mw);
+  void finish_window();
+  std::string window_name(std::uint32_t power_limit_mw) const;
+
+  std::shared_ptr<WindowMonitor> monitor_;
+  std::vector<std::shared_ptr<Gpu>> gpus_;
+  std::shared_ptr<const optimizer::OptimumSelector> selector_;
+  std::shared_ptr<Reducer> reducer_;
+  int warmup_steps_;
+  int profile_steps_;
+  std::filesystem::path profile_path_;
+  std::vector<std::uint32_t> power_limits_mw_;
+  std::uint32_t max_power_limit_mw_ = 0;
+  std::uint32_t current_power_limit_mw_ = 0;  // what this optimizer last set (0: nothing yet)
+  std::vector<optimizer::PowerLimitMeasurement> measurements_;
+  PowerLimitOptimizerState state_;
+  int restore_registration_ = -1;
+};
+
+// Restores GPUs' power limits when the process is stopped by SIGINT or SIGTERM: the handler only
+// writes to a pipe; a watcher thread sets the limits and then lets the signal take its course
+// (the previous handler, or the default action).
+class PowerLimitRestorer {
+ public:
+  // Registers GPUs to set to `power_limit_mw` on a signal; returns a handle for unregister().
+  static int register_gpus(std::vector<std::shared_ptr<Gpu>> gpus, std::uint32_t power_limit_mw);
+  static void unregister(int handle);
+};
+
+}  // namespace zeus

@@ -1,0 +1,209 @@
+#include "zeus/runtime/power_limit_optimizer.hpp"
+
+#include <algorithm>
+
+#include "zeus/common/error.hpp"
+#include "zeus/common/log.hpp"
+
+namespace zeus {
+namespace {
+
+void check_options(const PowerLimitOptimizerOptions& options) {
+  if (options.wait_steps < 0 || options.warmup_steps < 0) {
+    throw Error(ErrorKind::kInvalidArgument, "wait_steps and warmup_steps must be 0 or more");
+  }
+  if (options.profile_steps <= 0) {
+    throw Error(ErrorKind::kInvalidArgument, "profile_steps must be at least 1");
+  }
+  if (options.pl_step_w <= 0) {
+    throw Error(ErrorKind::kInvalidArgument, "pl_step_w must be a positive number of watts");
+  }
+}
+
+}  // namespace
+
+PowerLimitOptimizer::PowerLimitOptimizer(std::shared_ptr<WindowMonitor> monitor, const Gpus& gpus,
+                                         PowerLimitOptimizerOptions options)
+    : monitor_(std::move(monitor)),
+      reducer_(options.reducer ? options.reducer : std::make_shared<LocalReducer>()),
+      warmup_steps_(options.warmup_steps),
+      profile_steps_(options.profile_steps),
+      profile_path_(options.profile_path),
+      state_(plo_state::Ready{0, 1}) {
+  check_options(options);
+  if (!monitor_) {
+    throw Error(ErrorKind::kInvalidArgument, "the power-limit optimizer needs a monitor");
+  }
+  if (monitor_->gpu_indices().empty()) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "the power-limit optimizer needs the monitor to measure at least one GPU");
+  }
+  for (const int index : monitor_->gpu_indices()) {
+    gpus_.push_back(gpus.shared(index));
+  }
+  const PowerLimitConstraints range = gpus_.front()->power_limit_constraints_mw();
+  for (std::size_t i = 1; i < gpus_.size(); ++i) {
+    const PowerLimitConstraints other = gpus_[i]->power_limit_constraints_mw();
+    if (other.min_mw != range.min_mw || other.max_mw != range.max_mw) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "the GPUs' power-limit ranges differ: GPU " +
+                      std::to_string(monitor_->gpu_indices()[0]) + " has [" +
+                      std::to_string(range.min_mw) + ", " + std::to_string(range.max_mw) +
+                      "] mW, GPU " + std::to_string(monitor_->gpu_indices()[i]) + " has [" +
+                      std::to_string(other.min_mw) + ", " + std::to_string(other.max_mw) +
+                      "] mW; optimise them in separate processes");
+    }
+  }
+  max_power_limit_mw_ = range.max_mw;
+  const auto step_mw = static_cast<std::uint32_t>(options.pl_step_w) * 1000u;
+  for (std::uint32_t limit_mw = range.max_mw;; limit_mw -= step_mw) {
+    power_limits_mw_.push_back(limit_mw);
+    if (limit_mw < range.min_mw + step_mw) {
+      break;
+    }
+  }
+  if (power_limits_mw_.back() != range.min_mw) {
+    power_limits_mw_.push_back(range.min_mw);  // the minimum is always a candidate
+  }
+
+  selector_ = options.selector;
+  if (!selector_) {
+    const int gpus_in_job = reducer_->world_size() * static_cast<int>(gpus_.size());
+    selector_ = std::make_shared<optimizer::ZeusCostSelector>(0.5, gpus_in_job);
+  }
+
+  for (const auto& gpu : gpus_) {
+    try {
+      gpu->set_persistence_mode(true);
+    } catch (const Error& error) {
+      if (error.kind() != ErrorKind::kNotSupported) {
+        throw;
+      }
+    }
+  }
+  if (options.restore_on_signal) {
+    restore_registration_ = PowerLimitRestorer::register_gpus(gpus_, max_power_limit_mw_);
+  }
+
+  if (!profile_path_.empty() && std::filesystem::exists(profile_path_)) {
+    measurements_ = load_power_limit_profile(profile_path_).measurements;
+    const auto optimal_mw = static_cast<std::uint32_t>(selector_->select(measurements_)) * 1000u;
+    log().info("power-limit profile {} loaded: {} W ({})", profile_path_.string(),
+               optimal_mw / 1000, selector_->describe());
+    state_ = plo_state::Done{optimal_mw};
+    set_power_limit(optimal_mw);
+    return;
+  }
+  set_power_limit(max_power_limit_mw_);
+  state_ = plo_state::Ready{max_power_limit_mw_, options.wait_steps + 1};
+}
+
+PowerLimitOptimizer::~PowerLimitOptimizer() {
+  if (restore_registration_ >= 0) {
+    PowerLimitRestorer::unregister(restore_registration_);
+  }
+  for (const auto& gpu : gpus_) {
+    try {
+      gpu->set_power_limit_mw(max_power_limit_mw_);
+    } catch (const std::exception& error) {
+      log().error("could not restore the maximum power limit: {}", error.what());
+    }
+  }
+}
+
+std::string PowerLimitOptimizer::window_name(std::uint32_t power_limit_mw) const {
+  return "__GlobalPowerLimitOptimizer_" + std::to_string(power_limit_mw / 1000);
+}
+
+void PowerLimitOptimizer::set_power_limit(std::uint32_t power_limit_mw) {
+  if (power_limit_mw == current_power_limit_mw_) {
+    return;
+  }
+  for (const auto& gpu : gpus_) {
+    gpu->set_power_limit_mw(power_limit_mw);
+  }
+  current_power_limit_mw_ = power_limit_mw;
+}
+
+void PowerLimitOptimizer::on_step_begin() {
+  if (auto* ready = std::get_if<plo_state::Ready>(&state_)) {
+    if (--ready->steps > 0) {
+      return;
+    }
+    const std::uint32_t limit_mw = ready->next_power_limit_mw;
+    set_power_limit(limit_mw);
+    state_ = plo_state::Warmup{limit_mw, warmup_steps_};
+    if (warmup_steps_ > 0) {
+      return;
+    }
+  }
+  if (auto* warmup = std::get_if<plo_state::Warmup>(&state_)) {
+    if (warmup->steps > 0 && --warmup->steps > 0) {
+      return;
+    }
+    const std::uint32_t limit_mw = warmup->power_limit_mw;
+    monitor_->begin_window(window_name(limit_mw));
+    state_ = plo_state::Profiling{limit_mw, profile_steps_};
+    return;
+  }
+  if (auto* profiling = std::get_if<plo_state::Profiling>(&state_)) {
+    if (--profiling->steps > 0) {
+      return;
+    }
+    finish_window();
+  }
+}
+
+void PowerLimitOptimizer::finish_window() {
+  const std::uint32_t limit_mw = std::get<plo_state::Profiling>(state_).power_limit_mw;
+  const Measurement measurement = monitor_->end_window(window_name(limit_mw));
+  optimizer::PowerLimitMeasurement result;
+  result.power_limit_w = static_cast<int>(limit_mw / 1000);
+  result.energy_j = reducer_->sum(measurement.total_energy_j());
+  result.time_s = reducer_->max(measurement.time_s);
+  measurements_.push_back(result);
+
+  const auto position = std::find(power_limits_mw_.begin(), power_limits_mw_.end(), limit_mw);
+  if (position + 1 == power_limits_mw_.end()) {
+    const auto optimal_mw = static_cast<std::uint32_t>(selector_->select(measurements_)) * 1000u;
+    log().info("power-limit profiling done: {} W ({})", optimal_mw / 1000, selector_->describe());
+    state_ = plo_state::Done{optimal_mw};
+    set_power_limit(optimal_mw);
+    if (!profile_path_.empty()) {
+      save_power_limit_profile(profile_path_, {measurements_});
+    }
+    return;
+  }
+  const std::uint32_t next_mw = *(position + 1);
+  set_power_limit(next_mw);
+  state_ = plo_state::Warmup{next_mw, warmup_steps_};
+  if (warmup_steps_ == 0) {
+    monitor_->begin_window(window_name(next_mw));
+    state_ = plo_state::Profiling{next_mw, profile_steps_};
+  }
+}
+
+void PowerLimitOptimizer::on_epoch_end() {
+  std::uint32_t interrupted_mw = 0;
+  if (const auto* warmup = std::get_if<plo_state::Warmup>(&state_)) {
+    interrupted_mw = warmup->power_limit_mw;
+  } else if (const auto* profiling = std::get_if<plo_state::Profiling>(&state_)) {
+    interrupted_mw = profiling->power_limit_mw;
+    monitor_->end_window(window_name(interrupted_mw), false, /*cancel=*/true);
+  } else {
+    return;
+  }
+  // The measurement would straddle an epoch boundary (evaluation, checkpointing): discard it and
+  // profile the same limit again from the next step.
+  state_ = plo_state::Ready{interrupted_mw, 1};
+  set_power_limit(max_power_limit_mw_);
+}
+
+std::optional<std::uint32_t> PowerLimitOptimizer::optimal_power_limit_mw() const {
+  if (const auto* done = std::get_if<plo_state::Done>(&state_)) {
+    return done->optimal_power_limit_mw;
+  }
+  return std::nullopt;
+}
+
+}  // namespace zeus

@@ -1,0 +1,76 @@
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "zeus/common/error.hpp"
+#include "zeus/runtime/power_limit_optimizer.hpp"
+
+namespace zeus {
+
+PowerLimitProfile load_power_limit_profile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw Error(ErrorKind::kNotFound, "cannot open the power-limit profile " + path.string());
+  }
+  const std::string where = "power-limit profile " + path.string() + ": ";
+  nlohmann::json document;
+  try {
+    document = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& error) {
+    throw Error(ErrorKind::kInvalidArgument, where + "not valid JSON (" + error.what() + ")");
+  }
+  if (!document.is_object() || !document.contains("measurements") ||
+      !document["measurements"].is_array()) {
+    throw Error(
+        ErrorKind::kInvalidArgument,
+        where + "expected {\"measurements\": [{\"power_limit\", \"energy\", \"time\"}, ...]}");
+  }
+  PowerLimitProfile profile;
+  std::size_t index = 0;
+  for (const auto& entry : document["measurements"]) {
+    const std::string at = where + "measurement " + std::to_string(index++) + ": ";
+    if (!entry.is_object() || !entry.contains("power_limit") || !entry.contains("energy") ||
+        !entry.contains("time")) {
+      throw Error(ErrorKind::kInvalidArgument, at + "needs power_limit, energy and time");
+    }
+    if (!entry["power_limit"].is_number_integer() || !entry["energy"].is_number() ||
+        !entry["time"].is_number()) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  at + "power_limit must be an integer (W), energy and time numbers");
+    }
+    optimizer::PowerLimitMeasurement measurement;
+    measurement.power_limit_w = entry["power_limit"].get<int>();
+    measurement.energy_j = entry["energy"].get<double>();
+    measurement.time_s = entry["time"].get<double>();
+    if (measurement.power_limit_w <= 0 || !(measurement.energy_j > 0.0) ||
+        !(measurement.time_s > 0.0) || !std::isfinite(measurement.energy_j) ||
+        !std::isfinite(measurement.time_s)) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  at + "power_limit, energy and time must be positive");
+    }
+    profile.measurements.push_back(measurement);
+  }
+  if (profile.measurements.empty()) {
+    throw Error(ErrorKind::kInvalidArgument, where + "has no measurement");
+  }
+  return profile;
+}
+
+void save_power_limit_profile(const std::filesystem::path& path, const PowerLimitProfile& profile) {
+  nlohmann::json document;
+  document["measurements"] = nlohmann::json::array();
+  for (const auto& m : profile.measurements) {
+    document["measurements"].push_back(
+        {{"power_limit", m.power_limit_w}, {"energy", m.energy_j}, {"time", m.time_s}});
+  }
+  if (path.has_parent_path()) {
+    std::filesystem::create_directories(path.parent_path());
+  }
+  std::ofstream out(path, std::ios::trunc);
+  out << document.dump(4) << "\n";
+  if (!out) {
+    throw Error(ErrorKind::kIo, "cannot write the power-limit profile " + path.string());
+  }
+}
+
+}  // namespace zeus
