@@ -25,5 +25,6 @@ void add_show_env(CLI::App& app, Action& action);
 void add_monitor(CLI::App& app, Action& action);
 void add_power(CLI::App& app, Action& action);
 void add_sim(CLI::App& app, Action& action);
+void add_plo(CLI::App& app, Action& action);
 
 }  // namespace zeus::cli

@@ -139,8 +139,12 @@ MpiReducer::~MpiReducer() {
   MPI_Comm_free(&comm);
 }
 
-double MpiReducer::sum(double value) { return allreduce(comm_, value, MPI_SUM, "MpiReducer::sum"); }
+double MpiReducer::sum(double value) {
+  return allreduce(comm_, value, MPI_SUM, "MpiReducer::sum");
+}
 
-double MpiReducer::max(double value) { return allreduce(comm_, value, MPI_MAX, "MpiReducer::max"); }
+double MpiReducer::max(double value) {
+  return allreduce(comm_, value, MPI_MAX, "MpiReducer::max");
+}
 
 }  // namespace zeus

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <sstream>
 
 #include "zeus/common/error.hpp"
 #include "zeus/optimizer/cost.hpp"
@@ -59,8 +60,9 @@ int ZeusCostSelector::select(const std::vector<PowerLimitMeasurement>& measureme
 }
 
 std::string ZeusCostSelector::describe() const {
-  return "ZeusCost(eta=" + std::to_string(eta_) + ", world_size=" + std::to_string(world_size_) +
-         ")";
+  std::ostringstream text;
+  text << "ZeusCost(eta=" << eta_ << ", world_size=" << world_size_ << ")";
+  return text.str();
 }
 
 MaxSlowdownSelector::MaxSlowdownSelector(double factor) : factor_(factor) {
@@ -86,7 +88,9 @@ int MaxSlowdownSelector::select(const std::vector<PowerLimitMeasurement>& measur
 }
 
 std::string MaxSlowdownSelector::describe() const {
-  return "MaxSlowdownConstraint(factor=" + std::to_string(factor_) + ")";
+  std::ostringstream text;
+  text << "MaxSlowdownConstraint(factor=" << factor_ << ")";
+  return text.str();
 }
 
 }  // namespace zeus::optimizer

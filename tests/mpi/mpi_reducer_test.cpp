@@ -33,7 +33,8 @@ void expect_error(F&& f, zeus::ErrorKind kind, const std::string& what) {
 }
 
 void check_world_reductions(zeus::Reducer& reducer, int rank) {
-  expect(reducer.world_size() == 2, "world_size() == 2, got " + std::to_string(reducer.world_size()));
+  expect(reducer.world_size() == 2,
+         "world_size() == 2, got " + std::to_string(reducer.world_size()));
   // What the power-limit optimizer reduces: energy summed, time maxed over the ranks.
   const double energy = reducer.sum(10.0 * (rank + 1));
   const double time = reducer.max(rank + 1.5);
@@ -52,7 +53,7 @@ void check_world_reductions(zeus::Reducer& reducer, int rank) {
 int run(int argc, char** argv) {
   // MPI is not initialised yet: no reducer.
   expect(!zeus::MpiSession::active(), "MPI inactive before the session");
-  expect_error([] { zeus::MpiReducer reducer; }, zeus::ErrorKind::kUninitialized,
+  expect_error([] { zeus::MpiReducer unused; }, zeus::ErrorKind::kUninitialized,
                "MpiReducer before MPI_Init");
 
   std::unique_ptr<zeus::MpiReducer> outliving;
@@ -86,7 +87,7 @@ int run(int argc, char** argv) {
     expect(solo.sum(7.0 + world_rank) == 7.0 + world_rank, "sum over a single process");
     expect(solo.max(7.0 + world_rank) == 7.0 + world_rank, "max over a single process");
 
-    expect_error([] { zeus::MpiReducer reducer(MPI_Comm_c2f(MPI_COMM_NULL)); },
+    expect_error([] { zeus::MpiReducer null_reducer(MPI_Comm_c2f(MPI_COMM_NULL)); },
                  zeus::ErrorKind::kInvalidArgument, "MpiReducer over MPI_COMM_NULL");
 
     // Interleaving reducers over different communicators does not mix their messages.
@@ -103,7 +104,7 @@ int run(int argc, char** argv) {
   }  // the session finalises MPI
 
   expect(!zeus::MpiSession::active(), "MPI finalised when the owning session ends");
-  expect_error([] { zeus::MpiReducer reducer; }, zeus::ErrorKind::kUninitialized,
+  expect_error([] { zeus::MpiReducer unused; }, zeus::ErrorKind::kUninitialized,
                "MpiReducer after MPI_Finalize");
   expect_error([&] { outliving->sum(1.0); }, zeus::ErrorKind::kUninitialized,
                "sum() after MPI_Finalize");

@@ -1,0 +1,78 @@
+// `zeus plo show`, run as a user would.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string output;
+};
+
+Result run(const std::string& arguments) {
+  const std::string command = std::string(ZEUS_CLI_PATH) + " plo " + arguments + " 2>&1";
+  Result result;
+  FILE* pipe = popen(command.c_str(), "r");
+  std::array<char, 4096> buffer{};
+  std::size_t read = 0;
+  while ((read = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
+    result.output.append(buffer.data(), read);
+  }
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+class PloCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    profile_ = std::filesystem::temp_directory_path() /
+               ("zeus-plo-cli-" + std::to_string(getpid()) + ".json");
+    std::ofstream(profile_) << R"({"measurements": [
+      {"power_limit": 300, "energy": 100.0, "time": 10.0},
+      {"power_limit": 250, "energy": 80.0, "time": 11.0},
+      {"power_limit": 200, "energy": 80.0, "time": 13.0}]})";
+  }
+  void TearDown() override { std::filesystem::remove(profile_); }
+  std::filesystem::path profile_;
+};
+
+TEST_F(PloCli, ShowsMeasurementsAndEverySelectorsChoice) {
+  const Result result = run("show " + profile_.string());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("ZeusCost(eta=0.5, world_size=1)"), std::string::npos);
+  EXPECT_NE(result.output.find("MaxSlowdownConstraint(factor=1.1)"), std::string::npos);
+  const Result json_result =
+      run("show " + profile_.string() + " --selector energy --selector max-slowdown:1.3 --json");
+  ASSERT_EQ(json_result.exit_code, 0) << json_result.output;
+  const auto out = nlohmann::json::parse(json_result.output);
+  EXPECT_EQ(out["measurements"].size(), 3u);
+  EXPECT_EQ(out["choices"][0]["power_limit_w"], 250);  // tie 250/200: the first
+  EXPECT_EQ(out["choices"][1]["power_limit_w"], 200);
+}
+
+TEST_F(PloCli, BadInputIsClear) {
+  Result result = run("show " + profile_.string() + " --selector zeus-cost:2");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("eta must be between 0 and 1"), std::string::npos);
+  result = run("show " + profile_.string() + " --selector fastest");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("unknown selector"), std::string::npos);
+  result = run("show " + profile_.string() + " --selector max-slowdown:0.5");
+  EXPECT_EQ(result.exit_code, 2);
+  std::ofstream(profile_, std::ios::trunc) << R"({"measurements": []})";
+  result = run("show " + profile_.string());
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("has no measurement"), std::string::npos);
+  EXPECT_NE(run("show /nonexistent/profile.json").exit_code, 0);
+  EXPECT_EQ(run("show --help").exit_code, 0);
+}
+
+}  // namespace
