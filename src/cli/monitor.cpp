@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "arguments.hpp"
 #include "child_process.hpp"
 #include "commands.hpp"
-#include "duration.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"

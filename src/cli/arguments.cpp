@@ -1,4 +1,4 @@
-#include "duration.hpp"
+#include "arguments.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
