@@ -9,7 +9,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
 #include <string>
+#include "run_command.hpp"
 
 namespace {
 
@@ -30,19 +32,8 @@ Result run_zeus(const std::string& environment, const std::string& arguments) {
       "ZEUS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 "
       "ZEUS_AMDSMI_LIBRARY=/nonexistent/libamd_smi.so " +
       environment + " " + zeus + " " + arguments + " 2>&1";
-  Result result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    throw std::runtime_error("popen failed");
-  }
-  std::array<char, 4096> buffer{};
-  std::size_t read = 0;
-  while ((read = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    result.output.append(buffer.data(), read);
-  }
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+  const auto run = zeus::testing::run_command(command);
+  return {run.exit_code, run.output};
 }
 
 json parse_json(const Result& result) {

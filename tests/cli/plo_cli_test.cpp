@@ -9,6 +9,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "run_command.hpp"
+
 namespace {
 
 struct Result {
@@ -18,16 +20,8 @@ struct Result {
 
 Result run(const std::string& arguments) {
   const std::string command = std::string(ZEUS_CLI_PATH) + " plo " + arguments + " 2>&1";
-  Result result;
-  FILE* pipe = popen(command.c_str(), "r");
-  std::array<char, 4096> buffer{};
-  std::size_t read = 0;
-  while ((read = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    result.output.append(buffer.data(), read);
-  }
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+  const auto run = zeus::testing::run_command(command);
+  return {run.exit_code, run.output};
 }
 
 class PloCli : public ::testing::Test {

@@ -9,10 +9,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
 #include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
+#include "run_command.hpp"
 
 namespace {
 
@@ -31,18 +33,10 @@ Result run_sim(const std::string& arguments) {
       fs::path(testing::TempDir()) / ("zeus_sim_stderr_" + std::to_string(getpid()) + ".txt");
   const std::string command =
       std::string(ZEUS_CLI_PATH) + " sim " + arguments + " 2>" + err_path.string();
+  const auto run = zeus::testing::run_command(command);
   Result result;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    throw std::runtime_error("popen failed");
-  }
-  std::array<char, 4096> buffer{};
-  std::size_t read = 0;
-  while ((read = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    result.out.append(buffer.data(), read);
-  }
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.exit_code = run.exit_code;
+  result.out = run.output;
   std::ifstream err_file(err_path);
   std::stringstream err_text;
   err_text << err_file.rdbuf();

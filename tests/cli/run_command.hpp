@@ -1,0 +1,34 @@
+// Running a shell command from a test and collecting what it printed and its exit code.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+namespace zeus::testing {
+
+struct CommandOutput {
+  int exit_code = -1;  // -1 when the command did not exit normally
+  std::string output;  // standard output (add " 2>&1" to the command to include standard error)
+};
+
+inline CommandOutput run_command(const std::string& command) {
+  CommandOutput result;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    throw std::runtime_error("popen failed for: " + command);
+  }
+  std::array<char, 4096> buffer{};
+  std::size_t read = 0;
+  while ((read = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
+    result.output.append(buffer.data(), read);
+  }
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+}  // namespace zeus::testing
