@@ -85,7 +85,21 @@ PowerLimitOptimizer::PowerLimitOptimizer(std::shared_ptr<WindowMonitor> monitor,
     restore_registration_ = PowerLimitRestorer::register_gpus(gpus_, max_power_limit_mw_);
   }
 
-  if (!profile_path_.empty() && std::filesystem::exists(profile_path_)) {
+  bool load_profile = !profile_path_.empty() && std::filesystem::exists(profile_path_);
+  if (reducer_->world_size() > 1) {
+    // Every process must profile, or none: a process that skips profiling would leave the others
+    // waiting in their reductions forever.
+    const double with_profile = reducer_->sum(load_profile ? 1.0 : 0.0);
+    if (with_profile != 0.0 && with_profile != static_cast<double>(reducer_->world_size())) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "the power-limit profile " + profile_path_.string() + " exists for " +
+                      std::to_string(static_cast<int>(with_profile)) + " of " +
+                      std::to_string(reducer_->world_size()) +
+                      " processes; give every process its own profile path, present on all or "
+                      "none of them");
+    }
+  }
+  if (load_profile) {
     measurements_ = load_power_limit_profile(profile_path_).measurements;
     const auto optimal_mw = static_cast<std::uint32_t>(selector_->select(measurements_)) * 1000u;
     log().info("power-limit profile {} loaded: {} W ({})", profile_path_.string(),

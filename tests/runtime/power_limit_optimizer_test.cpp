@@ -408,6 +408,35 @@ TEST(PowerLimitOptimizerErrors, BadInputIsClear) {
   EXPECT_THROW(zeus::load_power_limit_profile(temp_path("missing.json")), zeus::Error);
 }
 
+TEST(PowerLimitOptimizerErrors, AProfileOnSomeProcessesOnlyIsRefused) {
+  auto clock = std::make_shared<zeus::ManualClock>();
+  auto gpu = std::make_shared<zeus::SimulatedGpu>(zeus::simulated_gpu_model("v100"), 0, clock);
+  const zeus::Gpus gpus({gpu}, {0});
+  auto monitor = std::make_shared<zeus::ZeusMonitor>(
+      gpus, std::vector<std::shared_ptr<zeus::Cpu>>{}, zeus::ZeusMonitorOptions{});
+  const fs::path profile = temp_path("rank-profile.json");
+  zeus::save_power_limit_profile(profile, {{{250, 10.0, 1.0}, {100, 5.0, 2.0}}});
+  PowerLimitOptimizerOptions options;
+  options.profile_path = profile;
+  options.restore_on_signal = false;
+  // Four processes, of which this one and one other have the file.
+  options.reducer = std::make_shared<zeus::CallbackReducer>([](double mine) { return mine + 1.0; },
+                                                            [](double mine) { return mine; }, 4);
+  try {
+    PowerLimitOptimizer optimizer(monitor, gpus, options);
+    FAIL();
+  } catch (const zeus::Error& error) {
+    EXPECT_NE(std::string(error.what()).find("exists for 2 of 4 processes"), std::string::npos)
+        << error.what();
+  }
+  // All four have it: loaded, no profiling.
+  options.reducer = std::make_shared<zeus::CallbackReducer>([](double mine) { return mine * 4.0; },
+                                                            [](double mine) { return mine; }, 4);
+  PowerLimitOptimizer loaded(monitor, gpus, options);
+  EXPECT_TRUE(loaded.optimal_power_limit_mw().has_value());
+  fs::remove(profile);
+}
+
 TEST(PowerLimitOptimizerErrors, NoPermissionSaysHowToFixIt) {
   FakeNvml fake;
   const zeus::Gpus gpus = fake.open(1, 100, 250);
