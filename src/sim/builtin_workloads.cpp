@@ -8,6 +8,7 @@
 
 #include "trace_internal.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/optimizer/rng.hpp"
 #include "zeus/sim/trace.hpp"
 
 namespace zeus::sim {
@@ -122,19 +123,12 @@ std::uint64_t fnv1a(std::string_view text) {
   return hash;
 }
 
-std::uint64_t splitmix64(std::uint64_t& state) {
-  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 // Approximately standard normal (Irwin-Hall: the sum of 12 uniforms minus 6, within [-6, 6]).
 // Plain arithmetic, so every platform draws the same values.
 double standard_normal(std::uint64_t& state) {
   double sum = 0.0;
   for (int i = 0; i < 12; ++i) {
-    sum += static_cast<double>(splitmix64(state) >> 11) * 0x1.0p-53;
+    sum += static_cast<double>(optimizer::splitmix64(state) >> 11) * 0x1.0p-53;
   }
   return sum - 6.0;
 }

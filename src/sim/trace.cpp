@@ -371,6 +371,16 @@ class GroupedRows {
   std::vector<Row>* current_ = nullptr;
 };
 
+// Field 2 of both traces, checked the same way.
+int parse_batch_size(const CsvReader& csv, int line, std::string_view field) {
+  const auto batch_size = to_int(field);
+  if (!batch_size || *batch_size <= 0) {
+    csv.fail(line,
+             "batch_size must be a positive whole number (read \"" + std::string(field) + "\")");
+  }
+  return *batch_size;
+}
+
 void check_names(const CsvReader& csv, int line, const std::vector<std::string_view>& fields) {
   for (std::size_t i : {std::size_t{0}, std::size_t{1}, std::size_t{3}}) {
     if (fields[i].empty()) {
@@ -389,12 +399,7 @@ std::shared_ptr<const TrainTable> parse_train(const std::filesystem::path& path)
     check_names(csv, line, f);
     TrainRow row;
     row.line = line;
-    const auto batch_size = to_int(f[2]);
-    if (!batch_size || *batch_size <= 0) {
-      csv.fail(line,
-               "batch_size must be a positive whole number (read \"" + std::string(f[2]) + "\")");
-    }
-    row.batch_size = *batch_size;
+    row.batch_size = parse_batch_size(csv, line, f[2]);
     const auto run = to_int(f[5]);
     if (!run) {
       csv.fail(line, "run must be a whole number (read \"" + std::string(f[5]) + "\")");
@@ -432,12 +437,7 @@ std::shared_ptr<const PowerTable> parse_power(const std::filesystem::path& path)
     check_names(csv, line, f);
     PowerRow row;
     row.line = line;
-    const auto batch_size = to_int(f[2]);
-    if (!batch_size || *batch_size <= 0) {
-      csv.fail(line,
-               "batch_size must be a positive whole number (read \"" + std::string(f[2]) + "\")");
-    }
-    row.batch_size = *batch_size;
+    row.batch_size = parse_batch_size(csv, line, f[2]);
     const auto limit = to_int(f[4]);
     if (!limit || *limit <= 0) {
       csv.fail(line, "power_limit must be a positive whole number of watts (read \"" +

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "support/expect_error.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/sim/trace.hpp"
 
@@ -20,19 +21,7 @@ using zeus::sim::trace_gpus;
 using zeus::sim::Workload;
 using zeus::sim::WorkloadTrace;
 
-template <typename Body>
-void expect_error(Body&& body, ErrorKind kind, const std::vector<std::string>& fragments) {
-  try {
-    body();
-    ADD_FAILURE() << "no error thrown";
-  } catch (const zeus::Error& error) {
-    EXPECT_EQ(error.kind(), kind) << error.what();
-    for (const std::string& fragment : fragments) {
-      EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos)
-          << "'" << fragment << "' not in: " << error.what();
-    }
-  }
-}
+using zeus::testing::expect_error;
 
 // Expected Zeus cost (eta = 0.5) of running `batch_size` at `point` every time, over the runs that
 // reach the target within max_epochs; infinity when some run does not.

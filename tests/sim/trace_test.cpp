@@ -1,4 +1,5 @@
 #include "zeus/sim/trace.hpp"
+#include "support/expect_error.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -79,20 +80,7 @@ void write_toy(const std::filesystem::path& dir, const std::string& train = kTra
   write_file(dir / "summary_power_toy1.csv", power);
 }
 
-// Runs `body`, expecting a zeus::Error of `kind` whose message contains every fragment.
-template <typename Body>
-void expect_error(Body&& body, ErrorKind kind, const std::vector<std::string>& fragments) {
-  try {
-    body();
-    ADD_FAILURE() << "no error thrown";
-  } catch (const zeus::Error& error) {
-    EXPECT_EQ(error.kind(), kind) << error.what();
-    for (const std::string& fragment : fragments) {
-      EXPECT_NE(std::string(error.what()).find(fragment), std::string::npos)
-          << "'" << fragment << "' not in: " << error.what();
-    }
-  }
-}
+using zeus::testing::expect_error;
 
 std::filesystem::path shared_traces() {
   return std::filesystem::path(ZEUS_SOURCE_DIR) / ".." / "shared" / "data" / "zeus-nsdi23-traces";

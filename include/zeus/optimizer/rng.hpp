@@ -10,6 +10,10 @@
 
 namespace zeus::optimizer {
 
+// One step of splitmix64: advances `state` and returns the next 64 random bits. Also how Rng
+// seeds itself; usable on its own for cheap deterministic noise.
+std::uint64_t splitmix64(std::uint64_t& state);
+
 class Rng {
  public:
   explicit Rng(std::uint64_t seed = 0);
