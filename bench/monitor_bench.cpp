@@ -94,6 +94,20 @@ double process_cpu_s() {
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
 }
 
+struct IdleWindow {
+  double cpu_s;  // CPU used by the whole process meanwhile
+  double wall_s;
+};
+
+// Sleeps the calling thread for 2 s and reports what the process's other threads used.
+IdleWindow sleep_and_measure_cpu() {
+  const double cpu_start_s = process_cpu_s();
+  const auto wall_start = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  return {process_cpu_s() - cpu_start_s,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count()};
+}
+
 // CPU used by the sampler thread while the main thread sleeps, as % of one core.
 void BM_SamplerCpuCost(benchmark::State& state) {
   const zeus::Gpus gpus = zero_cost_gpus(8);
@@ -103,15 +117,10 @@ void BM_SamplerCpuCost(benchmark::State& state) {
     options.period_s = period_s;
     options.domains = {zeus::PowerDomain::kDeviceInstant};
     zeus::PowerSampler sampler(gpus, options);
-    const double cpu_start_s = process_cpu_s();
-    const auto wall_start = std::chrono::steady_clock::now();
-    std::this_thread::sleep_for(std::chrono::seconds(2));
-    const double cpu_s = process_cpu_s() - cpu_start_s;
-    const double wall_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    const IdleWindow window = sleep_and_measure_cpu();
     sampler.stop();
-    state.SetIterationTime(wall_s);
-    state.counters["cpu_percent_of_one_core"] = 100.0 * cpu_s / wall_s;
+    state.SetIterationTime(window.wall_s);
+    state.counters["cpu_percent_of_one_core"] = 100.0 * window.cpu_s / window.wall_s;
     state.counters["samples"] =
         static_cast<double>(sampler.timeline(zeus::PowerDomain::kDeviceInstant, 0).size());
   }
@@ -142,16 +151,11 @@ void BM_EmptyWakeLoopCpuCost(benchmark::State& state) {
         clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr);
       }
     });
-    const double cpu_start_s = process_cpu_s();
-    const auto wall_start = std::chrono::steady_clock::now();
-    std::this_thread::sleep_for(std::chrono::seconds(2));
-    const double cpu_s = process_cpu_s() - cpu_start_s;
-    const double wall_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    const IdleWindow window = sleep_and_measure_cpu();
     stop = true;
     waker.join();
-    state.SetIterationTime(wall_s);
-    state.counters["cpu_percent_of_one_core"] = 100.0 * cpu_s / wall_s;
+    state.SetIterationTime(window.wall_s);
+    state.counters["cpu_percent_of_one_core"] = 100.0 * window.cpu_s / window.wall_s;
   }
 }
 BENCHMARK(BM_EmptyWakeLoopCpuCost)
