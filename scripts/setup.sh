@@ -7,6 +7,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libopenmpi-dev openmpi-bin
+  postgresql libpq-dev
 )
 
 missing=()

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   zeus::cli::add_power(app, action);
   zeus::cli::add_sim(app, action);
   zeus::cli::add_plo(app, action);
+  zeus::cli::add_bso(app, action);
 
   try {
     app.parse(argc, argv);

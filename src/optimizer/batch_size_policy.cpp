@@ -92,8 +92,8 @@ BatchSizePolicy::BatchSizePolicy(BatchSizePolicyConfig config)
   if (config_.pruning_rounds < 1) {
     throw Error(ErrorKind::kInvalidArgument, "pruning_rounds must be at least 1");
   }
-  if (config_.mab.num_explorations < 1) {
-    throw Error(ErrorKind::kInvalidArgument, "num_explorations must be at least 1");
+  if (config_.mab.num_explorations < 0) {
+    throw Error(ErrorKind::kInvalidArgument, "num_explorations must be 0 or more");
   }
   if (config_.mab.window_size < 0) {
     throw Error(ErrorKind::kInvalidArgument, "window_size must be 0 (all) or positive");
@@ -112,7 +112,7 @@ BatchSizePolicy::Explore BatchSizePolicy::explore() const {
   // Completed or running explorations of each batch size, in trial order (failed ones are
   // forgotten, so those batch sizes are explored again).
   std::map<int, std::vector<const Trial*>> explorations;
-  for (const Trial& trial : trials_) {
+  for (const auto& [id, trial] : trials_) {
     if (trial.kind == TrialKind::kExploration && trial.status != TrialStatus::kFailed) {
       explorations[trial.batch_size].push_back(&trial);
     }
@@ -163,10 +163,10 @@ BatchSizePolicy::Explore BatchSizePolicy::explore() const {
 
 Decision BatchSizePolicy::dispatch(int batch_size, TrialKind kind) {
   Trial trial;
-  trial.id = static_cast<int>(trials_.size()) + 1;
+  trial.id = next_trial_id_++;
   trial.batch_size = batch_size;
   trial.kind = kind;
-  trials_.push_back(trial);
+  trials_.emplace(trial.id, trial);
   return {trial.id, batch_size, kind};
 }
 
@@ -181,22 +181,31 @@ Decision BatchSizePolicy::next() {
     for (const int batch_size : step.survivors) {
       rewards[batch_size];
     }
-    for (const Trial& trial : trials_) {
+    for (const auto& [id, trial] : trials_) {
       if (trial.kind == TrialKind::kExploration && trial.status == TrialStatus::kSucceeded &&
           rewards.count(trial.batch_size) != 0) {
         rewards[trial.batch_size].push_back(-trial.cost);
       }
     }
     mab_ = std::make_unique<GaussianTs>(config_.mab, rewards);
+    forget_finished();
   }
   return dispatch(mab_->predict(rng_), TrialKind::kMab);
 }
 
+void BatchSizePolicy::forget_finished() {
+  std::erase_if(trials_,
+                [](const auto& entry) { return entry.second.status != TrialStatus::kDispatched; });
+}
+
 Trial& BatchSizePolicy::find(int trial_id) {
-  if (trial_id < 1 || trial_id > static_cast<int>(trials_.size())) {
-    throw Error(ErrorKind::kInvalidArgument, "unknown trial " + std::to_string(trial_id));
+  const auto found = trials_.find(trial_id);
+  if (found == trials_.end()) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "unknown trial " + std::to_string(trial_id) +
+                    (trial_id >= 1 && trial_id < next_trial_id_ ? " (it already finished)" : ""));
   }
-  Trial& trial = trials_[static_cast<std::size_t>(trial_id - 1)];
+  Trial& trial = found->second;
   if (trial.status != TrialStatus::kDispatched) {
     throw Error(ErrorKind::kInvalidArgument,
                 "trial " + std::to_string(trial_id) + " was already " + status_name(trial.status));
@@ -223,10 +232,16 @@ void BatchSizePolicy::report(int trial_id, double cost, bool converged) {
   if (mab_ && mab_->arms().count(trial.batch_size) != 0) {
     mab_->observe(trial.batch_size, -cost);
   }
+  if (mab_) {
+    forget_finished();
+  }
 }
 
 void BatchSizePolicy::fail(int trial_id) {
   find(trial_id).status = TrialStatus::kFailed;
+  if (mab_) {
+    forget_finished();
+  }
 }
 
 std::optional<double> BatchSizePolicy::cost_threshold() const {
@@ -248,8 +263,9 @@ std::string BatchSizePolicy::save() const {
                    {"num_explorations", config_.mab.num_explorations},
                    {"window_size", config_.mab.window_size},
                    {"seed", config_.seed}};
+  out["next_trial_id"] = next_trial_id_;
   out["trials"] = json::array();
-  for (const Trial& trial : trials_) {
+  for (const auto& [id, trial] : trials_) {
     out["trials"].push_back({{"id", trial.id},
                              {"batch_size", trial.batch_size},
                              {"kind", kind_name(trial.kind)},
@@ -307,10 +323,16 @@ BatchSizePolicy BatchSizePolicy::restore(const std::string& text) {
                                               {"failed", TrialStatus::kFailed}});
       trial.cost = t.at("cost").get<double>();
       trial.converged = t.at("converged").get<bool>();
-      if (trial.id != static_cast<int>(policy.trials_.size()) + 1) {
-        throw Error(ErrorKind::kInvalidArgument, "trial ids must be 1, 2, ... in order");
+      if (trial.id < 1 || (!policy.trials_.empty() && trial.id <= policy.trials_.rbegin()->first)) {
+        throw Error(ErrorKind::kInvalidArgument, "trial ids must be positive and increasing");
       }
-      policy.trials_.push_back(trial);
+      policy.trials_.emplace(trial.id, trial);
+    }
+    policy.next_trial_id_ = in.contains("next_trial_id")
+                                ? in.at("next_trial_id").get<int>()
+                                : (policy.trials_.empty() ? 1 : policy.trials_.rbegin()->first + 1);
+    if (!policy.trials_.empty() && policy.next_trial_id_ <= policy.trials_.rbegin()->first) {
+      throw Error(ErrorKind::kInvalidArgument, "next_trial_id must follow the last trial's id");
     }
     if (!in.at("min_cost").is_null()) {
       policy.min_cost_ = in.at("min_cost").get<double>();

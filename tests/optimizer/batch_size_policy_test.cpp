@@ -175,8 +175,11 @@ TEST(BatchSizePolicy, BadConfigurationsAreRejected) {
   c.beta = 0.0;
   EXPECT_THROW(BatchSizePolicy{c}, zeus::Error);
   c = config();
-  c.mab.num_explorations = 0;
+  c.mab.num_explorations = -1;
   EXPECT_THROW(BatchSizePolicy{c}, zeus::Error);
+  c = config();
+  c.mab.num_explorations = 0;  // no forced exploration: Thompson draws from the start
+  EXPECT_NO_THROW(BatchSizePolicy{c});
 }
 
 }  // namespace

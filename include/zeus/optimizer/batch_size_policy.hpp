@@ -49,7 +49,7 @@ struct Decision {
 class BatchSizePolicy {
  public:
   // Throws zeus::Error(kInvalidArgument): empty or duplicate batch sizes, b0 not among them,
-  // pruning_rounds < 1, num_explorations < 1, beta <= 0, window_size < 0, prior precision < 0.
+  // pruning_rounds < 1, num_explorations < 0, beta <= 0, window_size < 0, prior precision < 0.
   explicit BatchSizePolicy(BatchSizePolicyConfig config);
 
   // The next trial. Throws zeus::Error(kInvalidArgument) when pruning found no batch size that
@@ -68,7 +68,11 @@ class BatchSizePolicy {
   int best_batch_size() const { return min_cost_batch_size_; }
   bool in_mab_stage() const { return mab_ != nullptr; }
   const GaussianTs* mab() const { return mab_.get(); }
-  const std::vector<Trial>& trials() const { return trials_; }
+  // The trials the policy still needs: all of them during pruning; once the bandit exists, only
+  // those still running (finished ones live on as the arms' observations), so that the state
+  // stays small however long a job recurs.
+  const std::map<int, Trial>& trials() const { return trials_; }
+  int next_trial_id() const { return next_trial_id_; }
   const BatchSizePolicyConfig& config() const { return config_; }
 
   // Exact state as JSON text, and back (throws kInvalidArgument on malformed text).
@@ -85,7 +89,10 @@ class BatchSizePolicy {
   Trial& find(int trial_id);
 
   BatchSizePolicyConfig config_;
-  std::vector<Trial> trials_;
+  void forget_finished();
+
+  std::map<int, Trial> trials_;  // by id
+  int next_trial_id_ = 1;
   std::optional<double> min_cost_;
   int min_cost_batch_size_ = 0;
   Rng rng_;

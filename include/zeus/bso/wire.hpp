@@ -1,0 +1,105 @@
+// The batch-size-optimizer wire format (docs/bso-server.md), shared by the server and the client:
+// the reference's pydantic models as C++ structs, parsed with the reference's lax rules (unknown
+// fields ignored, numbers in strings coerced, floats truncated to ints) and its validation
+// constraints, and written with the reference's key order.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zeus/common/error.hpp"
+
+namespace zeus::bso {
+
+// JobSpecFromClient: the job's parameters plus its GPU configuration (18 fields).
+struct JobSpec {
+  double max_power_w = 0.0;  // the GPUs' maximum power limit (W) times their number
+  int number_of_gpus = 0;
+  std::string gpu_model;
+  std::optional<std::string> job_id;  // unset: the server assigns "<prefix>-<8 hex>"
+  std::string job_id_prefix;
+  std::vector<int> batch_sizes;  // sorted ascending by validation
+  int default_batch_size = 0;
+  double eta_knob = 0.5;
+  std::optional<double> beta_knob = 2.0;  // unset: no early stopping
+  double target_metric = 0.5;
+  bool higher_is_better_metric = true;
+  int max_epochs = 100;
+  int num_pruning_rounds = 2;
+  int window_size = 0;  // <= 0: all history
+  double mab_prior_mean = 0.0;
+  double mab_prior_precision = 0.0;
+  int mab_num_explorations = 2;
+  std::optional<std::int64_t> mab_seed;
+
+  // Field by field, numbers by value (what decides 200 vs 409 on re-registration).
+  bool operator==(const JobSpec& other) const = default;
+};
+
+struct TrialId {
+  std::string job_id;
+  int batch_size = 0;
+  int trial_number = 0;
+};
+
+// One epoch's report: time (s) and energy (J, all GPUs) are cumulative since training began.
+struct TrainingResult {
+  TrialId trial;
+  double time_s = 0.0;
+  double energy_j = 0.0;
+  double metric = 0.0;
+  int current_epoch = 0;
+};
+
+struct ReportResponse {
+  bool stop_train = false;
+  bool converged = false;
+  std::string message;
+};
+
+// One entry of a 422 response's "detail" list, in FastAPI's shape.
+struct FieldError {
+  nlohmann::json loc;  // e.g. ["body", "max_power"]
+  std::string msg;
+  std::string type;
+  nlohmann::json ctx;  // null when absent
+};
+
+// Bad input caught by validation: becomes HTTP 422 {"detail": [...]}.
+class ValidationError : public Error {
+ public:
+  explicit ValidationError(std::vector<FieldError> errors);
+  const std::vector<FieldError>& errors() const noexcept { return errors_; }
+  // {"detail": [{"loc": [...], "msg": ..., "type": ..., ["ctx": ...]}, ...]}
+  nlohmann::ordered_json to_json() const;
+
+ private:
+  std::vector<FieldError> errors_;
+};
+
+// Parses a request body. `where` is the first element of each error's "loc" ("body"). Throws
+// ValidationError listing every bad field (not only the first).
+JobSpec job_spec_from_json(const nlohmann::json& body, const std::string& where = "body");
+TrialId trial_id_from_json(const nlohmann::json& body, const std::string& where = "body");
+TrainingResult training_result_from_json(const nlohmann::json& body,
+                                         const std::string& where = "body");
+ReportResponse report_response_from_json(const nlohmann::json& body);
+
+// Parses text as JSON like the reference: a syntax error is a 422 "value_error.jsondecode".
+nlohmann::json parse_body(const std::string& text, const std::string& where = "body");
+
+// The reference's key order (pydantic's), so responses and requests match it byte for byte
+// after compact dumping.
+nlohmann::ordered_json to_json(const JobSpec& spec);
+nlohmann::ordered_json to_json(const TrialId& trial);
+nlohmann::ordered_json to_json(const TrainingResult& result);
+nlohmann::ordered_json to_json(const ReportResponse& response);
+
+// Python's repr of a float ("44000.0", "1e-05", "1e+16"), used in messages the reference's
+// users grep.
+std::string python_float_repr(double value);
+
+}  // namespace zeus::bso

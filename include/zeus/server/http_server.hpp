@@ -1,0 +1,56 @@
+// The batch-size-optimizer's HTTP front: the reference's routes (POST /jobs,
+// GET /jobs/batch_size, POST /report, PATCH /trials, DELETE /jobs) plus GET /jobs/{id},
+// GET /jobs and GET /healthz, over cpp-httplib. JSON bodies are parsed whatever the
+// Content-Type; every error is JSON ({"message"} for logic errors, {"detail"} for validation,
+// routing and auth errors).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "zeus/server/service.hpp"
+
+namespace zeus::server {
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;  // 0: any free port (see port())
+  // When set, every route but /healthz needs "Authorization: Bearer <token>".
+  std::string token;
+  std::size_t max_body_bytes = 1 << 20;  // larger bodies get 413
+  int threads = 64;                      // connections served at once
+  int listen_backlog = 1024;
+};
+
+class HttpServer {
+ public:
+  HttpServer(BsoService& service, HttpServerOptions options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the socket; throws zeus::Error(kInvalidArgument) when the address is unusable (in
+  // use, not local, no permission). Returns the bound port.
+  int bind();
+  // Serves until stop(); bind() first.
+  void serve();
+  // Stops accepting, finishes requests in flight, and makes serve() return. Thread-safe; may be
+  // called before serve().
+  void stop();
+  int port() const { return port_; }
+  bool running() const;
+
+  // Requests answered so far (for logs and tests).
+  std::uint64_t requests() const { return requests_.load(); }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  HttpServerOptions options_;
+  int port_ = 0;
+  std::atomic<std::uint64_t> requests_{0};
+};
+
+}  // namespace zeus::server

@@ -1,0 +1,122 @@
+// Storage for the batch-size-optimizer server, behind one interface with two implementations:
+// SQLite (embedded, the default) and PostgreSQL (shared by several server processes). The
+// service runs every request as one transaction through Store::transact.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zeus/bso/wire.hpp"
+#include "zeus/common/error.hpp"
+
+namespace zeus::server {
+
+// A job as stored: its spec (job_id always set) and the policy core's exact state.
+struct JobRecord {
+  bso::JobSpec spec;
+  std::string policy_state;  // zeus::optimizer::BatchSizePolicy::save() text
+  std::string stage;         // "Pruning" or "MAB"
+  std::optional<double> min_cost;
+  int min_cost_batch_size = 0;
+  std::int64_t created_ms = 0;  // Unix time, milliseconds
+};
+
+// A trial as stored. time/energy/metric/epochs/converged are set once it has a final report.
+struct TrialRecord {
+  std::string job_id;
+  int trial_number = 0;
+  int batch_size = 0;
+  std::string type;    // "Exploration", "Concurrent" or "MAB"
+  std::string status;  // "Dispatched", "Succeeded" or "Failed"
+  std::int64_t start_ms = 0;
+  std::optional<std::int64_t> end_ms;
+  std::optional<double> time_s;
+  std::optional<double> energy_j;
+  std::optional<double> metric;
+  std::optional<int> epochs;
+  std::optional<bool> converged;
+};
+
+// Why storage failed; the HTTP layer maps these to 503 (unavailable, read-only) or 500.
+enum class StoreFailure {
+  kUnavailable,  // cannot connect, or the connection dropped
+  kReadOnly,     // the database refuses writes
+  kConflict,     // retries of a serialization failure were exhausted
+  kCorrupt,      // a stored row does not parse, or the schema is newer than this program
+  kOther,
+};
+
+class StoreError : public Error {
+ public:
+  StoreError(StoreFailure failure, const std::string& message)
+      : Error(ErrorKind::kIo, message), failure_(failure) {}
+  StoreFailure failure() const noexcept { return failure_; }
+
+ private:
+  StoreFailure failure_;
+};
+
+// The operations of one transaction. Only valid inside Store::transact's body.
+class StoreTransaction {
+ public:
+  virtual ~StoreTransaction() = default;
+
+  // The job, locked against other writers (other threads and processes) until the transaction
+  // ends. nullopt when it does not exist.
+  virtual std::optional<JobRecord> lock_job(const std::string& job_id) = 0;
+  // The job without a lock (for reads).
+  virtual std::optional<JobRecord> get_job(const std::string& job_id) = 0;
+  // Inserts a new job (spec.job_id set) with its batch sizes; false when the id is taken.
+  virtual bool insert_job(const JobRecord& job) = 0;
+  // Writes policy_state, stage, min_cost and min_cost_batch_size.
+  virtual void update_job(const JobRecord& job) = 0;
+  // Deletes the job and its trials; false when there was none.
+  virtual bool delete_job(const std::string& job_id) = 0;
+  virtual std::vector<std::string> list_job_ids() = 0;
+
+  virtual std::optional<TrialRecord> get_trial(const std::string& job_id, int trial_number) = 0;
+  virtual void insert_trial(const TrialRecord& trial) = 0;
+  // Writes status, end_ms, time_s, energy_j, metric, epochs and converged.
+  virtual void update_trial(const TrialRecord& trial) = 0;
+  // All trials of a job, by trial number.
+  virtual std::vector<TrialRecord> list_trials(const std::string& job_id) = 0;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Runs `body` as one transaction: committed when it returns, rolled back when it throws (the
+  // exception then propagates). A serialization failure or a busy database reruns the whole
+  // body (a bounded number of times), so `body` must have no effects outside the transaction
+  // until it returns. Safe to call from many threads at once.
+  virtual void transact(const std::function<void(StoreTransaction&)>& body) = 0;
+
+  // "sqlite:///path" or "postgresql://user@host:port/db" (no password), for logs.
+  virtual std::string describe() const = 0;
+  // The schema version now in the database (the number of migrations applied).
+  virtual int schema_version() = 0;
+};
+
+struct StoreOptions {
+  int pool_size = 8;           // connections (PostgreSQL) kept open
+  int busy_timeout_ms = 5000;  // how long to wait for a lock before giving up
+  int max_retries = 10;        // reruns of a transaction after a serialization failure
+};
+
+// Opens (and creates) the database at `url` and applies the built-in schema migrations:
+//   sqlite:///relative/or/absolute/path.db, sqlite:////abs/path.db, sqlite://:memory:
+//   postgresql://user:password@host:port/dbname?... (also postgres://)
+// Throws zeus::Error(kInvalidArgument) for an unknown scheme, StoreError when the database
+// cannot be opened or migrated.
+std::unique_ptr<Store> open_store(const std::string& url, const StoreOptions& options = {});
+
+std::unique_ptr<Store> open_sqlite_store(const std::string& path, const StoreOptions& options);
+// `url` is a libpq connection URI.
+std::unique_ptr<Store> open_postgres_store(const std::string& url, const StoreOptions& options);
+
+}  // namespace zeus::server

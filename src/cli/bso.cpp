@@ -1,0 +1,154 @@
+// `zeus bso serve`: the batch-size-optimizer server (docs/bso-server.md).
+#include <fmt/format.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "commands.hpp"
+#include "zeus/common/error.hpp"
+#include "zeus/common/log.hpp"
+#include "zeus/server/http_server.hpp"
+#include "zeus/server/service.hpp"
+#include "zeus/server/store.hpp"
+
+namespace zeus::cli {
+namespace {
+
+struct ServeOptions {
+  std::string db;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string token_file;
+  std::string port_file;
+  int threads = 64;
+  std::size_t max_body_bytes = 1 << 20;
+};
+
+std::string read_token(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "--token-file " + path +
+                    ": cannot read it (does it exist, and may this user "
+                    "read it?)");
+  }
+  std::string token;
+  std::getline(in, token);
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ' || token.back() == '\t')) {
+    token.pop_back();
+  }
+  if (token.size() < 16) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "--token-file " + path +
+                    ": the token on its first line must be at least 16 "
+                    "characters (e.g. `openssl rand -hex 32 > " +
+                    path + "`)");
+  }
+  return token;
+}
+
+int serve(const ServeOptions& options) {
+  if (options.port < 0 || options.port > 65535) {
+    throw Error(ErrorKind::kInvalidArgument, "--port must be between 0 and 65535");
+  }
+  if (options.threads < 1 || options.threads > 4096) {
+    throw Error(ErrorKind::kInvalidArgument, "--threads must be between 1 and 4096");
+  }
+  server::HttpServerOptions http;
+  http.host = options.host;
+  http.port = options.port;
+  http.threads = options.threads;
+  http.max_body_bytes = options.max_body_bytes;
+  if (!options.token_file.empty()) {
+    http.token = read_token(options.token_file);
+  }
+
+  // SIGTERM and SIGINT are taken by one thread (blocked everywhere else, so the server's
+  // threads inherit the mask): it stops the server, which finishes requests in flight.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  server::StoreOptions store_options;
+  store_options.pool_size = std::min(options.threads, 16);
+  const std::unique_ptr<server::Store> store = server::open_store(options.db, store_options);
+  server::BsoService service(*store);
+  server::HttpServer http_server(service, http);
+  const int port = http_server.bind();
+  if (!options.port_file.empty()) {
+    std::ofstream out(options.port_file + ".tmp");
+    out << port << "\n";
+    out.close();
+    std::rename((options.port_file + ".tmp").c_str(), options.port_file.c_str());
+  }
+  std::cout << fmt::format("zeus bso: serving on http://{}:{} (database {}, schema v{})",
+                           options.host, port, store->describe(), store->schema_version())
+            << std::endl;
+
+  std::atomic<bool> done{false};
+  std::atomic<int> received{0};
+  std::thread waiter([&] {
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    received = signal_number;
+    // stop() before serve() has started listening would be lost: repeat until it returns.
+    while (!done) {
+      http_server.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  http_server.serve();
+  done = true;
+  if (received == 0) {
+    // serve() ended on its own (should not happen): release the waiter.
+    pthread_kill(waiter.native_handle(), SIGTERM);
+  }
+  waiter.join();
+  std::cout << fmt::format("zeus bso: stopped after {} requests", http_server.requests())
+            << std::endl;
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_bso(CLI::App& app, Action& action) {
+  CLI::App* bso = app.add_subcommand("bso", "The batch-size optimizer (server)");
+  bso->require_subcommand(1);
+  auto options = std::make_shared<ServeOptions>();
+  const char* env_db = std::getenv("ZEUS_BSO_DATABASE_URL");
+  options->db = env_db != nullptr && *env_db != '\0' ? env_db : "sqlite:///zeus-bso.db";
+  CLI::App* serve_command = bso->add_subcommand(
+      "serve",
+      "Serve the batch-size optimizer over HTTP (wire-compatible with the reference's "
+      "client)");
+  serve_command
+      ->add_option("--db", options->db,
+                   "Database URL: sqlite:///relative.db, sqlite:////absolute.db or "
+                   "postgresql://user:password@host:port/db (default: $ZEUS_BSO_DATABASE_URL, "
+                   "else sqlite:///zeus-bso.db)")
+      ->capture_default_str();
+  serve_command->add_option("--host", options->host, "Address to listen on")->capture_default_str();
+  serve_command->add_option("--port", options->port, "Port to listen on (0: any free port)")
+      ->capture_default_str();
+  serve_command->add_option("--token-file", options->token_file,
+                            "File whose first line is a bearer token every request must carry");
+  serve_command->add_option("--port-file", options->port_file,
+                            "Write the port listened on to this file once serving");
+  serve_command->add_option("--threads", options->threads, "Connections served at once")
+      ->capture_default_str();
+  serve_command
+      ->add_option("--max-body-bytes", options->max_body_bytes,
+                   "Larger request bodies are refused with 413")
+      ->capture_default_str();
+  serve_command->callback([options, &action] { action = [options] { return serve(*options); }; });
+}
+
+}  // namespace zeus::cli

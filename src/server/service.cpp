@@ -1,0 +1,333 @@
+#include "zeus/server/service.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <limits>
+#include <random>
+
+#include "zeus/optimizer/batch_size_policy.hpp"
+#include "zeus/optimizer/cost.hpp"
+
+namespace zeus::server {
+namespace {
+
+using nlohmann::ordered_json;
+using optimizer::BatchSizePolicy;
+using optimizer::BatchSizePolicyConfig;
+using optimizer::TrialKind;
+
+std::int64_t system_now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::uint64_t random_u64() {
+  static thread_local std::mt19937_64 engine{std::random_device{}()};
+  return engine();
+}
+
+BatchSizePolicyConfig policy_config(const bso::JobSpec& spec, std::uint64_t seed) {
+  BatchSizePolicyConfig config;
+  config.batch_sizes = spec.batch_sizes;
+  config.default_batch_size = spec.default_batch_size;
+  config.beta = spec.beta_knob;
+  config.pruning_rounds = spec.num_pruning_rounds;
+  config.mab.prior_mean = spec.mab_prior_mean;
+  config.mab.prior_precision = spec.mab_prior_precision;
+  config.mab.num_explorations = spec.mab_num_explorations;
+  config.mab.window_size = spec.window_size > 0 ? spec.window_size : 0;
+  config.seed = seed;
+  return config;
+}
+
+const char* type_name(TrialKind kind) {
+  switch (kind) {
+    case TrialKind::kExploration:
+      return "Exploration";
+    case TrialKind::kConcurrent:
+      return "Concurrent";
+    case TrialKind::kMab:
+      return "MAB";
+  }
+  return "?";
+}
+
+// Copies the policy's outcome into the job row.
+void store_policy(JobRecord& job, const BatchSizePolicy& policy) {
+  job.policy_state = policy.save();
+  job.stage = policy.in_mab_stage() ? "MAB" : "Pruning";
+  job.min_cost = policy.min_cost();
+  job.min_cost_batch_size = policy.best_batch_size();
+}
+
+BatchSizePolicy load_policy(const JobRecord& job) {
+  try {
+    return BatchSizePolicy::restore(job.policy_state);
+  } catch (const Error& error) {
+    throw StoreError(StoreFailure::kCorrupt, "the stored policy state of job " +
+                                                 job.spec.job_id.value_or("?") +
+                                                 " is unreadable: " + error.what());
+  }
+}
+
+std::string trial_repr(const bso::TrialId& trial) {
+  return fmt::format("job_id='{}' batch_size={} trial_number={}", trial.job_id, trial.batch_size,
+                     trial.trial_number);
+}
+
+ordered_json number_or_text(double value) {
+  if (std::isinf(value)) {
+    return value > 0 ? "inf" : "-inf";
+  }
+  return value;
+}
+
+template <typename T>
+ordered_json optional_json(const std::optional<T>& value) {
+  return value ? ordered_json(*value) : ordered_json(nullptr);
+}
+
+}  // namespace
+
+BsoService::BsoService(Store& store, std::function<std::int64_t()> now_ms)
+    : store_(store), now_ms_(now_ms ? std::move(now_ms) : system_now_ms) {}
+
+RegisterResult BsoService::register_job(bso::JobSpec spec) {
+  // The policy core is the judge of what it can run (the wire validation covers the rest).
+  const std::uint64_t seed =
+      spec.mab_seed ? static_cast<std::uint64_t>(*spec.mab_seed) : random_u64();
+  std::optional<BatchSizePolicy> policy;
+  try {
+    policy.emplace(policy_config(spec, seed));
+  } catch (const Error& error) {
+    throw bso::ValidationError({{{"body", "__root__"}, error.what(), "value_error", nullptr}});
+  }
+
+  JobRecord record;
+  record.min_cost_batch_size = spec.default_batch_size;
+  store_policy(record, *policy);
+
+  RegisterResult result;
+  const bool generate = !spec.job_id.has_value();
+  store_.transact([&](StoreTransaction& tx) {
+    record.created_ms = now_ms_();
+    if (generate) {
+      // "<prefix>-<8 hex digits>", drawn until unused.
+      for (;;) {
+        spec.job_id =
+            fmt::format("{}-{:08x}", spec.job_id_prefix, static_cast<std::uint32_t>(random_u64()));
+        record.spec = spec;
+        if (tx.insert_job(record)) {
+          result = {true, spec};
+          return;
+        }
+      }
+    }
+    record.spec = spec;
+    if (tx.insert_job(record)) {
+      result = {true, spec};
+      return;
+    }
+    const std::optional<JobRecord> existing = tx.get_job(*spec.job_id);
+    if (!existing) {
+      throw ServiceError(500, "job " + *spec.job_id + " vanished while being registered; retry");
+    }
+    if (!(existing->spec == spec)) {
+      throw ServiceError(
+          409,
+          "JobSpec doesn't match with existing jobSpec. Use a new job_id for different "
+          "configuration");
+    }
+    result = {false, existing->spec};
+  });
+  return result;
+}
+
+bso::TrialId BsoService::next_batch_size(const std::string& job_id) {
+  bso::TrialId trial;
+  store_.transact([&](StoreTransaction& tx) {
+    std::optional<JobRecord> job = tx.lock_job(job_id);
+    if (!job) {
+      throw ServiceError(400, "Unknown job(" + job_id + "). Please register the job first");
+    }
+    BatchSizePolicy policy = load_policy(*job);
+    optimizer::Decision decision;
+    try {
+      decision = policy.next();
+    } catch (const Error& error) {
+      throw ServiceError(500, std::string("No converged batch sizes has observed. Reconfigure "
+                                          "batch_sizes and re-launch the job. (") +
+                                  error.what() + ")");
+    }
+    TrialRecord record;
+    record.job_id = job_id;
+    record.trial_number = decision.trial_id;
+    record.batch_size = decision.batch_size;
+    record.type = type_name(decision.kind);
+    record.status = "Dispatched";
+    record.start_ms = now_ms_();
+    tx.insert_trial(record);
+    store_policy(*job, policy);
+    tx.update_job(*job);
+    trial = {job_id, decision.batch_size, decision.trial_id};
+  });
+  return trial;
+}
+
+bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
+  bso::ReportResponse response;
+  const std::string& job_id = result.trial.job_id;
+  store_.transact([&](StoreTransaction& tx) {
+    std::optional<JobRecord> job = tx.lock_job(job_id);
+    if (!job) {
+      throw ServiceError(400, "Unknown job " + job_id);
+    }
+    std::optional<TrialRecord> trial = tx.get_trial(job_id, result.trial.trial_number);
+    if (!trial || trial->batch_size != result.trial.batch_size) {
+      throw ServiceError(
+          400, fmt::format("Unknown trial {} time={} energy={} metric={} current_epoch={}",
+                           trial_repr(result.trial), bso::python_float_repr(result.time_s),
+                           bso::python_float_repr(result.energy_j),
+                           bso::python_float_repr(result.metric), result.current_epoch));
+    }
+    if (trial->status != "Dispatched") {
+      if (!trial->converged) {
+        throw ServiceError(400, fmt::format("Trial({}) of job {} was marked failed (its run "
+                                            "ended before reporting); it takes no more reports",
+                                            trial->trial_number, job_id));
+      }
+      response = {
+          true, *trial->converged,
+          fmt::format("Result for this trial({}) is already reported.", trial->trial_number)};
+      return;
+    }
+    const bso::JobSpec& spec = job->spec;
+    BatchSizePolicy policy = load_policy(*job);
+    const double cost =
+        optimizer::zeus_cost(result.energy_j, result.time_s, spec.eta_knob, spec.max_power_w);
+    const std::optional<double> threshold = policy.cost_threshold();
+    const bool within = !threshold || cost <= *threshold;
+    const bool converged = spec.higher_is_better_metric ? result.metric >= spec.target_metric
+                                                        : result.metric <= spec.target_metric;
+    if (within && result.current_epoch < spec.max_epochs && !converged) {
+      response = {false, false, "Stop condition not met, keep training"};
+      return;
+    }
+    if (converged && within) {
+      response = {true, true, "Train succeeded"};
+    } else if (!within) {
+      response = {true, false,
+                  fmt::format("Batch Size({}) exceeded the cost upper bound: current cost({}) "
+                              ">\n                    beta_knob({})*min_cost({})",
+                              result.trial.batch_size, bso::python_float_repr(cost),
+                              bso::python_float_repr(spec.beta_knob.value_or(0.0)),
+                              bso::python_float_repr(policy.min_cost().value_or(0.0)))};
+    } else {
+      response = {true, false,
+                  fmt::format("Train failed to converge within max_epoch({})", spec.max_epochs)};
+    }
+    policy.report(trial->trial_number, cost, response.converged);
+    trial->status = "Succeeded";
+    trial->end_ms = now_ms_();
+    trial->time_s = result.time_s;
+    trial->energy_j = result.energy_j;
+    trial->metric = result.metric;
+    trial->epochs = result.current_epoch;
+    trial->converged = response.converged;
+    tx.update_trial(*trial);
+    store_policy(*job, policy);
+    tx.update_job(*job);
+  });
+  return response;
+}
+
+void BsoService::end_trial(const bso::TrialId& trial_id) {
+  store_.transact([&](StoreTransaction& tx) {
+    std::optional<JobRecord> job = tx.lock_job(trial_id.job_id);
+    std::optional<TrialRecord> trial;
+    if (job) {
+      trial = tx.get_trial(trial_id.job_id, trial_id.trial_number);
+    }
+    if (!trial || trial->batch_size != trial_id.batch_size) {
+      throw ServiceError(404, "Could not find the trial: " + trial_repr(trial_id));
+    }
+    if (trial->status != "Dispatched") {
+      return;  // finished trials stay as they are
+    }
+    BatchSizePolicy policy = load_policy(*job);
+    policy.fail(trial->trial_number);
+    trial->status = "Failed";
+    trial->end_ms = now_ms_();
+    tx.update_trial(*trial);
+    store_policy(*job, policy);
+    tx.update_job(*job);
+  });
+}
+
+bool BsoService::delete_job(const std::string& job_id) {
+  bool deleted = false;
+  store_.transact([&](StoreTransaction& tx) { deleted = tx.delete_job(job_id); });
+  return deleted;
+}
+
+std::optional<nlohmann::ordered_json> BsoService::job_state(const std::string& job_id) {
+  std::optional<JobRecord> job;
+  std::vector<TrialRecord> trials;
+  store_.transact([&](StoreTransaction& tx) {
+    job = tx.get_job(job_id);
+    if (job) {
+      trials = tx.list_trials(job_id);
+    }
+  });
+  if (!job) {
+    return std::nullopt;
+  }
+  const BatchSizePolicy policy = load_policy(*job);
+  ordered_json out;
+  out["job_id"] = job_id;
+  out["spec"] = bso::to_json(job->spec);
+  out["stage"] = job->stage;
+  out["min_cost"] = optional_json(job->min_cost);
+  out["min_cost_batch_size"] = job->min_cost_batch_size;
+  out["cost_threshold"] = optional_json(policy.cost_threshold());
+  out["created_ms"] = job->created_ms;
+  ordered_json arms = ordered_json::array();
+  if (const optimizer::GaussianTs* mab = policy.mab()) {
+    for (const auto& [batch_size, arm] : mab->arms()) {
+      ordered_json entry;
+      entry["batch_size"] = batch_size;
+      entry["param_mean"] = number_or_text(arm.param_mean);
+      entry["param_precision"] = number_or_text(arm.param_precision);
+      entry["reward_precision"] = number_or_text(arm.reward_precision);
+      entry["num_observations"] = arm.rewards.size();
+      arms.push_back(std::move(entry));
+    }
+  }
+  out["arms"] = std::move(arms);
+  ordered_json list = ordered_json::array();
+  for (const TrialRecord& trial : trials) {
+    ordered_json entry;
+    entry["trial_number"] = trial.trial_number;
+    entry["batch_size"] = trial.batch_size;
+    entry["type"] = trial.type;
+    entry["status"] = trial.status;
+    entry["start_ms"] = trial.start_ms;
+    entry["end_ms"] = optional_json(trial.end_ms);
+    entry["time"] = optional_json(trial.time_s);
+    entry["energy"] = optional_json(trial.energy_j);
+    entry["metric"] = optional_json(trial.metric);
+    entry["epochs"] = optional_json(trial.epochs);
+    entry["converged"] = optional_json(trial.converged);
+    if (trial.time_s && trial.energy_j) {
+      entry["cost"] = optimizer::zeus_cost(*trial.energy_j, *trial.time_s, job->spec.eta_knob,
+                                           job->spec.max_power_w);
+    }
+    list.push_back(std::move(entry));
+  }
+  out["trials"] = std::move(list);
+  return out;
+}
+
+}  // namespace zeus::server

@@ -1,0 +1,427 @@
+// The SQLite store: one connection, transactions serialised by a mutex inside the process and by
+// BEGIN IMMEDIATE (with a busy timeout) across processes sharing the file. WAL journal; with
+// synchronous=NORMAL (the default) a committed transaction survives the process being killed,
+// synchronous=FULL (?synchronous=full) also survives power loss.
+#include <sqlite3.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "schema.hpp"
+#include "store_rows.hpp"
+#include "zeus/server/store.hpp"
+
+namespace zeus::server {
+namespace {
+
+StoreFailure failure_for(int code) {
+  switch (code & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return StoreFailure::kConflict;
+    case SQLITE_READONLY:
+      return StoreFailure::kReadOnly;
+    case SQLITE_CANTOPEN:
+    case SQLITE_IOERR:
+    case SQLITE_FULL:
+      return StoreFailure::kUnavailable;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return StoreFailure::kCorrupt;
+    default:
+      return StoreFailure::kOther;
+  }
+}
+
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    const int rc = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+    if (rc != SQLITE_OK) {
+      throw StoreError(failure_for(rc),
+                       std::string("SQLite: cannot prepare a statement: ") + sqlite3_errmsg(db));
+    }
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& bind(int index, const std::string& value) {
+    check(sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()),
+                            SQLITE_TRANSIENT));
+    return *this;
+  }
+  Statement& bind(int index, std::int64_t value) {
+    check(sqlite3_bind_int64(stmt_, index, value));
+    return *this;
+  }
+  Statement& bind(int index, int value) { return bind(index, static_cast<std::int64_t>(value)); }
+  Statement& bind(int index, double value) {
+    check(sqlite3_bind_double(stmt_, index, value));
+    return *this;
+  }
+  template <typename T>
+  Statement& bind(int index, const std::optional<T>& value) {
+    if (!value) {
+      check(sqlite3_bind_null(stmt_, index));
+      return *this;
+    }
+    if constexpr (std::is_same_v<T, bool>) {
+      return bind(index, *value ? 1 : 0);
+    } else {
+      return bind(index, *value);
+    }
+  }
+
+  void reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
+
+  // true while there is a row.
+  bool step() {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) {
+      return true;
+    }
+    if (rc == SQLITE_DONE) {
+      return false;
+    }
+    throw StoreError(failure_for(rc), std::string("SQLite: ") + sqlite3_errmsg(db_));
+  }
+
+  bool is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
+  std::string text(int column) const {
+    const auto* data = sqlite3_column_text(stmt_, column);
+    return data == nullptr
+               ? std::string()
+               : std::string(reinterpret_cast<const char*>(data),
+                             static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)));
+  }
+  std::int64_t int64(int column) const { return sqlite3_column_int64(stmt_, column); }
+  double real(int column) const { return sqlite3_column_double(stmt_, column); }
+  std::optional<double> optional_real(int column) const {
+    return is_null(column) ? std::nullopt : std::optional<double>(real(column));
+  }
+  std::optional<std::int64_t> optional_int64(int column) const {
+    return is_null(column) ? std::nullopt : std::optional<std::int64_t>(int64(column));
+  }
+
+ private:
+  void check(int rc) {
+    if (rc != SQLITE_OK) {
+      throw StoreError(failure_for(rc), std::string("SQLite: ") + sqlite3_errmsg(db_));
+    }
+  }
+
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+void exec(sqlite3* db, const std::string& sql) {
+  char* message = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message);
+  if (rc != SQLITE_OK) {
+    const std::string text = message != nullptr ? message : sqlite3_errstr(rc);
+    sqlite3_free(message);
+    throw StoreError(failure_for(rc), "SQLite: " + text);
+  }
+}
+
+constexpr const char* kJobColumns =
+    "SELECT job_id, spec, policy_state, stage, min_cost, min_cost_batch_size, created_ms "
+    "FROM bso_job WHERE job_id = ?1";
+constexpr const char* kTrialColumns =
+    "SELECT job_id, trial_number, batch_size, type, status, start_ms, end_ms, time_s, energy_j, "
+    "metric, epochs, converged FROM bso_trial";
+
+JobRecord read_job(const Statement& row) {
+  JobRecord job;
+  job.spec = rows::spec_from_text(row.text(1), row.text(0));
+  job.policy_state = row.text(2);
+  job.stage = row.text(3);
+  job.min_cost = row.optional_real(4);
+  job.min_cost_batch_size = static_cast<int>(row.int64(5));
+  job.created_ms = row.int64(6);
+  return job;
+}
+
+TrialRecord read_trial(const Statement& row) {
+  TrialRecord trial;
+  trial.job_id = row.text(0);
+  trial.trial_number = static_cast<int>(row.int64(1));
+  trial.batch_size = static_cast<int>(row.int64(2));
+  trial.type = row.text(3);
+  trial.status = row.text(4);
+  trial.start_ms = row.int64(5);
+  trial.end_ms = row.optional_int64(6);
+  trial.time_s = row.optional_real(7);
+  trial.energy_j = row.optional_real(8);
+  trial.metric = row.optional_real(9);
+  if (const auto epochs = row.optional_int64(10)) {
+    trial.epochs = static_cast<int>(*epochs);
+  }
+  if (const auto converged = row.optional_int64(11)) {
+    trial.converged = *converged != 0;
+  }
+  return trial;
+}
+
+class SqliteTransaction final : public StoreTransaction {
+ public:
+  explicit SqliteTransaction(sqlite3* db) : db_(db) {}
+
+  std::optional<JobRecord> lock_job(const std::string& job_id) override {
+    // BEGIN IMMEDIATE already holds the database's write lock.
+    return get_job(job_id);
+  }
+  std::optional<JobRecord> get_job(const std::string& job_id) override {
+    Statement query(db_, kJobColumns);
+    query.bind(1, job_id);
+    if (!query.step()) {
+      return std::nullopt;
+    }
+    return read_job(query);
+  }
+  bool insert_job(const JobRecord& job) override {
+    const std::string& id = job.spec.job_id.value();
+    Statement insert(db_,
+                     "INSERT INTO bso_job (job_id, job_id_prefix, spec, policy_state, stage, "
+                     "min_cost, min_cost_batch_size, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+                     "?7, ?8) ON CONFLICT (job_id) DO NOTHING");
+    insert.bind(1, id)
+        .bind(2, job.spec.job_id_prefix)
+        .bind(3, rows::spec_to_text(job.spec))
+        .bind(4, job.policy_state)
+        .bind(5, job.stage)
+        .bind(6, job.min_cost)
+        .bind(7, job.min_cost_batch_size)
+        .bind(8, job.created_ms);
+    insert.step();
+    if (sqlite3_changes(db_) == 0) {
+      return false;
+    }
+    Statement size(db_, "INSERT INTO bso_batch_size (job_id, batch_size) VALUES (?1, ?2)");
+    for (const int batch_size : job.spec.batch_sizes) {
+      size.reset();
+      size.bind(1, id).bind(2, batch_size);
+      size.step();
+    }
+    return true;
+  }
+  void update_job(const JobRecord& job) override {
+    Statement update(db_,
+                     "UPDATE bso_job SET policy_state = ?2, stage = ?3, min_cost = ?4, "
+                     "min_cost_batch_size = ?5 WHERE job_id = ?1");
+    update.bind(1, job.spec.job_id.value())
+        .bind(2, job.policy_state)
+        .bind(3, job.stage)
+        .bind(4, job.min_cost)
+        .bind(5, job.min_cost_batch_size);
+    update.step();
+  }
+  bool delete_job(const std::string& job_id) override {
+    Statement remove(db_, "DELETE FROM bso_job WHERE job_id = ?1");
+    remove.bind(1, job_id);
+    remove.step();
+    return sqlite3_changes(db_) > 0;
+  }
+  std::vector<std::string> list_job_ids() override {
+    Statement query(db_, "SELECT job_id FROM bso_job ORDER BY job_id");
+    std::vector<std::string> ids;
+    while (query.step()) {
+      ids.push_back(query.text(0));
+    }
+    return ids;
+  }
+  std::optional<TrialRecord> get_trial(const std::string& job_id, int trial_number) override {
+    Statement query(
+        db_, (std::string(kTrialColumns) + " WHERE job_id = ?1 AND trial_number = ?2").c_str());
+    query.bind(1, job_id).bind(2, trial_number);
+    if (!query.step()) {
+      return std::nullopt;
+    }
+    return read_trial(query);
+  }
+  void insert_trial(const TrialRecord& trial) override {
+    Statement insert(db_,
+                     "INSERT INTO bso_trial (job_id, trial_number, batch_size, type, status, "
+                     "start_ms, end_ms, time_s, energy_j, metric, epochs, converged) VALUES (?1, "
+                     "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
+    insert.bind(1, trial.job_id)
+        .bind(2, trial.trial_number)
+        .bind(3, trial.batch_size)
+        .bind(4, trial.type)
+        .bind(5, trial.status)
+        .bind(6, trial.start_ms)
+        .bind(7, trial.end_ms)
+        .bind(8, trial.time_s)
+        .bind(9, trial.energy_j)
+        .bind(10, trial.metric)
+        .bind(11, trial.epochs)
+        .bind(12, trial.converged);
+    insert.step();
+  }
+  void update_trial(const TrialRecord& trial) override {
+    Statement update(db_,
+                     "UPDATE bso_trial SET status = ?3, end_ms = ?4, time_s = ?5, energy_j = ?6, "
+                     "metric = ?7, epochs = ?8, converged = ?9 WHERE job_id = ?1 AND "
+                     "trial_number = ?2");
+    update.bind(1, trial.job_id)
+        .bind(2, trial.trial_number)
+        .bind(3, trial.status)
+        .bind(4, trial.end_ms)
+        .bind(5, trial.time_s)
+        .bind(6, trial.energy_j)
+        .bind(7, trial.metric)
+        .bind(8, trial.epochs)
+        .bind(9, trial.converged);
+    update.step();
+  }
+  std::vector<TrialRecord> list_trials(const std::string& job_id) override {
+    Statement query(
+        db_, (std::string(kTrialColumns) + " WHERE job_id = ?1 ORDER BY trial_number").c_str());
+    query.bind(1, job_id);
+    std::vector<TrialRecord> trials;
+    while (query.step()) {
+      trials.push_back(read_trial(query));
+    }
+    return trials;
+  }
+
+ private:
+  sqlite3* db_;
+};
+
+class SqliteStore final : public Store {
+ public:
+  SqliteStore(std::string path, const StoreOptions& options, bool synchronous_full)
+      : path_(std::move(path)), options_(options) {
+    const int rc =
+        sqlite3_open_v2(path_.c_str(), &db_,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
+    if (rc != SQLITE_OK) {
+      const std::string message = db_ != nullptr ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw StoreError(StoreFailure::kUnavailable,
+                       "cannot open the SQLite database \"" + path_ + "\": " + message +
+                           " (check that its directory exists and is writable)");
+    }
+    try {
+      sqlite3_busy_timeout(db_, options_.busy_timeout_ms);
+      exec(db_, "PRAGMA foreign_keys = ON");
+      if (path_ != ":memory:") {
+        // WAL needs a writable directory; on a read-only database keep the existing mode.
+        if (sqlite3_db_readonly(db_, "main") == 0) {
+          Statement wal(db_, "PRAGMA journal_mode = WAL");
+          wal.step();
+        }
+      }
+      exec(db_, synchronous_full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
+      migrate();
+    } catch (...) {
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw;
+    }
+  }
+  ~SqliteStore() override { sqlite3_close(db_); }
+
+  void transact(const std::function<void(StoreTransaction&)>& body) override {
+    std::lock_guard lock(mutex_);
+    for (int attempt = 0;; ++attempt) {
+      try {
+        run_once(body);
+        return;
+      } catch (const StoreError& error) {
+        if (error.failure() != StoreFailure::kConflict || attempt >= options_.max_retries) {
+          throw;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1 << std::min(attempt, 6)));
+      }
+    }
+  }
+
+  std::string describe() const override { return "sqlite:///" + path_; }
+
+  int schema_version() override {
+    std::lock_guard lock(mutex_);
+    return read_version();
+  }
+
+ private:
+  void run_once(const std::function<void(StoreTransaction&)>& body) {
+    exec(db_, "BEGIN IMMEDIATE");
+    try {
+      SqliteTransaction transaction(db_);
+      body(transaction);
+      exec(db_, "COMMIT");
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  }
+
+  int read_version() {
+    Statement query(db_, "SELECT version FROM zeus_schema");
+    return query.step() ? static_cast<int>(query.int64(0)) : 0;
+  }
+
+  void migrate() {
+    const auto& all = schema::migrations();
+    exec(db_, "BEGIN IMMEDIATE");
+    try {
+      exec(db_, std::string(schema::kVersionTable));
+      const int version = read_version();
+      if (version > static_cast<int>(all.size())) {
+        throw StoreError(StoreFailure::kCorrupt,
+                         "the database schema version " + std::to_string(version) +
+                             " is newer than this zeus knows (" + std::to_string(all.size()) +
+                             "); upgrade zeus");
+      }
+      for (std::size_t i = static_cast<std::size_t>(version); i < all.size(); ++i) {
+        exec(db_, std::string(all[i]));
+      }
+      if (version < static_cast<int>(all.size())) {
+        exec(db_, "DELETE FROM zeus_schema");
+        exec(db_, "INSERT INTO zeus_schema (version) VALUES (" + std::to_string(all.size()) + ")");
+      }
+      exec(db_, "COMMIT");
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  }
+
+  std::string path_;
+  StoreOptions options_;
+  sqlite3* db_ = nullptr;
+  std::mutex mutex_;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> open_sqlite_store(const std::string& path, const StoreOptions& options) {
+  std::string file = path;
+  bool synchronous_full = false;
+  if (const auto query = file.find('?'); query != std::string::npos) {
+    const std::string parameters = file.substr(query + 1);
+    file.resize(query);
+    if (parameters == "synchronous=full") {
+      synchronous_full = true;
+    } else if (parameters != "synchronous=normal") {
+      throw Error(ErrorKind::kInvalidArgument, "unknown SQLite URL parameter \"" + parameters +
+                                                   "\"; the only one is synchronous=normal|full");
+    }
+  }
+  if (file.empty()) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "the SQLite URL has no file path; use sqlite:///relative.db or "
+                "sqlite:////absolute/path.db");
+  }
+  return std::make_unique<SqliteStore>(file, options, synchronous_full);
+}
+
+}  // namespace zeus::server
