@@ -4,9 +4,7 @@
 // synchronous=FULL (?synchronous=full) also survives power loss.
 #include <sqlite3.h>
 
-#include <chrono>
 #include <mutex>
-#include <thread>
 
 #include "schema.hpp"
 #include "store_rows.hpp"
@@ -329,19 +327,12 @@ class SqliteStore final : public Store {
   }
   ~SqliteStore() override { sqlite3_close(db_); }
 
+  // No retry loop: BEGIN IMMEDIATE takes the write lock first, so a transaction cannot deadlock
+  // half-way; SQLite's busy handler has already waited busy_timeout_ms for another process's
+  // lock when SQLITE_BUSY comes back.
   void transact(const std::function<void(StoreTransaction&)>& body) override {
     std::lock_guard lock(mutex_);
-    for (int attempt = 0;; ++attempt) {
-      try {
-        run_once(body);
-        return;
-      } catch (const StoreError& error) {
-        if (error.failure() != StoreFailure::kConflict || attempt >= options_.max_retries) {
-          throw;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(1 << std::min(attempt, 6)));
-      }
-    }
+    run_once(body);
   }
 
   std::string describe() const override { return "sqlite:///" + path_; }

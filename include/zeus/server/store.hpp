@@ -103,9 +103,10 @@ class Store {
 };
 
 struct StoreOptions {
-  int pool_size = 8;           // connections (PostgreSQL) kept open
-  int busy_timeout_ms = 5000;  // how long to wait for a lock before giving up
-  int max_retries = 10;        // reruns of a transaction after a serialization failure
+  int pool_size = 8;  // connections (PostgreSQL) kept open
+  // How long to wait for a lock before giving up (503). Below the reference client's 5 s timeout.
+  int busy_timeout_ms = 2000;
+  int max_retries = 10;  // reruns of a transaction after a serialization failure
 };
 
 // Opens (and creates) the database at `url` and applies the built-in schema migrations:

@@ -1,0 +1,242 @@
+// `zeus bso serve` as a process: graceful SIGTERM, and SIGKILL under load followed by a restart
+// on the same database, after which every report the server acknowledged is there.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "server/server_harness.hpp"
+
+namespace {
+
+using nlohmann::json;
+
+// A running `zeus bso serve`, its output in a file.
+class ServerProcess {
+ public:
+  ServerProcess(const std::filesystem::path& dir, const std::string& db_url,
+                std::vector<std::string> extra = {}) {
+    port_file_ = dir / ("port-" + std::to_string(++count_));
+    log_ = dir / ("log-" + std::to_string(count_));
+    std::vector<std::string> args = {ZEUS_CLI_PATH, "bso",         "serve",
+                                     "--db",        db_url,        "--port",
+                                     "0",           "--port-file", port_file_.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      const int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::vector<char*> argv;
+      for (std::string& arg : args) {
+        argv.push_back(arg.data());
+      }
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    for (int i = 0; i < 1000 && port_ == 0; ++i) {
+      std::ifstream in(port_file_);
+      if (!(in >> port_)) {
+        port_ = 0;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    if (port_ == 0) {
+      ADD_FAILURE() << "the server did not start: " << log();
+    }
+  }
+  ~ServerProcess() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Sends the signal and returns the wait status.
+  int signal_and_wait(int signal_number) {
+    kill(pid_, signal_number);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+  int port() const { return port_; }
+  std::string log() const {
+    std::ifstream in(log_);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+
+ private:
+  static inline int count_ = 0;
+  std::filesystem::path port_file_;
+  std::filesystem::path log_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+TEST(BsoProcess, SigtermStopsGracefully) {
+  const auto dir = zeus::test::make_temp_dir("zeus-bso-process");
+  ServerProcess server(dir, "sqlite:///" + (dir / "bso.db").string());
+  httplib::Client client("127.0.0.1", server.port());
+  ASSERT_EQ(client.Get("/healthz")->status, 200);
+  const int status = server.signal_and_wait(SIGTERM);
+  ASSERT_TRUE(WIFEXITED(status)) << server.log();
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_NE(server.log().find("stopped after"), std::string::npos) << server.log();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BsoProcess, NoAcknowledgedReportIsLostToSigkill) {
+  const auto dir = zeus::test::make_temp_dir("zeus-bso-kill");
+  const std::string url = "sqlite:///" + (dir / "bso.db").string();
+  std::mutex mutex;
+  std::map<std::string, std::map<int, double>> acknowledged;  // job -> trial -> time reported
+  {
+    ServerProcess server(dir, url);
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> clients;
+    for (int c = 0; c < 8; ++c) {
+      clients.emplace_back([&, c] {
+        const std::string job = "peer-kill-" + std::to_string(c);
+        httplib::Client http("127.0.0.1", server.port());
+        http.set_connection_timeout(1, 0);
+        http.set_read_timeout(2, 0);
+        auto reg = http.Post("/jobs", zeus::test::peer_job_spec(job).dump(), "");
+        if (!reg || reg->status != 201) {
+          return;
+        }
+        for (int cycle = 0; !stop; ++cycle) {
+          auto got = http.Get(("/jobs/batch_size?job_id=" + job).c_str());
+          if (!got || got->status != 200) {
+            return;  // the server is gone
+          }
+          json report = json::parse(got->body);
+          report["time"] = 50.0 + cycle;
+          report["energy"] = 20000.0;
+          report["metric"] = 0.95;
+          report["current_epoch"] = 1;
+          auto res = http.Post("/report", report.dump(), "");
+          if (!res || res->status != 200) {
+            return;
+          }
+          std::lock_guard lock(mutex);
+          acknowledged[job][report.at("trial_number").get<int>()] = 50.0 + cycle;
+        }
+      });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    const int status = server.signal_and_wait(SIGKILL);
+    EXPECT_TRUE(WIFSIGNALED(status));
+    stop = true;
+    for (std::thread& client : clients) {
+      client.join();
+    }
+  }
+  std::size_t total = 0;
+  for (const auto& [job, trials] : acknowledged) {
+    total += trials.size();
+  }
+  ASSERT_GT(total, 20u) << "too little load to test anything";
+  // Restart on the same database: every acknowledged report is there, with its values.
+  ServerProcess restarted(dir, url);
+  httplib::Client http("127.0.0.1", restarted.port());
+  for (const auto& [job, trials] : acknowledged) {
+    auto res = http.Get(("/jobs/" + job).c_str());
+    ASSERT_EQ(res->status, 200) << res->body;
+    std::map<int, json> stored;
+    const json state = json::parse(res->body);
+    for (const json& trial : state.at("trials")) {
+      stored[trial.at("trial_number").get<int>()] = trial;
+    }
+    for (const auto& [number, time_s] : trials) {
+      ASSERT_EQ(stored.count(number), 1u) << job << " trial " << number << " lost: " << res->body;
+      EXPECT_EQ(stored[number].at("status"), "Succeeded");
+      EXPECT_EQ(stored[number].at("time").get<double>(), time_s);
+    }
+    // And the job goes on from where it was.
+    EXPECT_EQ(http.Get(("/jobs/batch_size?job_id=" + job).c_str())->status, 200);
+  }
+  std::cout << "acknowledged reports checked after SIGKILL: " << total << "\n";
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BsoProcess, BadStartupsFailWithAClearMessage) {
+  const auto dir = zeus::test::make_temp_dir("zeus-bso-bad");
+  const std::string cli = ZEUS_CLI_PATH;
+  auto run = [&](const std::string& args) {
+    const std::string command = cli + " bso serve " + args + " 2>&1";
+    FILE* pipe = popen(command.c_str(), "r");
+    std::string out;
+    char buffer[512];
+    while (fgets(buffer, sizeof(buffer), pipe) != nullptr) {
+      out += buffer;
+    }
+    const int status = pclose(pipe);
+    return std::make_pair(WEXITSTATUS(status), out);
+  };
+  auto [code, out] = run("--db mysql://x/y --port 0");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("unknown database URL"), std::string::npos) << out;
+  std::tie(code, out) = run("--db sqlite:////nonexistent-dir/x/bso.db --port 0");
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("cannot open the SQLite database"), std::string::npos) << out;
+  std::tie(code, out) = run("--db postgresql://nobody@127.0.0.1:1/none --port 0");
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("127.0.0.1"), std::string::npos) << out;
+  std::tie(code, out) = run("--token-file " + (dir / "missing").string() + " --port 0");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("--token-file"), std::string::npos) << out;
+  // The port is taken.
+  ServerProcess server(dir, "sqlite:///" + (dir / "a.db").string());
+  std::tie(code, out) =
+      run("--db sqlite:///" + (dir / "b.db").string() + " --port " + std::to_string(server.port()));
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("cannot listen"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BsoProcess, ABlockedDatabaseGets503AndTheServerKeepsServing) {
+  const auto dir = zeus::test::make_temp_dir("zeus-bso-ro");
+  const std::string path = (dir / "bso.db").string();
+  {
+    // Create and migrate it, register a job.
+    zeus::test::ServerHarness seed("sqlite:///" + path);
+    ASSERT_EQ(seed.request("POST", "/jobs", zeus::test::peer_job_spec("peer-ro").dump())->status,
+              201);
+  }
+  ServerProcess server(dir, "sqlite:///" + path);
+  httplib::Client http("127.0.0.1", server.port());
+  // Another process holds the database's write lock (as a stuck writer or a read-only mount
+  // would refuse writes): the server answers 503 after its busy timeout, and serves again once
+  // the lock is gone.
+  zeus::test::ServerHarness holder("sqlite:///" + path);
+  std::atomic<bool> release{false};
+  std::thread lock_holder([&] {
+    holder.store().transact([&](zeus::server::StoreTransaction& tx) {
+      tx.lock_job("peer-ro");
+      while (!release) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    });
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  http.set_read_timeout(30, 0);
+  auto res = http.Get("/jobs/batch_size?job_id=peer-ro");
+  EXPECT_EQ(res->status, 503) << res->body;
+  EXPECT_NE(res->body.find("busy"), std::string::npos) << res->body;
+  release = true;
+  lock_holder.join();
+  EXPECT_EQ(http.Get("/jobs/batch_size?job_id=peer-ro")->status, 200);
+  EXPECT_EQ(http.Get("/healthz")->status, 200);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
