@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Every test: installs what is missing, checks formatting, builds with AddressSanitizer and
 # UndefinedBehaviorSanitizer (the `asan` preset) and runs the whole CTest suite, then builds the
-# optimised `release` preset too (benchmarks included), whose warnings differ.
+# optimised `release` preset too (benchmarks included), whose warnings differ. Between the two, the
+# BSO server's wire tests (tests/python, Debian's python3) run against the `asan` build's `zeus`;
+# the one that drives the reference's own client runs only with ZEUS_REFERENCE_SRC set
+# (docs/bso-compatibility.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -9,5 +12,8 @@ cd "$(dirname "$0")/.."
 cmake --preset asan >/dev/null
 cmake --build --preset asan
 ctest --preset asan -j"$(nproc)"
+ZEUS_CLI="$PWD/build/asan/src/cli/zeus" PYTHONDONTWRITEBYTECODE=1 \
+  ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/python
 cmake --preset release >/dev/null
 cmake --build --preset release

@@ -18,7 +18,7 @@ using nlohmann::ordered_json;
 std::string summarize(const std::vector<FieldError>& errors) {
   std::string text = "invalid request:";
   for (const FieldError& error : errors) {
-    text += " " + error.loc.dump() + ": " + error.msg + ";";
+    text.append(" ").append(error.loc.dump()).append(": ").append(error.msg).append(";");
   }
   return text;
 }

@@ -108,6 +108,23 @@ BatchSizePolicy::BatchSizePolicy(BatchSizePolicyConfig config)
   min_cost_batch_size_ = config_.default_batch_size;
 }
 
+BatchSizePolicy::BatchSizePolicy(const BatchSizePolicy& other)
+    : config_(other.config_),
+      trials_(other.trials_),
+      next_trial_id_(other.next_trial_id_),
+      min_cost_(other.min_cost_),
+      min_cost_batch_size_(other.min_cost_batch_size_),
+      rng_(other.rng_),
+      mab_(other.mab_ ? std::make_unique<GaussianTs>(*other.mab_) : nullptr) {}
+
+BatchSizePolicy& BatchSizePolicy::operator=(const BatchSizePolicy& other) {
+  if (this != &other) {
+    BatchSizePolicy copy(other);
+    *this = std::move(copy);
+  }
+  return *this;
+}
+
 BatchSizePolicy::Explore BatchSizePolicy::explore() const {
   // Completed or running explorations of each batch size, in trial order (failed ones are
   // forgotten, so those batch sizes are explored again).
@@ -279,12 +296,14 @@ std::string BatchSizePolicy::save() const {
   if (mab_) {
     json arms = json::array();
     for (const auto& [arm, state] : mab_->arms()) {
-      arms.push_back(
-          {{"batch_size", arm},
-           {"param_mean", number_to_json(state.param_mean)},
-           {"param_precision", number_to_json(state.param_precision)},
-           {"reward_precision", number_to_json(state.reward_precision)},
-           {"rewards", std::vector<double>(state.rewards.begin(), state.rewards.end())}});
+      arms.push_back({{"batch_size", arm},
+                      {"param_mean", number_to_json(state.param_mean)},
+                      {"param_precision", number_to_json(state.param_precision)},
+                      {"reward_precision", number_to_json(state.reward_precision)},
+                      {"rewards", std::vector<double>(state.rewards.begin(), state.rewards.end())},
+                      {"observations", state.observations},
+                      {"reward_mean", state.reward_mean},
+                      {"reward_m2", state.reward_m2}});
     }
     out["arms"] = arms;
   } else {
@@ -349,6 +368,14 @@ BatchSizePolicy BatchSizePolicy::restore(const std::string& text) {
         state.reward_precision = number_from_json(a.at("reward_precision"));
         for (const double reward : a.at("rewards").get<std::vector<double>>()) {
           state.rewards.push_back(reward);
+        }
+        // Saved before running statistics existed: the rewards were all of them.
+        state.observations = a.contains("observations")
+                                 ? a.at("observations").get<std::int64_t>()
+                                 : static_cast<std::int64_t>(state.rewards.size());
+        if (a.contains("reward_mean")) {
+          state.reward_mean = a.at("reward_mean").get<double>();
+          state.reward_m2 = a.at("reward_m2").get<double>();
         }
         const int arm = a.at("batch_size").get<int>();
         empty[arm];

@@ -16,32 +16,50 @@ GaussianTs::GaussianTs(GaussianTsConfig config,
   for (const auto& [arm, rewards] : initial_rewards) {
     ArmState& state = arms_[arm];
     for (const double reward : rewards) {
-      state.rewards.push_back(reward);
-      if (config_.window_size > 0 &&
-          state.rewards.size() > static_cast<std::size_t>(config_.window_size)) {
-        state.rewards.pop_front();
-      }
+      add(state, reward);
     }
     refit(state);
   }
 }
 
+void GaussianTs::add(ArmState& arm, double reward) const {
+  if (config_.window_size > 0) {
+    arm.rewards.push_back(reward);
+    if (arm.rewards.size() > static_cast<std::size_t>(config_.window_size)) {
+      arm.rewards.pop_front();
+    }
+    arm.observations = static_cast<std::int64_t>(arm.rewards.size());
+    return;
+  }
+  ++arm.observations;
+  const double delta = reward - arm.reward_mean;
+  arm.reward_mean += delta / static_cast<double>(arm.observations);
+  arm.reward_m2 += delta * (reward - arm.reward_mean);
+}
+
 void GaussianTs::refit(ArmState& arm) const {
-  const double count = static_cast<double>(arm.rewards.size());
-  if (arm.rewards.empty()) {
+  const double count = static_cast<double>(arm.observations);
+  if (arm.observations == 0) {
     arm.param_mean = config_.prior_mean;
     arm.param_precision = config_.prior_precision;
     arm.reward_precision = 0.0;
     return;
   }
   double sum = 0.0;
-  for (const double reward : arm.rewards) {
-    sum += reward;
-  }
-  const double mean = sum / count;
+  double mean = 0.0;
   double squares = 0.0;
-  for (const double reward : arm.rewards) {
-    squares += (reward - mean) * (reward - mean);
+  if (config_.window_size > 0) {
+    for (const double reward : arm.rewards) {
+      sum += reward;
+    }
+    mean = sum / count;
+    for (const double reward : arm.rewards) {
+      squares += (reward - mean) * (reward - mean);
+    }
+  } else {
+    mean = arm.reward_mean;
+    sum = mean * count;
+    squares = arm.reward_m2;
   }
   const double variance = squares / count;  // population variance
   if (variance == 0.0) {
@@ -64,11 +82,7 @@ void GaussianTs::observe(int arm, double reward) {
                 "batch size " + std::to_string(arm) + " is not an arm of the bandit");
   }
   ArmState& state = found->second;
-  state.rewards.push_back(reward);
-  if (config_.window_size > 0 &&
-      state.rewards.size() > static_cast<std::size_t>(config_.window_size)) {
-    state.rewards.pop_front();
-  }
+  add(state, reward);
   refit(state);
 }
 
@@ -79,7 +93,7 @@ int GaussianTs::predict(Rng& rng) const {
   }
   // Under-explored arms first, in a random order (the permutation is drawn every time).
   for (const std::size_t index : rng.permutation(keys.size())) {
-    if (arms_.at(keys[index]).rewards.size() < static_cast<std::size_t>(config_.num_explorations)) {
+    if (arms_.at(keys[index]).observations < config_.num_explorations) {
       return keys[index];
     }
   }

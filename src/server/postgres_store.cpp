@@ -124,7 +124,10 @@ std::string redact_keyword_value(const std::string& conninfo) {
       }
       value += *c;
     }
-    out += (out.empty() ? "" : " ") + std::string(option->keyword) + "='" + value + "'";
+    if (!out.empty()) {
+      out.append(" ");
+    }
+    out.append(option->keyword).append("='").append(value).append("'");
   }
   PQconninfoFree(options);
   return out;
@@ -562,6 +565,11 @@ class PostgresStore final : public Store {
  public:
   PostgresStore(const std::string& url, const StoreOptions& options)
       : url_(url), description_(redact(url)), password_(password_of(url)), options_(options) {
+    // A password that is also the user or database name ("postgres") is no secret there, and
+    // hiding it would only garble messages such as 'user "postgres" does not exist'.
+    if (!password_.empty() && description_.find(password_) != std::string::npos) {
+      password_.clear();
+    }
     if (options.pool_size < 1) {
       throw Error(ErrorKind::kInvalidArgument, "the PostgreSQL pool_size must be at least 1, not " +
                                                    std::to_string(options.pool_size));
@@ -654,12 +662,27 @@ class PostgresStore final : public Store {
   }
 
   Connection connect() const {
-    // Defaults come before the URL (expand_dbname): what the URL says overrides them.
+    // Defaults come before the URL (expand_dbname): what the URL says overrides them. They
+    // would also override libpq's environment variables, so they yield to those.
     const std::string timeout = std::to_string(kDefaultConnectTimeoutS);
-    const char* keywords[] = {"application_name", "connect_timeout", "client_encoding", "dbname",
-                              nullptr};
-    const char* values[] = {"zeus-bso", timeout.c_str(), "UTF8", url_.c_str(), nullptr};
-    Connection connection(PQconnectdbParams(keywords, values, 1));
+    std::vector<const char*> keywords;
+    std::vector<const char*> values;
+    const auto set_default = [&](const char* keyword, const char* value, const char* variable) {
+      if (const char* set = std::getenv(variable); set == nullptr || *set == '\0') {
+        keywords.push_back(keyword);
+        values.push_back(value);
+      }
+    };
+    set_default("application_name", "zeus-bso", "PGAPPNAME");
+    set_default("connect_timeout", timeout.c_str(), "PGCONNECT_TIMEOUT");
+    keywords.push_back("dbname");
+    values.push_back(url_.c_str());
+    // Job ids, specs and states are UTF-8 whatever the URL or the environment say.
+    keywords.push_back("client_encoding");
+    values.push_back("UTF8");
+    keywords.push_back(nullptr);
+    values.push_back(nullptr);
+    Connection connection(PQconnectdbParams(keywords.data(), values.data(), 1));
     if (!connection) {
       throw StoreError(StoreFailure::kUnavailable,
                        "cannot connect to PostgreSQL at " + description_ + ": out of memory");

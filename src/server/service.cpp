@@ -5,6 +5,7 @@
 #include <chrono>
 #include <limits>
 #include <random>
+#include <unordered_map>
 
 #include "zeus/optimizer/batch_size_policy.hpp"
 #include "zeus/optimizer/cost.hpp"
@@ -54,15 +55,31 @@ const char* type_name(TrialKind kind) {
   return "?";
 }
 
+// Policies this thread saved or restored lately, by their saved text: the next request for the
+// same job usually finds the state it left (unless another server process changed it, when the
+// text differs and it is restored from the row).
+std::unordered_map<std::string, BatchSizePolicy>& recent_policies() {
+  thread_local std::unordered_map<std::string, BatchSizePolicy> recent;
+  if (recent.size() >= 256) {
+    recent.clear();
+  }
+  return recent;
+}
+
 // Copies the policy's outcome into the job row.
 void store_policy(JobRecord& job, const BatchSizePolicy& policy) {
   job.policy_state = policy.save();
   job.stage = policy.in_mab_stage() ? "MAB" : "Pruning";
   job.min_cost = policy.min_cost();
   job.min_cost_batch_size = policy.best_batch_size();
+  recent_policies().insert_or_assign(job.policy_state, policy);
 }
 
 BatchSizePolicy load_policy(const JobRecord& job) {
+  auto& recent = recent_policies();
+  if (const auto found = recent.find(job.policy_state); found != recent.end()) {
+    return found->second;
+  }
   try {
     return BatchSizePolicy::restore(job.policy_state);
   } catch (const Error& error) {
@@ -301,7 +318,7 @@ std::optional<nlohmann::ordered_json> BsoService::job_state(const std::string& j
       entry["param_mean"] = number_or_text(arm.param_mean);
       entry["param_precision"] = number_or_text(arm.param_precision);
       entry["reward_precision"] = number_or_text(arm.reward_precision);
-      entry["num_observations"] = arm.rewards.size();
+      entry["num_observations"] = arm.observations;
       arms.push_back(std::move(entry));
     }
   }

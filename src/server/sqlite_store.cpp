@@ -5,6 +5,7 @@
 #include <sqlite3.h>
 
 #include <mutex>
+#include <unordered_map>
 
 #include "schema.hpp"
 #include "store_rows.hpp"
@@ -32,16 +33,58 @@ StoreFailure failure_for(int code) {
   }
 }
 
+sqlite3_stmt* prepare(sqlite3* db, const std::string& sql) {
+  sqlite3_stmt* stmt = nullptr;
+  const int rc = sqlite3_prepare_v3(db, sql.c_str(), static_cast<int>(sql.size() + 1),
+                                    SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+  if (rc != SQLITE_OK) {
+    throw StoreError(failure_for(rc),
+                     std::string("SQLite: cannot prepare a statement: ") + sqlite3_errmsg(db));
+  }
+  return stmt;
+}
+
+// Prepared statements kept for the connection's life: parsing SQL costs more than running
+// these small statements. Used under the store's mutex only.
+class StatementCache {
+ public:
+  StatementCache() = default;
+  StatementCache(const StatementCache&) = delete;
+  StatementCache& operator=(const StatementCache&) = delete;
+  ~StatementCache() { clear(); }
+  sqlite3_stmt* get(sqlite3* db, const std::string& sql) {
+    auto found = statements_.find(sql);
+    if (found == statements_.end()) {
+      found = statements_.emplace(sql, prepare(db, sql)).first;
+    }
+    return found->second;
+  }
+  void clear() {
+    for (auto& [sql, stmt] : statements_) {
+      sqlite3_finalize(stmt);
+    }
+    statements_.clear();
+  }
+
+ private:
+  std::unordered_map<std::string, sqlite3_stmt*> statements_;
+};
+
 class Statement {
  public:
-  Statement(sqlite3* db, const char* sql) : db_(db) {
-    const int rc = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
-    if (rc != SQLITE_OK) {
-      throw StoreError(failure_for(rc),
-                       std::string("SQLite: cannot prepare a statement: ") + sqlite3_errmsg(db));
+  // A one-off statement.
+  Statement(sqlite3* db, const std::string& sql) : db_(db), stmt_(prepare(db, sql)), owned_(true) {}
+  // A cached one, reset for reuse when this goes out of scope.
+  Statement(sqlite3* db, StatementCache& cache, const std::string& sql)
+      : db_(db), stmt_(cache.get(db, sql)), owned_(false) {}
+  ~Statement() {
+    if (owned_) {
+      sqlite3_finalize(stmt_);
+    } else {
+      sqlite3_reset(stmt_);
+      sqlite3_clear_bindings(stmt_);
     }
   }
-  ~Statement() { sqlite3_finalize(stmt_); }
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
 
@@ -115,6 +158,7 @@ class Statement {
 
   sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
+  bool owned_ = true;
 };
 
 void exec(sqlite3* db, const std::string& sql) {
@@ -127,12 +171,14 @@ void exec(sqlite3* db, const std::string& sql) {
   }
 }
 
-constexpr const char* kJobColumns =
+const std::string kJobColumns =
     "SELECT job_id, spec, policy_state, stage, min_cost, min_cost_batch_size, created_ms "
     "FROM bso_job WHERE job_id = ?1";
-constexpr const char* kTrialColumns =
+const std::string kTrialColumns =
     "SELECT job_id, trial_number, batch_size, type, status, start_ms, end_ms, time_s, energy_j, "
     "metric, epochs, converged FROM bso_trial";
+const std::string kTrialByNumber = kTrialColumns + " WHERE job_id = ?1 AND trial_number = ?2";
+const std::string kTrialsOfJob = kTrialColumns + " WHERE job_id = ?1 ORDER BY trial_number";
 
 JobRecord read_job(const Statement& row) {
   JobRecord job;
@@ -168,14 +214,14 @@ TrialRecord read_trial(const Statement& row) {
 
 class SqliteTransaction final : public StoreTransaction {
  public:
-  explicit SqliteTransaction(sqlite3* db) : db_(db) {}
+  SqliteTransaction(sqlite3* db, StatementCache& cache) : db_(db), cache_(cache) {}
 
   std::optional<JobRecord> lock_job(const std::string& job_id) override {
     // BEGIN IMMEDIATE already holds the database's write lock.
     return get_job(job_id);
   }
   std::optional<JobRecord> get_job(const std::string& job_id) override {
-    Statement query(db_, kJobColumns);
+    Statement query(db_, cache_, kJobColumns);
     query.bind(1, job_id);
     if (!query.step()) {
       return std::nullopt;
@@ -184,7 +230,7 @@ class SqliteTransaction final : public StoreTransaction {
   }
   bool insert_job(const JobRecord& job) override {
     const std::string& id = job.spec.job_id.value();
-    Statement insert(db_,
+    Statement insert(db_, cache_,
                      "INSERT INTO bso_job (job_id, job_id_prefix, spec, policy_state, stage, "
                      "min_cost, min_cost_batch_size, created_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
                      "?7, ?8) ON CONFLICT (job_id) DO NOTHING");
@@ -200,7 +246,7 @@ class SqliteTransaction final : public StoreTransaction {
     if (sqlite3_changes(db_) == 0) {
       return false;
     }
-    Statement size(db_, "INSERT INTO bso_batch_size (job_id, batch_size) VALUES (?1, ?2)");
+    Statement size(db_, cache_, "INSERT INTO bso_batch_size (job_id, batch_size) VALUES (?1, ?2)");
     for (const int batch_size : job.spec.batch_sizes) {
       size.reset();
       size.bind(1, id).bind(2, batch_size);
@@ -209,7 +255,7 @@ class SqliteTransaction final : public StoreTransaction {
     return true;
   }
   void update_job(const JobRecord& job) override {
-    Statement update(db_,
+    Statement update(db_, cache_,
                      "UPDATE bso_job SET policy_state = ?2, stage = ?3, min_cost = ?4, "
                      "min_cost_batch_size = ?5 WHERE job_id = ?1");
     update.bind(1, job.spec.job_id.value())
@@ -220,13 +266,13 @@ class SqliteTransaction final : public StoreTransaction {
     update.step();
   }
   bool delete_job(const std::string& job_id) override {
-    Statement remove(db_, "DELETE FROM bso_job WHERE job_id = ?1");
+    Statement remove(db_, cache_, "DELETE FROM bso_job WHERE job_id = ?1");
     remove.bind(1, job_id);
     remove.step();
     return sqlite3_changes(db_) > 0;
   }
   std::vector<std::string> list_job_ids() override {
-    Statement query(db_, "SELECT job_id FROM bso_job ORDER BY job_id");
+    Statement query(db_, cache_, "SELECT job_id FROM bso_job ORDER BY job_id");
     std::vector<std::string> ids;
     while (query.step()) {
       ids.push_back(query.text(0));
@@ -234,8 +280,7 @@ class SqliteTransaction final : public StoreTransaction {
     return ids;
   }
   std::optional<TrialRecord> get_trial(const std::string& job_id, int trial_number) override {
-    Statement query(
-        db_, (std::string(kTrialColumns) + " WHERE job_id = ?1 AND trial_number = ?2").c_str());
+    Statement query(db_, cache_, kTrialByNumber);
     query.bind(1, job_id).bind(2, trial_number);
     if (!query.step()) {
       return std::nullopt;
@@ -243,7 +288,7 @@ class SqliteTransaction final : public StoreTransaction {
     return read_trial(query);
   }
   void insert_trial(const TrialRecord& trial) override {
-    Statement insert(db_,
+    Statement insert(db_, cache_,
                      "INSERT INTO bso_trial (job_id, trial_number, batch_size, type, status, "
                      "start_ms, end_ms, time_s, energy_j, metric, epochs, converged) VALUES (?1, "
                      "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)");
@@ -262,7 +307,7 @@ class SqliteTransaction final : public StoreTransaction {
     insert.step();
   }
   void update_trial(const TrialRecord& trial) override {
-    Statement update(db_,
+    Statement update(db_, cache_,
                      "UPDATE bso_trial SET status = ?3, end_ms = ?4, time_s = ?5, energy_j = ?6, "
                      "metric = ?7, epochs = ?8, converged = ?9 WHERE job_id = ?1 AND "
                      "trial_number = ?2");
@@ -278,8 +323,7 @@ class SqliteTransaction final : public StoreTransaction {
     update.step();
   }
   std::vector<TrialRecord> list_trials(const std::string& job_id) override {
-    Statement query(
-        db_, (std::string(kTrialColumns) + " WHERE job_id = ?1 ORDER BY trial_number").c_str());
+    Statement query(db_, cache_, kTrialsOfJob);
     query.bind(1, job_id);
     std::vector<TrialRecord> trials;
     while (query.step()) {
@@ -290,6 +334,7 @@ class SqliteTransaction final : public StoreTransaction {
 
  private:
   sqlite3* db_;
+  StatementCache& cache_;
 };
 
 class SqliteStore final : public Store {
@@ -325,7 +370,10 @@ class SqliteStore final : public Store {
       throw;
     }
   }
-  ~SqliteStore() override { sqlite3_close(db_); }
+  ~SqliteStore() override {
+    cache_.clear();
+    sqlite3_close(db_);
+  }
 
   // No retry loop: BEGIN IMMEDIATE takes the write lock first, so a transaction cannot deadlock
   // half-way; SQLite's busy handler has already waited busy_timeout_ms for another process's
@@ -346,7 +394,7 @@ class SqliteStore final : public Store {
   void run_once(const std::function<void(StoreTransaction&)>& body) {
     exec(db_, "BEGIN IMMEDIATE");
     try {
-      SqliteTransaction transaction(db_);
+      SqliteTransaction transaction(db_, cache_);
       body(transaction);
       exec(db_, "COMMIT");
     } catch (...) {
@@ -389,6 +437,7 @@ class SqliteStore final : public Store {
   std::string path_;
   StoreOptions options_;
   sqlite3* db_ = nullptr;
+  StatementCache cache_;
   std::mutex mutex_;
 };
 

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 
 #include "zeus/bso/wire.hpp"
 #include "zeus/server/store.hpp"
@@ -13,14 +14,26 @@ inline std::string spec_to_text(const bso::JobSpec& spec) {
   return bso::to_json(spec).dump();
 }
 
-// Throws StoreError(kCorrupt) when the stored text does not parse.
+// Throws StoreError(kCorrupt) when the stored text does not parse. A spec never changes once
+// stored, and parsing it is most of the cost of reading a job row: each thread remembers the
+// specs it parsed last, keyed by their text.
 inline bso::JobSpec spec_from_text(const std::string& text, const std::string& job_id) {
+  thread_local std::unordered_map<std::string, bso::JobSpec> parsed;
+  if (const auto found = parsed.find(text); found != parsed.end()) {
+    return found->second;
+  }
+  bso::JobSpec spec;
   try {
-    return bso::job_spec_from_json(nlohmann::json::parse(text), "stored");
+    spec = bso::job_spec_from_json(nlohmann::json::parse(text), "stored");
   } catch (const std::exception& error) {
     throw StoreError(StoreFailure::kCorrupt,
                      "the stored spec of job " + job_id + " is unreadable: " + error.what());
   }
+  if (parsed.size() >= 1024) {
+    parsed.clear();
+  }
+  parsed.emplace(text, spec);
+  return spec;
 }
 
 }  // namespace zeus::server::rows

@@ -45,7 +45,7 @@ TEST(BatchSizePolicy, PrunesDownThenUpTwiceThenBandits) {
   EXPECT_EQ(policy.next().kind, TrialKind::kMab);
   ASSERT_TRUE(policy.in_mab_stage());
   EXPECT_EQ(policy.mab()->arms().size(), 4u);  // 128 was pruned
-  EXPECT_EQ(policy.mab()->arms().at(16).rewards.size(), 2u);
+  EXPECT_EQ(policy.mab()->arms().at(16).observations, 2);
 }
 
 TEST(BatchSizePolicy, AFailureStopsThatSide) {

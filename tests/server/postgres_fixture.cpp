@@ -57,6 +57,16 @@ fs::path find_bin_dir(std::string& why) {
   return best;
 }
 
+// runuser (util-linux) by its path, in case PATH lacks the sbin directories.
+std::string runuser_path() {
+  for (const char* path : {"/usr/sbin/runuser", "/sbin/runuser", "/usr/bin/runuser"}) {
+    if (::access(path, X_OK) == 0) {
+      return path;
+    }
+  }
+  return "runuser";
+}
+
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int free_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -161,7 +171,9 @@ std::unique_ptr<PostgresServer> PostgresServer::start_or_skip_reason(std::string
 void PostgresServer::start(const fs::path& bin_dir, bool as_postgres_user) {
   bin_dir_ = bin_dir;
   as_postgres_user_ = as_postgres_user;
-  std::string pattern = (fs::temp_directory_path() / "zeus-pg-XXXXXX").string();
+  // As root, /tmp rather than $TMPDIR: the postgres user must be able to reach the directory.
+  const fs::path parent = as_postgres_user_ ? fs::path("/tmp") : fs::temp_directory_path();
+  std::string pattern = (parent / "zeus-pg-XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) {
     throw std::system_error(errno, std::generic_category(), "mkdtemp " + pattern);
   }
@@ -244,7 +256,7 @@ void PostgresServer::spawn_watchdog(const fs::path& bin_dir) {
   std::string stop = quoted((bin_dir / "pg_ctl").string()) + " -D " +
                      quoted((directory_ / "data").string()) + " -m immediate -w -t 30 stop";
   if (as_postgres_user_) {
-    stop = "runuser -u postgres -- " + stop;
+    stop = quoted(runuser_path()) + " -u postgres -- " + stop;
   }
   const std::string script = "(cat <&" + std::to_string(control[0]) + " >/dev/null; " + stop +
                              " >/dev/null 2>&1; rm -rf -- " + quoted(directory_.string()) + ") &";
@@ -275,7 +287,7 @@ PostgresServer::~PostgresServer() {
 
 int PostgresServer::run(std::vector<std::string> argv, const fs::path& log) const {
   if (as_postgres_user_) {
-    argv.insert(argv.begin(), {"runuser", "-u", "postgres", "--"});
+    argv.insert(argv.begin(), {runuser_path(), "-u", "postgres", "--"});
   }
   return wait_for(spawn(argv, directory_, -1, log, /*new_process_group=*/false));
 }

@@ -86,16 +86,25 @@ class SqliteDatabase final : public TestDatabase {
 
 #if ZEUS_STORE_TEST_POSTGRES
 
-// One server for the whole process (each test gets its own database on it).
+// One server for the whole process (each test gets its own database on it). A server that is
+// installed but does not start fails every test with the same message, tried once.
 zeus::test::PostgresServer* shared_server(std::string& why) {
   static std::mutex mutex;
   static std::unique_ptr<zeus::test::PostgresServer> server;
   static std::string skip_reason;
+  static std::string start_error;
   static bool tried = false;
   std::lock_guard lock(mutex);
   if (!tried) {
-    server = zeus::test::PostgresServer::start_or_skip_reason(skip_reason);
     tried = true;
+    try {
+      server = zeus::test::PostgresServer::start_or_skip_reason(skip_reason);
+    } catch (const std::exception& error) {
+      start_error = error.what();
+    }
+  }
+  if (!start_error.empty()) {
+    throw std::runtime_error("the test PostgreSQL server did not start: " + start_error);
   }
   why = skip_reason;
   return server.get();

@@ -189,8 +189,10 @@ class BatchSizeOptimizer {
   // After each epoch's evaluation: closes the window, adds its time and GPU energy to the run's
   // totals and reports them (POST /report) with `metric`. When the server says to go on, the
   // window is reopened; when it says to stop, training_finished() becomes true and, if the trial
-  // did not converge, TrainFailedError is thrown. After training finished this is a no-op that
-  // returns the last response.
+  // did not converge, TrainFailedError is thrown. When the report fails (ServerError), the window
+  // is reopened before the error propagates, so a caller may go on training and the next report
+  // carries the totals so far. After training finished this is a no-op that returns the last
+  // response.
   ReportResponse on_evaluate(double metric);
   // Ends the trial this process dispatched (PATCH /trials) and closes the window if open. Once
   // only; the destructor calls it. Throws ServerError when the server cannot be reached.

@@ -51,6 +51,11 @@ class BatchSizePolicy {
   // Throws zeus::Error(kInvalidArgument): empty or duplicate batch sizes, b0 not among them,
   // pruning_rounds < 1, num_explorations < 0, beta <= 0, window_size < 0, prior precision < 0.
   explicit BatchSizePolicy(BatchSizePolicyConfig config);
+  BatchSizePolicy(const BatchSizePolicy& other);
+  BatchSizePolicy& operator=(const BatchSizePolicy& other);
+  BatchSizePolicy(BatchSizePolicy&&) noexcept = default;
+  BatchSizePolicy& operator=(BatchSizePolicy&&) noexcept = default;
+  ~BatchSizePolicy() = default;
 
   // The next trial. Throws zeus::Error(kInvalidArgument) when pruning found no batch size that
   // reaches the target (the job cannot be optimised: fix its target or batch sizes).

@@ -2,6 +2,7 @@
 // observations and an optional window of the most recent observations (for drift).
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <vector>
@@ -21,7 +22,13 @@ struct ArmState {
   double param_mean = 0.0;
   double param_precision = 0.0;  // may be +infinity (all observations equal)
   double reward_precision = 0.0;
-  std::deque<double> rewards;  // the (windowed) observations
+  // The observations the fit uses: with a window, the window itself; without one, running
+  // statistics over all of them (Welford), so that an arm's state stays the same size however
+  // long the job recurs.
+  std::deque<double> rewards;  // window_size > 0 only
+  std::int64_t observations = 0;
+  double reward_mean = 0.0;  // window_size == 0 only
+  double reward_m2 = 0.0;    // sum of squared deviations from reward_mean
 };
 
 class GaussianTs {
@@ -43,6 +50,7 @@ class GaussianTs {
 
  private:
   void refit(ArmState& arm) const;
+  void add(ArmState& arm, double reward) const;
 
   GaussianTsConfig config_;
   std::map<int, ArmState> arms_;  // by batch size, ascending

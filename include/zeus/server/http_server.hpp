@@ -22,6 +22,9 @@ struct HttpServerOptions {
   std::size_t max_body_bytes = 1 << 20;  // larger bodies get 413
   int threads = 64;                      // connections served at once
   int listen_backlog = 1024;
+  // GET/POST/PATCH /_noop answer "null" without touching the database: the HTTP stack's own
+  // ceiling, for benchmarks.
+  bool noop_route = false;
 };
 
 class HttpServer {
