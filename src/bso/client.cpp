@@ -218,6 +218,9 @@ ServerUrl ServerUrl::parse(const std::string& url) {
       port_text = after.substr(1);
     }
   } else {
+    if (std::count(authority.begin(), authority.end(), ':') > 1) {
+      throw fail("write an IPv6 address in brackets, e.g. http://[::1]:8000");
+    }
     const auto colon = authority.rfind(':');
     parsed.host = authority.substr(0, colon);
     if (colon != std::string::npos) {
@@ -573,7 +576,15 @@ ReportResponse BatchSizeOptimizer::on_evaluate(double metric) {
   result.energy_j = energy_j_;
   result.metric = metric;
   result.current_epoch = current_epoch_;
-  last_response_ = client_.report(result);
+  try {
+    last_response_ = client_.report(result);
+  } catch (...) {
+    // Keep measuring: a caller that goes on training after a failed report sends the cumulative
+    // totals with the next one.
+    monitor_->begin_window(kWindowName);
+    window_open_ = true;
+    throw;
+  }
   if (!last_response_.stop_train) {
     monitor_->begin_window(kWindowName);
     window_open_ = true;

@@ -27,5 +27,6 @@ void add_power(CLI::App& app, Action& action);
 void add_sim(CLI::App& app, Action& action);
 void add_plo(CLI::App& app, Action& action);
 void add_bso(CLI::App& app, Action& action);
+void add_demo(CLI::App& app, Action& action);
 
 }  // namespace zeus::cli

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   zeus::cli::add_sim(app, action);
   zeus::cli::add_plo(app, action);
   zeus::cli::add_bso(app, action);
+  zeus::cli::add_demo(app, action);
 
   try {
     app.parse(argc, argv);

@@ -136,6 +136,10 @@ class Peer {
       throw std::runtime_error("the scripted peer could not bind");
     }
     thread_ = std::thread([this] { server_.listen_after_bind(); });
+    // stop() is a no-op until the accept loop runs.
+    while (!server_.is_running()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
   ~Peer() { stop(); }
 
@@ -480,6 +484,28 @@ TEST(BsoClient, AStopWithoutConvergenceThrowsTrainFailed) {
   EXPECT_EQ(peer.requests("PATCH", "/trials").size(), 1u);
 }
 
+TEST(BsoClient, AFailedReportKeepsMeasuringAndTheNextOneCarriesTheTotals) {
+  Peer peer;
+  Rig rig(1, "a100");
+  peer.script("POST /report",
+              {{400, R"({"message": "bad report"})"},
+               {200, R"({"stop_train": false, "converged": false, "message": "go"})"}});
+  BatchSizeOptimizer bso(rig.monitor, rig.set, peer.url(), sample_job(), FastRetries().options());
+  bso.get_batch_size();
+  bso.on_train_begin();
+  rig.gpus[0]->set_utilization(1.0);  // 400 W
+  rig.clock->advance_s(4.0);
+  expect_error([&] { bso.on_evaluate(0.1); }, ErrorKind::kInvalidArgument, {"bad report"});
+  rig.clock->advance_s(6.0);
+  bso.on_evaluate(0.2);
+  const auto reports = peer.requests("POST", "/report");
+  ASSERT_EQ(reports.size(), 2u);
+  const json second = json::parse(reports[1].body);
+  EXPECT_EQ(second["current_epoch"], 2);
+  EXPECT_NEAR(second["time"].get<double>(), 10.0, 1e-9);
+  EXPECT_NEAR(second["energy"].get<double>(), 4000.0, 1.0);
+}
+
 TEST(BsoClient, AnAbortedRunIsEndedAtDestructionWithItsWindowClosed) {
   Peer peer;
   Rig rig(1, "v100");
@@ -772,7 +798,7 @@ TEST(ServerUrl, ParsesHostPortAndPrefix) {
   EXPECT_EQ(url.to_string(), "https://bso.example:443");
 
   for (const char* bad : {"ftp://h", "http://:80", "http://h:0", "http://h:99999", "http://h:8x",
-                          "http://u@h:1", "http://h:1/p?q=1", "http://[::1"}) {
+                          "http://u@h:1", "http://h:1/p?q=1", "http://[::1", "http://::1:80"}) {
     expect_error([&] { ServerUrl::parse(bad); }, ErrorKind::kInvalidArgument,
                  {std::string("\"") + bad + "\""});
   }
@@ -797,6 +823,9 @@ TEST(BsoClient, TalksHttpsAndVerifiesTheCertificate) {
   });
   const int port = server.bind_to_any_port("127.0.0.1");
   std::thread thread([&] { server.listen_after_bind(); });
+  while (!server.is_running()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 
   ClientOptions options = FastRetries().options();
   options.ca_cert_path = dir + "/cert.pem";
