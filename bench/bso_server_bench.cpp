@@ -161,6 +161,9 @@ int main(int argc, char** argv) {
   }
   zeus::server::HttpServerOptions options;
   options.noop_route = true;
+  if (const char* threads = std::getenv("ZEUS_BENCH_THREADS")) {
+    options.threads = std::atoi(threads);
+  }
 
   std::unique_ptr<zeus::test::PostgresServer> postgres;
   std::vector<std::pair<std::string, std::string>> targets;  // name, db url ("" = SQLite temp)

@@ -339,7 +339,7 @@ class SqliteTransaction final : public StoreTransaction {
 
 class SqliteStore final : public Store {
  public:
-  SqliteStore(std::string path, const StoreOptions& options, bool synchronous_full)
+  SqliteStore(std::string path, const StoreOptions& options, bool synchronous_full, bool exclusive)
       : path_(std::move(path)), options_(options) {
     const int rc =
         sqlite3_open_v2(path_.c_str(), &db_,
@@ -355,6 +355,12 @@ class SqliteStore final : public Store {
     try {
       sqlite3_busy_timeout(db_, options_.busy_timeout_ms);
       exec(db_, "PRAGMA foreign_keys = ON");
+      if (exclusive) {
+        // The server owns the file: its lock is taken once and kept, and the WAL index lives in
+        // process memory, so a transaction makes no file-locking system calls (about 9 fewer
+        // per request). Set before the first WAL access, as SQLite requires.
+        exec(db_, "PRAGMA locking_mode = EXCLUSIVE");
+      }
       if (path_ != ":memory:") {
         // WAL needs a writable directory; on a read-only database keep the existing mode.
         if (sqlite3_db_readonly(db_, "main") == 0) {
@@ -363,7 +369,19 @@ class SqliteStore final : public Store {
         }
       }
       exec(db_, synchronous_full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
-      migrate();
+      try {
+        migrate();
+      } catch (const StoreError& error) {
+        if (error.failure() != StoreFailure::kConflict) {
+          throw;
+        }
+        throw StoreError(StoreFailure::kConflict,
+                         "the SQLite database \"" + path_ +
+                             "\" is in use by another process (another zeus bso serve?): a "
+                             "SQLite database serves one server process; stop the other one, "
+                             "or use PostgreSQL to run several servers (" +
+                             error.what() + ")");
+      }
     } catch (...) {
       sqlite3_close(db_);
       db_ = nullptr;
@@ -446,14 +464,27 @@ class SqliteStore final : public Store {
 std::unique_ptr<Store> open_sqlite_store(const std::string& path, const StoreOptions& options) {
   std::string file = path;
   bool synchronous_full = false;
+  bool exclusive = true;
   if (const auto query = file.find('?'); query != std::string::npos) {
-    const std::string parameters = file.substr(query + 1);
+    std::string parameters = file.substr(query + 1);
     file.resize(query);
-    if (parameters == "synchronous=full") {
-      synchronous_full = true;
-    } else if (parameters != "synchronous=normal") {
-      throw Error(ErrorKind::kInvalidArgument, "unknown SQLite URL parameter \"" + parameters +
-                                                   "\"; the only one is synchronous=normal|full");
+    std::size_t start = 0;
+    while (start <= parameters.size()) {
+      const auto end = parameters.find('&', start);
+      const std::string parameter = parameters.substr(start, end - start);
+      if (parameter == "synchronous=full" || parameter == "synchronous=normal") {
+        synchronous_full = parameter == "synchronous=full";
+      } else if (parameter == "locking=exclusive" || parameter == "locking=shared") {
+        exclusive = parameter == "locking=exclusive";
+      } else {
+        throw Error(ErrorKind::kInvalidArgument,
+                    "unknown SQLite URL parameter \"" + parameter +
+                        "\"; use synchronous=normal|full and locking=exclusive|shared");
+      }
+      if (end == std::string::npos) {
+        break;
+      }
+      start = end + 1;
     }
   }
   if (file.empty()) {
@@ -461,7 +492,7 @@ std::unique_ptr<Store> open_sqlite_store(const std::string& path, const StoreOpt
                 "the SQLite URL has no file path; use sqlite:///relative.db or "
                 "sqlite:////absolute/path.db");
   }
-  return std::make_unique<SqliteStore>(file, options, synchronous_full);
+  return std::make_unique<SqliteStore>(file, options, synchronous_full, exclusive);
 }
 
 }  // namespace zeus::server
