@@ -369,19 +369,19 @@ class SqliteStore final : public Store {
         }
       }
       exec(db_, synchronous_full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
-      try {
-        migrate();
-      } catch (const StoreError& error) {
-        if (error.failure() != StoreFailure::kConflict) {
-          throw;
-        }
-        throw StoreError(StoreFailure::kConflict,
-                         "the SQLite database \"" + path_ +
-                             "\" is in use by another process (another zeus bso serve?): a "
-                             "SQLite database serves one server process; stop the other one, "
-                             "or use PostgreSQL to run several servers (" +
-                             error.what() + ")");
+      migrate();
+    } catch (const StoreError& error) {
+      sqlite3_close(db_);
+      db_ = nullptr;
+      if (error.failure() != StoreFailure::kConflict) {
+        throw;
       }
+      throw StoreError(StoreFailure::kConflict,
+                       "the SQLite database \"" + path_ +
+                           "\" is in use by another process (another zeus bso serve?): a "
+                           "SQLite database serves one server process; stop the other one, "
+                           "or use PostgreSQL to run several servers (" +
+                           error.what() + ")");
     } catch (...) {
       sqlite3_close(db_);
       db_ = nullptr;

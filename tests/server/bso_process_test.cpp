@@ -194,6 +194,14 @@ TEST(BsoProcess, BadStartupsFailWithAClearMessage) {
   std::tie(code, out) = run("--token-file " + (dir / "missing").string() + " --port 0");
   EXPECT_EQ(code, 2);
   EXPECT_NE(out.find("--token-file"), std::string::npos) << out;
+  std::tie(code, out) = run("--db 'sqlite:///x.db?journal=off' --port 0");
+  EXPECT_EQ(code, 2);
+  EXPECT_NE(out.find("unknown SQLite URL parameter"), std::string::npos) << out;
+  // A second server on an SQLite file that a running one owns.
+  ServerProcess owner(dir, "sqlite:///" + (dir / "owned.db").string());
+  std::tie(code, out) = run("--db sqlite:///" + (dir / "owned.db").string() + " --port 0");
+  EXPECT_EQ(code, 1);
+  EXPECT_NE(out.find("in use by another process"), std::string::npos) << out;
   // The port is taken.
   ServerProcess server(dir, "sqlite:///" + (dir / "a.db").string());
   std::tie(code, out) =
@@ -212,12 +220,13 @@ TEST(BsoProcess, ABlockedDatabaseGets503AndTheServerKeepsServing) {
     ASSERT_EQ(seed.request("POST", "/jobs", zeus::test::peer_job_spec("peer-ro").dump())->status,
               201);
   }
-  ServerProcess server(dir, "sqlite:///" + path);
+  // Shared locking, so that another process can take the database's lock at all.
+  ServerProcess server(dir, "sqlite:///" + path + "?locking=shared");
   httplib::Client http("127.0.0.1", server.port());
   // Another process holds the database's write lock (as a stuck writer or a read-only mount
   // would refuse writes): the server answers 503 after its busy timeout, and serves again once
   // the lock is gone.
-  zeus::test::ServerHarness holder("sqlite:///" + path);
+  zeus::test::ServerHarness holder("sqlite:///" + path + "?locking=shared");
   std::atomic<bool> release{false};
   std::thread lock_holder([&] {
     holder.store().transact([&](zeus::server::StoreTransaction& tx) {

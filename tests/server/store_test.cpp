@@ -67,8 +67,10 @@ class SqliteDatabase final : public TestDatabase {
   SqliteDatabase& operator=(const SqliteDatabase&) = delete;
 
   std::unique_ptr<Store> open(const StoreOptions& options) override {
-    return zeus::server::open_sqlite_store((directory_ / "bso.db").string(), options);
+    return zeus::server::open_sqlite_store((directory_ / "bso.db").string() + locking_, options);
   }
+  // Later opens share the file (?locking=shared) instead of owning it.
+  void share() { locking_ = "?locking=shared"; }
   void execute(const std::string& sql) override {
     sqlite3* db = nullptr;
     ASSERT_EQ(sqlite3_open((directory_ / "bso.db").c_str(), &db), SQLITE_OK);
@@ -82,6 +84,7 @@ class SqliteDatabase final : public TestDatabase {
 
  private:
   std::filesystem::path directory_;
+  std::string locking_;
 };
 
 #if ZEUS_STORE_TEST_POSTGRES
@@ -570,6 +573,23 @@ TEST_P(StoreTest, TwoStoresOnOneDatabaseLoseNoUpdate) {
   JobRecord job = minimal_job("store-test-counter");
   job.policy_state = "0";
   insert(job);
+  if (auto* sqlite = dynamic_cast<SqliteDatabase*>(database_.get())) {
+    // By default a server process owns its SQLite file: a second one is refused, clearly.
+    StoreOptions quick;
+    quick.busy_timeout_ms = 50;
+    try {
+      database_->open(quick);
+      ADD_FAILURE() << "a second store opened an SQLite file another one owns";
+    } catch (const StoreError& error) {
+      EXPECT_EQ(error.failure(), StoreFailure::kConflict);
+      EXPECT_NE(std::string(error.what()).find("in use by another process"), std::string::npos)
+          << error.what();
+    }
+    // With ?locking=shared, both stores take the lock per transaction.
+    store_.reset();
+    sqlite->share();
+    store_ = database_->open(StoreOptions{});
+  }
   std::unique_ptr<Store> second = database_->open(StoreOptions{});
   constexpr int kThreads = 16;
   constexpr int kIncrements = 20;
