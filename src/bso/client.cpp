@@ -277,6 +277,8 @@ struct BsoClient::Transport {
     // One connection per request, as the reference client does: nothing stale to reuse after a
     // server restart.
     http->set_keep_alive(false);
+    // Headers and body go out in two writes; without this the body can wait for a delayed ACK.
+    http->set_tcp_nodelay(true);
   }
 };
 

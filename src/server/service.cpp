@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <limits>
+#include <mutex>
 #include <random>
 #include <unordered_map>
 
@@ -55,14 +56,34 @@ const char* type_name(TrialKind kind) {
   return "?";
 }
 
-// Policies this thread saved or restored lately, by their saved text: the next request for the
-// same job usually finds the state it left (unless another server process changed it, when the
-// text differs and it is restored from the row).
-std::unordered_map<std::string, BatchSizePolicy>& recent_policies() {
-  thread_local std::unordered_map<std::string, BatchSizePolicy> recent;
-  if (recent.size() >= 256) {
-    recent.clear();
+// Policies saved or restored lately, by their saved text, shared by the request threads: the
+// next request for a job usually finds the state the previous one left (unless another server
+// process changed the row, when the text differs and the policy is restored from it).
+class RecentPolicies {
+ public:
+  std::optional<BatchSizePolicy> find(const std::string& state) {
+    std::lock_guard lock(mutex_);
+    const auto found = policies_.find(state);
+    if (found == policies_.end()) {
+      return std::nullopt;
+    }
+    return found->second;
   }
+  void remember(const std::string& state, const BatchSizePolicy& policy) {
+    std::lock_guard lock(mutex_);
+    if (policies_.size() >= 1024) {
+      policies_.clear();
+    }
+    policies_.insert_or_assign(state, policy);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<std::string, BatchSizePolicy> policies_;
+};
+
+RecentPolicies& recent_policies() {
+  static RecentPolicies recent;
   return recent;
 }
 
@@ -72,16 +93,17 @@ void store_policy(JobRecord& job, const BatchSizePolicy& policy) {
   job.stage = policy.in_mab_stage() ? "MAB" : "Pruning";
   job.min_cost = policy.min_cost();
   job.min_cost_batch_size = policy.best_batch_size();
-  recent_policies().insert_or_assign(job.policy_state, policy);
+  recent_policies().remember(job.policy_state, policy);
 }
 
 BatchSizePolicy load_policy(const JobRecord& job) {
-  auto& recent = recent_policies();
-  if (const auto found = recent.find(job.policy_state); found != recent.end()) {
-    return found->second;
+  if (auto found = recent_policies().find(job.policy_state)) {
+    return std::move(*found);
   }
   try {
-    return BatchSizePolicy::restore(job.policy_state);
+    BatchSizePolicy policy = BatchSizePolicy::restore(job.policy_state);
+    recent_policies().remember(job.policy_state, policy);
+    return policy;
   } catch (const Error& error) {
     throw StoreError(StoreFailure::kCorrupt, "the stored policy state of job " +
                                                  job.spec.job_id.value_or("?") +

@@ -1,6 +1,7 @@
 // Row encodings shared by the SQLite and PostgreSQL stores.
 #pragma once
 
+#include <mutex>
 #include <string>
 #include <unordered_map>
 
@@ -15,12 +16,16 @@ inline std::string spec_to_text(const bso::JobSpec& spec) {
 }
 
 // Throws StoreError(kCorrupt) when the stored text does not parse. A spec never changes once
-// stored, and parsing it is most of the cost of reading a job row: each thread remembers the
+// stored, and parsing it is most of the cost of reading a job row: the process remembers the
 // specs it parsed last, keyed by their text.
 inline bso::JobSpec spec_from_text(const std::string& text, const std::string& job_id) {
-  thread_local std::unordered_map<std::string, bso::JobSpec> parsed;
-  if (const auto found = parsed.find(text); found != parsed.end()) {
-    return found->second;
+  static std::mutex mutex;
+  static std::unordered_map<std::string, bso::JobSpec> parsed;
+  {
+    std::lock_guard lock(mutex);
+    if (const auto found = parsed.find(text); found != parsed.end()) {
+      return found->second;
+    }
   }
   bso::JobSpec spec;
   try {
@@ -29,6 +34,7 @@ inline bso::JobSpec spec_from_text(const std::string& text, const std::string& j
     throw StoreError(StoreFailure::kCorrupt,
                      "the stored spec of job " + job_id + " is unreadable: " + error.what());
   }
+  std::lock_guard lock(mutex);
   if (parsed.size() >= 1024) {
     parsed.clear();
   }
