@@ -152,4 +152,44 @@ TEST(BsoConcurrency, TwoServersOnOnePostgresLoseNothing) {
   check_consistent(first.store(), acks);
 }
 
+TEST(BsoDatabaseFailures, UnreachableAndReadOnlyDatabasesGet503AndTheServerRecovers) {
+  std::string why;
+  const auto postgres = PostgresServer::start_or_skip_reason(why);
+  if (!postgres) {
+    GTEST_SKIP() << why;
+  }
+  postgres->create_database("bso_failures");
+  ServerHarness server(postgres->url("bso_failures"));
+  ASSERT_EQ(server.request("POST", "/jobs", peer_job_spec("peer-f").dump())->status, 201);
+  const std::string kick =
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'bso_failures' "
+      "AND pid <> pg_backend_pid()";
+
+  // Unreachable: the database refuses connections and the server's are cut.
+  postgres->execute("postgres", "ALTER DATABASE bso_failures WITH ALLOW_CONNECTIONS false");
+  postgres->query_value("postgres", kick);
+  auto res = server.request("GET", "/jobs/batch_size?job_id=peer-f");
+  EXPECT_EQ(res->status, 503) << res->body;
+  EXPECT_NE(json::parse(res->body).at("message").get<std::string>().find("database unavailable"),
+            std::string::npos)
+      << res->body;
+  EXPECT_EQ(server.request("GET", "/healthz")->status, 503);
+  postgres->execute("postgres", "ALTER DATABASE bso_failures WITH ALLOW_CONNECTIONS true");
+  EXPECT_EQ(server.request("GET", "/healthz")->status, 200);
+  EXPECT_EQ(server.request("GET", "/jobs/batch_size?job_id=peer-f")->status, 200);
+
+  // Read-only: new sessions refuse writes.
+  postgres->execute("postgres",
+                    "ALTER DATABASE bso_failures SET default_transaction_read_only = on");
+  postgres->query_value("postgres", kick);
+  res = server.request("POST", "/jobs", peer_job_spec("peer-g").dump());
+  EXPECT_EQ(res->status, 503) << res->body;
+  EXPECT_NE(res->body.find("read-only"), std::string::npos) << res->body;
+  EXPECT_EQ(server.request("GET", "/jobs/peer-f")->status, 200);  // reads still work
+  postgres->execute("postgres",
+                    "ALTER DATABASE bso_failures SET default_transaction_read_only = off");
+  postgres->query_value("postgres", kick);
+  EXPECT_EQ(server.request("POST", "/jobs", peer_job_spec("peer-g").dump())->status, 201);
+}
+
 }  // namespace zeus::test
