@@ -116,6 +116,14 @@ PowerLimitOptimizer::~PowerLimitOptimizer() {
   if (restore_registration_ >= 0) {
     PowerLimitRestorer::unregister(restore_registration_);
   }
+  // A profiling window still open would block the next optimizer on the same monitor.
+  if (const auto* profiling = std::get_if<plo_state::Profiling>(&state_)) {
+    try {
+      monitor_->end_window(window_name(profiling->power_limit_mw), false, /*cancel=*/true);
+    } catch (const std::exception& error) {
+      log().error("could not cancel the profiling window: {}", error.what());
+    }
+  }
   for (const auto& gpu : gpus_) {
     try {
       gpu->set_power_limit_mw(max_power_limit_mw_);

@@ -336,6 +336,30 @@ TEST(PowerLimitOptimizerSimulated, FindsTheLimitTheModelSaysIsBest) {
   EXPECT_LT(best_w, 400);  // the model does favour a lower limit at this eta
 }
 
+TEST(PowerLimitOptimizerSimulated, DestroyedMidProfilingLeavesNoWindowOpen) {
+  auto clock = std::make_shared<zeus::ManualClock>();
+  auto gpu = std::make_shared<zeus::SimulatedGpu>(zeus::simulated_gpu_model("a100"), 0, clock);
+  const zeus::Gpus gpus({gpu}, {0});
+  zeus::ZeusMonitorOptions monitor_options;
+  monitor_options.clock = clock;
+  auto monitor = std::make_shared<zeus::ZeusMonitor>(
+      gpus, std::vector<std::shared_ptr<zeus::Cpu>>{}, monitor_options);
+  PowerLimitOptimizerOptions options;
+  options.restore_on_signal = false;
+  for (int run = 0; run < 2; ++run) {
+    // The second optimizer on the same monitor must be able to open the same window.
+    PowerLimitOptimizer optimizer(monitor, gpus, options);
+    for (int step = 0;
+         step < 100 && !std::holds_alternative<zeus::plo_state::Profiling>(optimizer.state());
+         ++step) {
+      optimizer.on_step_begin();
+      clock->advance_s(0.1);
+    }
+    ASSERT_TRUE(std::holds_alternative<zeus::plo_state::Profiling>(optimizer.state()));
+  }
+  EXPECT_EQ(gpu->power_limit_mw(), gpu->power_limit_constraints_mw().max_mw);
+}
+
 TEST(PowerLimitOptimizerSimulated, WarmupZeroAndRangesThatAreNotMultiplesOfTheStride) {
   auto clock = std::make_shared<zeus::ManualClock>();
   zeus::SimulatedGpuModel model = zeus::simulated_gpu_model("v100");
