@@ -364,9 +364,11 @@ int run(const MonitorArgs& args) {
   RunOutcome outcome;
   outcome.limit_s = duration_s;
   const std::shared_ptr<Clock> clock = steady_clock();
+  monitor.begin_window(kWindowName, false);
+  // Counted from after the window opened (opening it reads every device, which takes a while
+  // on a busy machine), so the measured window is never shorter than --duration.
   const std::int64_t start_ns = clock->now_ns();
   const auto elapsed_s = [&] { return static_cast<double>(clock->now_ns() - start_ns) * 1e-9; };
-  monitor.begin_window(kWindowName, false);
 
   if (!args.command.empty()) {
     auto started = ChildProcess::start(args.command);
