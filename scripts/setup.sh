@@ -8,7 +8,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libopenmpi-dev openmpi-bin
   postgresql libpq-dev
-  libcpp-httplib-dev libsqlite3-dev
+  libcpp-httplib-dev libsqlite3-dev libssl-dev
   python3-httpx python3-pydantic python3-pytest
 )
 

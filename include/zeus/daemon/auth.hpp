@@ -1,0 +1,175 @@
+// zeusd's authentication and authorisation: API groups, HS256 JWTs, the signing key, and the
+// middleware decision that runs before routing.
+//
+// Wire contract: docs zeusd-wire-protocol.md §2 and zeus-reference.md §7.3.
+// - A token is a compact HS256 JWT: base64url(header) "." base64url(claims) "." base64url(HMAC),
+//   no padding. Header {"typ":"JWT","alg":"HS256"}; claims {"sub": str, "scopes": [group, ...],
+//   "exp": unix seconds (optional)}. Any other "alg" (notably "none") is refused.
+// - The middleware checks, in order: a disabled API group (404), auth disabled (only /auth/* is
+//   404), then for every path but /discover and /time a bearer token (401), then the path's scope
+//   (403). authorize() is that decision as a pure function; the HTTP layer only copies its status,
+//   body and headers into the response.
+//
+// Everything here is in zeus::daemon::auth, so that it cannot collide with the daemon's own
+// ApiGroup and AuthResult (zeus/daemon/daemon.hpp); convert between the two ApiGroup enums by
+// name (api_group_name / parse_api_group).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace zeus::daemon::auth {
+
+// ---- API groups (= JWT scopes) ----
+
+enum class ApiGroup { kGpuControl, kGpuRead, kCpuRead };
+
+// "gpu-control", "gpu-read", "cpu-read".
+std::string_view api_group_name(ApiGroup group);
+// The group named `name`, or nullopt when it is not one of the three names above (exact match).
+std::optional<ApiGroup> parse_api_group(std::string_view name);
+// Parses a comma-separated list such as "gpu-control,gpu-read" (for --enable and --scopes).
+// Duplicates are dropped, the first occurrence's order is kept. Throws zeus::Error
+// (kInvalidArgument) on an empty list, an empty item or an unknown name, naming the valid ones.
+std::vector<ApiGroup> parse_api_group_list(std::string_view comma_separated);
+
+// The group a request path belongs to: /gpu/set_* and /gpu/reset_* -> gpu-control, any other
+// /gpu/* -> gpu-read, /cpu/* -> cpu-read; nullopt for everything else (/discover, /time,
+// /auth/*, unknown paths). `path` is the decoded path the router matches, without the query.
+std::optional<ApiGroup> required_group(std::string_view path);
+
+// ---- Encoding and crypto primitives ----
+
+// base64url (RFC 4648 §5) without padding.
+std::string base64url_encode(std::string_view bytes);
+// Decodes unpadded base64url. nullopt on any character outside the alphabet (including '='), an
+// impossible length, or non-zero trailing bits (so every byte string has one encoding).
+std::optional<std::string> base64url_decode(std::string_view text);
+// HMAC-SHA256 of `message` under `key`: 32 raw bytes.
+std::string hmac_sha256(std::string_view key, std::string_view message);
+// Compares in time that depends only on the lengths, never on where the contents differ.
+bool constant_time_equal(std::string_view a, std::string_view b);
+
+// ---- The signing key ----
+
+// RFC 7518 §3.2: an HS256 key must be at least as long as the hash output.
+inline constexpr std::size_t kMinSigningKeyBytes = 32;
+
+// The HS256 secret. Its bytes are wiped when it is destroyed.
+class SigningKey {
+ public:
+  // Throws zeus::Error (kInvalidArgument) when `bytes` is shorter than kMinSigningKeyBytes.
+  explicit SigningKey(std::string bytes);
+  ~SigningKey();
+  SigningKey(const SigningKey&) = default;
+  SigningKey& operator=(const SigningKey&) = default;
+  SigningKey(SigningKey&&) = default;
+  SigningKey& operator=(SigningKey&&) = default;
+
+  const std::string& bytes() const { return bytes_; }
+
+ private:
+  std::string bytes_;
+};
+
+// Loads --signing-key-path: the file's bytes with trailing "\n"/"\r\n" line endings stripped.
+// Throws zeus::Error with what was wrong and what to do:
+// - kNotFound / kIo: the file is missing or unreadable, or not a regular file;
+// - kNoPermission: group or others have any access (names the mode and `chmod 600`), or the
+//   file is owned by neither root nor the current user;
+// - kInvalidArgument: the key is empty or shorter than kMinSigningKeyBytes.
+SigningKey load_signing_key(const std::filesystem::path& path);
+
+// ---- Tokens ----
+
+struct TokenClaims {
+  std::string sub;
+  std::vector<ApiGroup> scopes;
+  std::optional<std::int64_t> exp_s;  // unix seconds; absent: the token never expires
+
+  bool has_scope(ApiGroup group) const;
+};
+
+// The JSON of the claims, {"sub":...,"scopes":[...],"exp":N} with "exp" left out when absent:
+// the token's payload and GET /auth/whoami's body.
+std::string claims_json(const TokenClaims& claims);
+
+// Signs a token. Throws zeus::Error (kInvalidArgument) on an empty `sub` or a negative expiry.
+std::string issue_token(const SigningKey& key, const std::string& sub,
+                        const std::vector<ApiGroup>& scopes,
+                        std::optional<std::int64_t> exp_s = std::nullopt);
+
+enum class TokenStatus { kValid, kInvalid, kExpired };
+
+struct TokenCheck {
+  TokenStatus status = TokenStatus::kInvalid;
+  // kInvalid: why, worded like the reference's jsonwebtoken errors ("InvalidSignature",
+  // "InvalidToken", "InvalidAlgorithm", "Base64 error: ...", "JSON error: ...").
+  std::string error;
+  TokenClaims claims;  // filled when kValid
+};
+
+// The reference's validation leeway (jsonwebtoken's default): a token stays valid until
+// exp + leeway.
+inline constexpr std::int64_t kDefaultExpiryLeewayS = 60;
+
+// Verifies `token` the way the reference does, in its order: shape (3 parts), header (base64,
+// JSON, alg == "HS256"), signature (constant time), claims (base64, JSON, types, known scopes),
+// then expiry against `now_s`. A tampered payload is therefore an InvalidSignature.
+TokenCheck verify_token(const SigningKey& key, std::string_view token, std::int64_t now_s,
+                        std::int64_t expiry_leeway_s = kDefaultExpiryLeewayS);
+
+// ---- The middleware decision ----
+
+struct AuthConfig {
+  std::vector<ApiGroup> enabled_groups;   // --enable
+  std::optional<SigningKey> signing_key;  // --signing-key-path; absent: auth disabled
+  std::int64_t expiry_leeway_s = kDefaultExpiryLeewayS;
+
+  bool group_enabled(ApiGroup group) const;
+  bool auth_required() const { return signing_key.has_value(); }
+};
+
+struct AuthResult {
+  bool allowed = false;
+  int status = 200;           // when refused: 404, 401 or 403
+  std::string body;           // when refused: the JSON {"error":"..."} the reference sends
+  std::string error_message;  // when refused: the "error" text alone (body is its JSON)
+  std::vector<std::pair<std::string, std::string>> headers;  // e.g. WWW-Authenticate on 401
+  // Set when a valid token came with the request (auth enabled and allowed): for logs (sub) and
+  // for GET /auth/whoami (claims_json).
+  std::optional<std::string> sub;
+  std::optional<TokenClaims> claims;
+};
+
+inline constexpr std::string_view kWwwAuthenticateValue = "Bearer realm=\"zeusd\"";
+
+// Decides whether a request may reach the router, exactly in the order of the wire protocol §2.
+// `path` is the decoded path without the query string; `authorization_header` is the raw
+// Authorization header value, if any.
+AuthResult authorize(const AuthConfig& config, const std::string& path,
+                     const std::optional<std::string>& authorization_header, std::int64_t now_s);
+
+// ---- `zeusd token issue` ----
+
+// Parses an --expires-in duration: a positive integer with an optional unit, s (default), m, h
+// or d ("3600", "90s", "30m", "1h", "7d"). Throws zeus::Error (kInvalidArgument) otherwise.
+std::int64_t parse_duration_s(std::string_view text);
+
+// `zeusd token issue --signing-key-path F --sub NAME --scopes gpu-read,gpu-control
+// [--expires-in 1h]`: prints the token and a newline to `out`. argv[0] is the command's name
+// (e.g. "zeusd token issue"); the rest are its flags. Returns 0, or non-zero after writing the
+// error (or --help) to `err`/`out`.
+int run_token_issue(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
+                    std::int64_t now_s);
+// The same with std::cout, std::cerr and the system clock.
+int run_token_issue(int argc, const char* const* argv);
+
+}  // namespace zeus::daemon::auth

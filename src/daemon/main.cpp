@@ -1,0 +1,315 @@
+// zeusd: the privileged daemon (`zeusd serve`). Exceptions become exit codes here, and only here.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "zeus/common/error.hpp"
+#include "zeus/common/log.hpp"
+#include "zeus/daemon/auth.hpp"
+#include "zeus/daemon/daemon.hpp"
+#include "zeus/daemon/ledger.hpp"
+#include "zeus/device/discovery.hpp"
+#include "zeus/device/privileges.hpp"
+
+namespace {
+
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitNoPermission = 3;
+
+int exit_code_for(zeus::ErrorKind kind) {
+  switch (kind) {
+    case zeus::ErrorKind::kInvalidArgument:
+      return kExitUsage;
+    case zeus::ErrorKind::kNoPermission:
+      return kExitNoPermission;
+    default:
+      return kExitError;
+  }
+}
+
+// Octal text ("660", "0660") -> mode bits.
+mode_t parse_permissions(const std::string& text) {
+  std::size_t end = 0;
+  unsigned long value = 0;
+  try {
+    value = std::stoul(text, &end, 8);
+  } catch (const std::exception&) {
+    end = 0;
+  }
+  if (text.empty() || end != text.size() || value > 0777) {
+    throw zeus::Error(
+        zeus::ErrorKind::kInvalidArgument,
+        "--socket-permissions must be octal permission bits such as 660, got '" + text + "'");
+  }
+  return static_cast<mode_t>(value);
+}
+
+namespace auth = zeus::daemon::auth;
+
+struct ServeExtras {
+  std::string signing_key_path;
+  bool no_restore = false;
+};
+
+std::int64_t now_unix_s() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The JWT middleware (auth.hpp) behind the daemon's authorize hook.
+zeus::daemon::AuthorizeHook make_authorize(const zeus::daemon::DaemonConfig& config,
+                                           const std::string& signing_key_path) {
+  auto auth_config = std::make_shared<auth::AuthConfig>();
+  for (const zeus::daemon::ApiGroup group : config.enabled_groups) {
+    if (const auto parsed =
+            auth::parse_api_group(std::string(zeus::daemon::api_group_name(group)))) {
+      auth_config->enabled_groups.push_back(*parsed);
+    }
+  }
+  auth_config->signing_key = auth::load_signing_key(signing_key_path);
+  return [auth_config](const std::string& path, const std::string& header) {
+    const auth::AuthResult decision = auth::authorize(
+        *auth_config, path, header.empty() ? std::nullopt : std::optional<std::string>(header),
+        now_unix_s());
+    zeus::daemon::AuthResult result;
+    result.allowed = decision.allowed;
+    result.status = decision.allowed ? 200 : decision.status;
+    result.error_message = decision.error_message;
+    result.www_authenticate = decision.status == 401;
+    if (decision.claims) {
+      result.subject = decision.claims->sub;
+      for (const auth::ApiGroup scope : decision.claims->scopes) {
+        result.scopes.emplace_back(auth::api_group_name(scope));
+      }
+      result.expires_unix_s = decision.claims->exp_s;
+    }
+    return result;
+  };
+}
+
+// Which ledger setting a daemon write changes (nullopt: not one the ledger restores).
+std::optional<zeus::Setting> ledger_setting(const std::string& name) {
+  if (name == "power_limit_mw") {
+    return zeus::Setting::kPowerLimit;
+  }
+  if (name == "persistence_mode") {
+    return zeus::Setting::kPersistenceMode;
+  }
+  if (name == "gpu_locked_clocks_mhz") {
+    return zeus::Setting::kGpuLockedClocks;
+  }
+  if (name == "mem_locked_clocks_mhz") {
+    return zeus::Setting::kMemoryLockedClocks;
+  }
+  return std::nullopt;
+}
+
+// The value in force before a write, as the ledger stores it.
+zeus::SettingValue original_value(zeus::Setting setting, const std::string& old_value) {
+  switch (setting) {
+    case zeus::Setting::kPowerLimit:
+      return zeus::SettingValue::power_limit(static_cast<std::uint32_t>(std::stoul(old_value)));
+    case zeus::Setting::kPersistenceMode:
+      return zeus::SettingValue::persistence(old_value == "true");
+    case zeus::Setting::kGpuLockedClocks:
+    case zeus::Setting::kMemoryLockedClocks:
+      // The device layer cannot read locked clocks back: restoring means unlocking.
+      return zeus::SettingValue::locked_clocks(std::nullopt);
+  }
+  return {};
+}
+
+// Records every change with its owner before the write, and forgets settings a client reset.
+void attach_ledger(zeus::daemon::Daemon& daemon, zeus::SettingsLedger& ledger) {
+  daemon.before_write = [&ledger](const zeus::daemon::WriteEvent& event) {
+    if (event.new_value == "reset") {
+      return;
+    }
+    const std::optional<zeus::Setting> setting = ledger_setting(event.setting);
+    if (!setting) {
+      return;
+    }
+    if (event.peer.pid <= 0) {
+      // TCP: no peer process to watch.
+      zeus::log().warn(
+          "zeusd: {} on GPU {} from a peer without a pid (TCP): it will not be "
+          "restored when the client exits",
+          event.setting, event.gpu_index);
+      return;
+    }
+    ledger.record_change(event.gpu_index, *setting, original_value(*setting, event.old_value),
+                         event.peer.pid);
+  };
+  daemon.on_write = [&ledger](const zeus::daemon::WriteEvent& event) {
+    if (event.new_value != "reset") {
+      return;
+    }
+    for (const zeus::Setting setting :
+         {zeus::Setting::kGpuLockedClocks, zeus::Setting::kMemoryLockedClocks}) {
+      const bool both = event.setting == "locked_clocks_mhz";
+      if (both || ledger_setting(event.setting) == setting) {
+        ledger.record_reset(event.gpu_index, setting, event.peer.pid);
+      }
+    }
+  };
+}
+
+int serve(zeus::daemon::DaemonConfig config, const ServeExtras& extras) {
+  // Block the termination signals in every thread; a waiter thread turns them into stop().
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  // The daemon numbers GPUs by vendor index over all GPUs (clients send NVML indices), so the
+  // *_VISIBLE_DEVICES masks of its own environment do not apply.
+  zeus::DiscoveryOptions options;
+  options.env = [base =
+                     zeus::process_env()](const std::string& name) -> std::optional<std::string> {
+    if (name == "CUDA_VISIBLE_DEVICES" || name == "HIP_VISIBLE_DEVICES")
+      return std::nullopt;
+    return base(name);
+  };
+  const zeus::GpuDiscovery discovery = zeus::discover_gpus(options);
+  zeus::daemon::check_startup_privileges(config, discovery.backend, zeus::has_sys_admin());
+  std::vector<std::shared_ptr<zeus::Cpu>> cpus;
+  if (std::find(config.enabled_groups.begin(), config.enabled_groups.end(),
+                zeus::daemon::ApiGroup::kCpuRead) != config.enabled_groups.end()) {
+    const zeus::CpuDiscovery& cpu_discovery = zeus::get_cpus();
+    if (!cpu_discovery.available) {
+      zeus::log().warn("zeusd: cpu-read enabled but no RAPL CPU is usable: {}",
+                       cpu_discovery.message);
+    }
+    cpus = cpu_discovery.cpus;
+  }
+  if (discovery.gpus.empty())
+    zeus::log().warn("zeusd: no GPU found: {}", discovery.message);
+
+  zeus::daemon::AuthorizeHook authorize;
+  if (!extras.signing_key_path.empty()) {
+    authorize = make_authorize(config, extras.signing_key_path);
+    config.auth_required = true;
+  }
+  std::vector<std::shared_ptr<zeus::Gpu>> gpu_list;
+  for (std::size_t i = 0; i < discovery.gpus.size(); ++i) {
+    gpu_list.push_back(discovery.gpus.shared(static_cast<int>(i)));
+  }
+  zeus::daemon::Daemon daemon(config, discovery.gpus, cpus);
+  daemon.authorize = authorize;
+  zeus::LedgerOptions ledger_options;
+  ledger_options.enabled = !extras.no_restore;
+  ledger_options.gpu_serializer = [&daemon](int gpu, const std::function<void()>& action) {
+    daemon.run_serialized(gpu, action);
+  };
+  zeus::SettingsLedger ledger(gpu_list, ledger_options);
+  if (ledger.enabled()) {
+    attach_ledger(daemon, ledger);
+  }
+  daemon.bind();
+  std::thread waiter([&daemon, signals] {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    zeus::log().info("zeusd: signal {}, stopping", signal);
+    daemon.stop();
+  });
+  daemon.serve();
+  // serve() can return without a signal (listen failure): wake the waiter.
+  if (waiter.joinable()) {
+    pthread_kill(waiter.native_handle(), SIGTERM);
+    waiter.join();
+  }
+  if (ledger.enabled()) {
+    const std::size_t restored = ledger.restore_all();
+    zeus::log().info("zeusd: restored {} changed setting(s) on shutdown", restored);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && std::string(argv[1]) == "token" && std::string(argv[2]) == "issue") {
+    // `zeusd token issue --signing-key-path F --sub NAME --scopes ...`
+    return auth::run_token_issue(argc - 2, argv + 2);
+  }
+  CLI::App app{"zeusd: the Zeus privileged daemon (GPU control and RAPL reads)", "zeusd"};
+  app.set_version_flag("--version", std::string("zeusd ") + ZEUS_VERSION);
+  app.require_subcommand(1);
+
+  zeus::daemon::DaemonConfig config;
+  std::string mode = "uds";
+  std::string socket_path = config.socket_path.string();
+  std::string permissions = "660";
+  std::optional<uid_t> socket_uid;
+  std::optional<gid_t> socket_gid;
+  std::string enable = "gpu-control,gpu-read,cpu-read";
+
+  CLI::App* serve_cmd = app.add_subcommand("serve", "Serve the zeusd HTTP API");
+  serve_cmd->add_option("--mode", mode, "Transport: uds (Unix socket) or tcp")
+      ->check(CLI::IsMember({"uds", "tcp"}))
+      ->capture_default_str();
+  serve_cmd->add_option("--socket-path", socket_path, "Unix socket path")->capture_default_str();
+  serve_cmd
+      ->add_option("--socket-permissions", permissions,
+                   "Octal mode of the socket (the reference's default is 666; ours is 660)")
+      ->capture_default_str();
+  serve_cmd->add_option("--socket-uid", socket_uid, "Owner uid of the socket");
+  serve_cmd->add_option("--socket-gid", socket_gid,
+                        "Group of the socket (members may use the daemon with mode 660)");
+  serve_cmd->add_option("--tcp-bind-address", config.tcp_bind_address, "host:port in tcp mode")
+      ->capture_default_str();
+  serve_cmd
+      ->add_option("--enable", enable,
+                   "Comma-separated API groups: gpu-control, gpu-read, cpu-read")
+      ->capture_default_str();
+  ServeExtras extras;
+  serve_cmd->add_option("--signing-key-path", extras.signing_key_path,
+                        "HS256 key file (mode 600, at least 32 bytes): require JWT bearer tokens "
+                        "(issue them with `zeusd token issue`)");
+  serve_cmd->add_flag("--no-restore", extras.no_restore,
+                      "Keep settings after the client that changed them exits (the reference's "
+                      "behaviour); by default they are restored, and all of them on SIGTERM");
+  serve_cmd->add_flag("--read-only", config.read_only,
+                      "Serve no control route at all (gpu-control is neither served nor "
+                      "advertised)");
+  serve_cmd
+      ->add_option("--gpu-power-poll-hz", config.gpu_power_poll_hz, "GPU power stream poll rate")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  serve_cmd
+      ->add_option("--cpu-power-poll-hz", config.cpu_power_poll_hz,
+                   "CPU power poll rate (and the /cpu/get_power sampling gap)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  if (std::getenv("ZEUS_LOG_LEVEL") == nullptr)
+    zeus::log().set_level(spdlog::level::info);
+  try {
+    config.mode =
+        mode == "tcp" ? zeus::daemon::TransportMode::kTcp : zeus::daemon::TransportMode::kUds;
+    config.socket_path = socket_path;
+    config.socket_permissions = parse_permissions(permissions);
+    config.socket_uid = socket_uid;
+    config.socket_gid = socket_gid;
+    config.enabled_groups = zeus::daemon::parse_api_groups(enable);
+    return serve(config, extras);
+  } catch (const zeus::Error& e) {
+    std::cerr << "zeusd: " << e.what() << "\n";
+    return exit_code_for(e.kind());
+  } catch (const std::exception& e) {
+    std::cerr << "zeusd: " << e.what() << "\n";
+    return kExitError;
+  }
+}

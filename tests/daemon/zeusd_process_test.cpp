@@ -1,0 +1,229 @@
+// The zeusd executable end to end: settings restored when the client process that changed them
+// dies (within a second), everything restored on SIGTERM, and JWT tokens from `zeusd token
+// issue` enforced by `zeusd serve --signing-key-path`.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+fs::path temp_dir() {
+  std::random_device random;
+  const fs::path dir = fs::temp_directory_path() / ("zeusd-e2e-" + std::to_string(random()));
+  fs::create_directories(dir);
+  return dir;
+}
+
+httplib::Client uds_client(const fs::path& socket) {
+  httplib::Client client(socket.string(), 80);
+  client.set_address_family(AF_UNIX);
+  return client;
+}
+
+// A zeusd process on 1 simulated A100 (limits 100-400 W).
+class Zeusd {
+ public:
+  Zeusd(const fs::path& dir, std::vector<std::string> extra = {})
+      : socket_(dir / "zeusd.sock"), log_(dir / "zeusd.log") {
+    pid_ = fork();
+    if (pid_ == 0) {
+      ::setenv("ZEUS_SIMULATED_GPUS", "1:a100", 1);
+      ::setenv("ZEUS_LOG_LEVEL", "info", 1);
+      std::FILE* log = std::freopen(log_.c_str(), "w", stderr);
+      (void)log;
+      std::vector<std::string> args = {ZEUSD_PATH, "serve", "--socket-path", socket_.string()};
+      args.insert(args.end(), extra.begin(), extra.end());
+      std::vector<char*> argv;
+      for (std::string& arg : args) {
+        argv.push_back(arg.data());
+      }
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    for (int i = 0; i < 500; ++i) {
+      auto client = uds_client(socket_);
+      if (auto res = client.Get("/discover"); res && res->status == 200) {
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "zeusd did not start";
+  }
+  ~Zeusd() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  int terminate() {
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return status;
+  }
+  const fs::path& socket() const { return socket_; }
+  std::string log() const {
+    std::ifstream in(log_);
+    return {std::istreambuf_iterator<char>(in), {}};
+  }
+  // The GPU's power limit as the daemon reports it.
+  long long power_limit_mw() const {
+    auto client = uds_client(socket_);
+    auto res = client.Get("/gpu/get_power_limit?gpu_ids=0");
+    if (!res || res->status != 200) {
+      return -1;
+    }
+    return json::parse(res->body)["0"]["power_limit_mw"].get<long long>();
+  }
+
+ private:
+  fs::path socket_;
+  fs::path log_;
+  pid_t pid_ = -1;
+};
+
+// A child process that sets the limit through the daemon, reports, then waits to be killed.
+pid_t child_setting_limit(const fs::path& socket, long long limit_mw) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    auto client = uds_client(socket);
+    auto res =
+        client.Post(("/gpu/set_power_limit?gpu_ids=0&power_limit_mw=" + std::to_string(limit_mw) +
+                     "&block=true")
+                        .c_str());
+    if (!res || res->status != 200) {
+      ::_exit(3);
+    }
+    for (;;) {
+      ::pause();
+    }
+  }
+  return pid;
+}
+
+bool wait_for(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return condition();
+}
+
+TEST(ZeusdEndToEnd, ALimitIsRestoredWithinASecondOfItsOwnerDying) {
+  const fs::path dir = temp_dir();
+  Zeusd zeusd(dir);
+  const long long original = zeusd.power_limit_mw();
+  ASSERT_GT(original, 0);
+  const pid_t child = child_setting_limit(zeusd.socket(), 250000);
+  ASSERT_TRUE(
+      wait_for([&] { return zeusd.power_limit_mw() == 250000; }, std::chrono::milliseconds(3000)));
+  ::kill(child, SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  ::waitpid(child, nullptr, 0);
+  ASSERT_TRUE(
+      wait_for([&] { return zeusd.power_limit_mw() == original; }, std::chrono::milliseconds(1000)))
+      << "still " << zeusd.power_limit_mw();
+  const double restore_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_LT(restore_ms, 1000.0);
+  std::cout << "restored " << restore_ms << " ms after SIGKILL\n";
+  fs::remove_all(dir);
+}
+
+TEST(ZeusdEndToEnd, NoRestoreKeepsTheReferenceBehaviour) {
+  const fs::path dir = temp_dir();
+  Zeusd zeusd(dir, {"--no-restore"});
+  const pid_t child = child_setting_limit(zeusd.socket(), 200000);
+  ASSERT_TRUE(
+      wait_for([&] { return zeusd.power_limit_mw() == 200000; }, std::chrono::milliseconds(3000)));
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(zeusd.power_limit_mw(), 200000);
+  fs::remove_all(dir);
+}
+
+TEST(ZeusdEndToEnd, SigtermRestoresEverything) {
+  const fs::path dir = temp_dir();
+  Zeusd zeusd(dir);
+  const pid_t child = child_setting_limit(zeusd.socket(), 150000);
+  ASSERT_TRUE(
+      wait_for([&] { return zeusd.power_limit_mw() == 150000; }, std::chrono::milliseconds(3000)));
+  // The simulated GPU lives in the daemon's process: what it restored on SIGTERM shows in its
+  // log, which says how many settings it put back.
+  const int status = zeusd.terminate();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_NE(zeusd.log().find("restored 1 changed setting(s) on shutdown"), std::string::npos)
+      << zeusd.log();
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  fs::remove_all(dir);
+}
+
+TEST(ZeusdEndToEnd, TokensFromTokenIssueAreEnforced) {
+  const fs::path dir = temp_dir();
+  const fs::path key = dir / "key";
+  std::ofstream(key) << std::string(48, 'k');
+  ::chmod(key.c_str(), 0600);
+  auto issue = [&](const std::string& scopes) {
+    const std::string command = std::string(ZEUSD_PATH) + " token issue --signing-key-path " +
+                                key.string() + " --sub alice --scopes " + scopes;
+    FILE* pipe = ::popen(command.c_str(), "r");
+    std::string token;
+    char buffer[1024];
+    while (::fgets(buffer, sizeof(buffer), pipe) != nullptr) {
+      token += buffer;
+    }
+    ::pclose(pipe);
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) {
+      token.pop_back();
+    }
+    return token;
+  };
+  const std::string reader = issue("gpu-read");
+  const std::string controller = issue("gpu-read,gpu-control");
+  ASSERT_EQ(std::count(reader.begin(), reader.end(), '.'), 2) << reader;
+
+  Zeusd zeusd(dir, {"--signing-key-path", key.string()});
+  auto client = uds_client(zeusd.socket());
+  auto res = client.Get("/gpu/get_power_limit?gpu_ids=0");
+  EXPECT_EQ(res->status, 401);
+  EXPECT_EQ(res->get_header_value("WWW-Authenticate"), "Bearer realm=\"zeusd\"");
+  client.set_bearer_token_auth(reader);
+  EXPECT_EQ(client.Get("/gpu/get_power_limit?gpu_ids=0")->status, 200);
+  res = client.Post("/gpu/set_power_limit?gpu_ids=0&power_limit_mw=300000&block=true");
+  EXPECT_EQ(res->status, 403);
+  EXPECT_NE(res->body.find("lacks required scope 'gpu-control'"), std::string::npos) << res->body;
+  client.set_bearer_token_auth(controller);
+  EXPECT_EQ(client.Post("/gpu/set_power_limit?gpu_ids=0&power_limit_mw=300000&block=true")->status,
+            200);
+  res = client.Get("/auth/whoami");
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(json::parse(res->body)["sub"], "alice");
+  client.set_bearer_token_auth(controller.substr(0, controller.size() - 2) + "xx");
+  EXPECT_EQ(client.Get("/gpu/get_power_limit?gpu_ids=0")->status, 401);
+  EXPECT_EQ(uds_client(zeusd.socket()).Get("/discover")->status, 200);  // always open
+  fs::remove_all(dir);
+}
+
+}  // namespace
