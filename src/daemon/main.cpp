@@ -1,5 +1,7 @@
 // zeusd: the privileged daemon (`zeusd serve`). Exceptions become exit codes here, and only here.
+#include <grp.h>
 #include <CLI/CLI.hpp>
+
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -159,6 +161,20 @@ void attach_ledger(zeus::daemon::Daemon& daemon, zeus::SettingsLedger& ledger) {
   };
 }
 
+// A gid ("1001") or a group name ("zeusd").
+gid_t parse_group(const std::string& text) {
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
+    return static_cast<gid_t>(std::stoul(text));
+  }
+  const struct group* found = ::getgrnam(text.c_str());
+  if (found == nullptr) {
+    throw zeus::Error(zeus::ErrorKind::kInvalidArgument,
+                      "--socket-gid: no group named '" + text +
+                          "' (create it with `groupadd --system " + text + "`, or give a gid)");
+  }
+  return found->gr_gid;
+}
+
 int serve(zeus::daemon::DaemonConfig config, const ServeExtras& extras) {
   // Block the termination signals in every thread; a waiter thread turns them into stop().
   sigset_t signals;
@@ -247,7 +263,7 @@ int main(int argc, char** argv) {
   std::string socket_path = config.socket_path.string();
   std::string permissions = "660";
   std::optional<uid_t> socket_uid;
-  std::optional<gid_t> socket_gid;
+  std::string socket_gid_text;
   std::string enable = "gpu-control,gpu-read,cpu-read";
 
   CLI::App* serve_cmd = app.add_subcommand("serve", "Serve the zeusd HTTP API");
@@ -260,8 +276,9 @@ int main(int argc, char** argv) {
                    "Octal mode of the socket (the reference's default is 666; ours is 660)")
       ->capture_default_str();
   serve_cmd->add_option("--socket-uid", socket_uid, "Owner uid of the socket");
-  serve_cmd->add_option("--socket-gid", socket_gid,
-                        "Group of the socket (members may use the daemon with mode 660)");
+  serve_cmd->add_option("--socket-gid", socket_gid_text,
+                        "Group of the socket, a gid or a group name (its members may use the "
+                        "daemon with mode 660)");
   serve_cmd->add_option("--tcp-bind-address", config.tcp_bind_address, "host:port in tcp mode")
       ->capture_default_str();
   serve_cmd
@@ -302,7 +319,9 @@ int main(int argc, char** argv) {
     config.socket_path = socket_path;
     config.socket_permissions = parse_permissions(permissions);
     config.socket_uid = socket_uid;
-    config.socket_gid = socket_gid;
+    if (!socket_gid_text.empty()) {
+      config.socket_gid = parse_group(socket_gid_text);
+    }
     config.enabled_groups = zeus::daemon::parse_api_groups(enable);
     return serve(config, extras);
   } catch (const zeus::Error& e) {
