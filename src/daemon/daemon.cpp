@@ -258,18 +258,6 @@ class GpuWorker {
   std::thread thread_;
 };
 
-// Which group a path belongs to; nullopt for the always-present routes.
-std::optional<ApiGroup> group_of(const std::string& path) {
-  if (path.rfind("/gpu/set_", 0) == 0 || path.rfind("/gpu/reset_", 0) == 0) {
-    return ApiGroup::kGpuControl;
-  }
-  if (path.rfind("/gpu/", 0) == 0)
-    return ApiGroup::kGpuRead;
-  if (path.rfind("/cpu/", 0) == 0)
-    return ApiGroup::kCpuRead;
-  return std::nullopt;
-}
-
 std::string join_clocks(const std::vector<std::uint32_t>& clocks) {
   std::vector<std::uint32_t> sorted = clocks;
   std::sort(sorted.begin(), sorted.end());
@@ -291,44 +279,6 @@ struct WriteCommand {
 }  // namespace
 
 // ---- Free functions ----
-
-std::string_view api_group_name(ApiGroup group) {
-  switch (group) {
-    case ApiGroup::kGpuControl:
-      return "gpu-control";
-    case ApiGroup::kGpuRead:
-      return "gpu-read";
-    case ApiGroup::kCpuRead:
-      return "cpu-read";
-  }
-  return "unknown";
-}
-
-std::vector<ApiGroup> parse_api_groups(std::string_view comma_separated) {
-  std::vector<ApiGroup> groups;
-  std::size_t start = 0;
-  while (start <= comma_separated.size()) {
-    const std::size_t comma = comma_separated.find(',', start);
-    const std::string_view item = comma_separated.substr(
-        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    std::optional<ApiGroup> group;
-    for (ApiGroup candidate : {ApiGroup::kGpuControl, ApiGroup::kGpuRead, ApiGroup::kCpuRead}) {
-      if (item == api_group_name(candidate))
-        group = candidate;
-    }
-    if (!group) {
-      throw Error(
-          ErrorKind::kInvalidArgument,
-          fmt::format("unknown API group '{}' (known: gpu-control, gpu-read, cpu-read)", item));
-    }
-    if (std::find(groups.begin(), groups.end(), *group) == groups.end())
-      groups.push_back(*group);
-    if (comma == std::string_view::npos)
-      break;
-    start = comma + 1;
-  }
-  return groups;
-}
 
 void prepare_socket_path(const std::filesystem::path& socket_path) {
   struct stat info {};
@@ -607,7 +557,7 @@ struct Daemon::Impl {
       res.set_content(e.body, e.content_type.c_str());
       return httplib::Server::HandlerResponse::Handled;
     };
-    if (const auto group = group_of(req.path); group && !enabled(*group)) {
+    if (const auto group = required_group(req.path); group && !enabled(*group)) {
       return refuse(json_error(404, fmt::format("API group '{}' is not enabled on this server.",
                                                 api_group_name(*group))));
     }

@@ -67,12 +67,7 @@ std::int64_t now_unix_s() {
 zeus::daemon::AuthorizeHook make_authorize(const zeus::daemon::DaemonConfig& config,
                                            const std::string& signing_key_path) {
   auto auth_config = std::make_shared<auth::AuthConfig>();
-  for (const zeus::daemon::ApiGroup group : config.enabled_groups) {
-    if (const auto parsed =
-            auth::parse_api_group(std::string(zeus::daemon::api_group_name(group)))) {
-      auth_config->enabled_groups.push_back(*parsed);
-    }
-  }
+  auth_config->enabled_groups = config.enabled_groups;
   auth_config->signing_key = auth::load_signing_key(signing_key_path);
   return [auth_config](const std::string& path, const std::string& header) {
     const auth::AuthResult decision = auth::authorize(
@@ -322,7 +317,7 @@ int main(int argc, char** argv) {
     if (!socket_gid_text.empty()) {
       config.socket_gid = parse_group(socket_gid_text);
     }
-    config.enabled_groups = zeus::daemon::parse_api_groups(enable);
+    config.enabled_groups = zeus::daemon::parse_api_group_list(enable);
     return serve(config, extras);
   } catch (const zeus::Error& e) {
     std::cerr << "zeusd: " << e.what() << "\n";

@@ -656,10 +656,10 @@ TEST(ZeusdTest, StartupPrivileges) {
 }
 
 TEST(ZeusdTest, ParseApiGroups) {
-  EXPECT_EQ(parse_api_groups("gpu-read,cpu-read,gpu-read"),
+  EXPECT_EQ(parse_api_group_list("gpu-read,cpu-read,gpu-read"),
             (std::vector<ApiGroup>{ApiGroup::kGpuRead, ApiGroup::kCpuRead}));
-  EXPECT_THROW(parse_api_groups("gpu-read,gpu-write"), Error);
-  EXPECT_THROW(parse_api_groups(""), Error);
+  EXPECT_THROW(parse_api_group_list("gpu-read,gpu-write"), Error);
+  EXPECT_THROW(parse_api_group_list(""), Error);
 }
 
 // Reads SSE events until `count` arrived; returns them parsed.

@@ -10,9 +10,8 @@
 //   (403). authorize() is that decision as a pure function; the HTTP layer only copies its status,
 //   body and headers into the response.
 //
-// Everything here is in zeus::daemon::auth, so that it cannot collide with the daemon's own
-// ApiGroup and AuthResult (zeus/daemon/daemon.hpp); convert between the two ApiGroup enums by
-// name (api_group_name / parse_api_group).
+// Everything here is in zeus::daemon::auth; the daemon (zeus/daemon/daemon.hpp) uses its
+// ApiGroup, and has its own, HTTP-facing AuthResult.
 #pragma once
 
 #include <cstddef>

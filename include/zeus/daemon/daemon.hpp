@@ -18,20 +18,19 @@
 #include <string_view>
 #include <vector>
 
+#include "zeus/daemon/auth.hpp"
 #include "zeus/device/cpu.hpp"
 #include "zeus/device/gpu.hpp"
 #include "zeus/device/gpus.hpp"
 
 namespace zeus::daemon {
 
-// The API groups of the reference, which are also the JWT scopes.
-enum class ApiGroup { kGpuControl, kGpuRead, kCpuRead };
-
-// "gpu-control", "gpu-read", "cpu-read".
-std::string_view api_group_name(ApiGroup group);
-// "gpu-control,gpu-read" -> the groups in that order, duplicates dropped. Throws
-// Error(kInvalidArgument) naming an unknown group and listing the known ones.
-std::vector<ApiGroup> parse_api_groups(std::string_view comma_separated);
+// The API groups of the reference, which are also the JWT scopes (defined with the auth code:
+// names, parsing of --enable lists, and which group a path belongs to).
+using ApiGroup = auth::ApiGroup;
+using auth::api_group_name;
+using auth::parse_api_group_list;
+using auth::required_group;
 
 enum class TransportMode { kUds, kTcp };
 
