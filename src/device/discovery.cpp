@@ -5,6 +5,7 @@
 #include "zeus/device/gpu_provider.hpp"
 #include "zeus/device/simulated_gpu.hpp"
 #include "zeus/device/visible_devices.hpp"
+#include "zeus/device/zeusd_gpu.hpp"
 
 namespace zeus {
 namespace {
@@ -70,10 +71,43 @@ bool try_backend(GpuDiscovery& result, const char* backend, const std::string& l
   return true;
 }
 
+// With ZEUSD_SOCK_PATH / ZEUSD_HOST_PORT set, every GPU becomes a ZeusdGpu: reads stay local,
+// setters go to the daemon, numbered by the physical (vendor) index as zeusd numbers them (AMD:
+// matched by PCI address, as the reference does). The daemon is first contacted when a setter
+// is called, so a daemon without gpu-control (or an unreachable one) fails only the setters.
+void route_setters_to_zeusd(GpuDiscovery& result, const EnvLookup& env) {
+  const std::optional<ZeusdConfig> config = zeusd_config_from_env(env);
+  if (!config || result.gpus.empty()) {
+    return;
+  }
+  auto connection = std::make_shared<ZeusdConnection>(*config);
+  std::vector<std::shared_ptr<Gpu>> wrapped;
+  for (std::size_t i = 0; i < result.gpus.size(); ++i) {
+    const int index = static_cast<int>(i);
+    std::shared_ptr<Gpu> local = result.gpus.shared(index);
+    const bool amd = local->backend() == GpuBackend::kAmdSmi;
+    wrapped.push_back(std::make_shared<ZeusdGpu>(
+        std::move(local), result.gpus.physical_index(index), connection, amd));
+  }
+  result.gpus = Gpus(std::move(wrapped), result.gpus.physical_indices());
+  log().info("GPU settings go through the zeusd daemon at {} (reads stay local)",
+             config->describe());
+}
+
+GpuDiscovery discover_local_gpus(const DiscoveryOptions& options, const EnvLookup& env);
+
 }  // namespace
 
 GpuDiscovery discover_gpus(const DiscoveryOptions& options) {
   const EnvLookup env = options.env ? options.env : process_env();
+  GpuDiscovery result = discover_local_gpus(options, env);
+  route_setters_to_zeusd(result, env);
+  return result;
+}
+
+namespace {
+
+GpuDiscovery discover_local_gpus(const DiscoveryOptions& options, const EnvLookup& env) {
   GpuDiscovery result;
   const std::optional<std::string> cuda_visible = env("CUDA_VISIBLE_DEVICES");
 
@@ -123,6 +157,8 @@ GpuDiscovery discover_gpus(const DiscoveryOptions& options) {
   }
   return result;
 }
+
+}  // namespace
 
 const Gpus& get_gpus() {
   static const GpuDiscovery discovery = [] {

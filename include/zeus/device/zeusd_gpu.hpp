@@ -1,0 +1,131 @@
+// Privileged GPU calls through the zeusd daemon (docs/zeusd.md, "Using zeusd from jobs").
+//
+// When ZEUSD_SOCK_PATH (wins) or ZEUSD_HOST_PORT is set, discovery wraps every local GPU in a
+// ZeusdGpu: reads (energy, power, limits, clocks lists, names) stay on the local vendor library;
+// the setters (power limit, persistence mode, locked clocks) are sent to the daemon as
+// `POST /gpu/set_*?gpu_ids=<daemon index>&...&block=true`, with `Authorization: Bearer
+// $ZEUSD_TOKEN` when a token is set. The daemon's capabilities (GET /discover, and /auth/whoami
+// when it requires auth) are checked on the first setter call: a daemon without `gpu-control`
+// (or a token without that scope) makes only the setters fail, with the reason; reads keep
+// working (the reference instead loses every GPU).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "zeus/common/env.hpp"
+#include "zeus/device/gpu.hpp"
+
+namespace zeus {
+
+// Where the daemon is and how to authenticate.
+struct ZeusdConfig {
+  std::optional<std::string> socket_path;  // Unix socket; wins over host/port
+  std::string host;                        // TCP when socket_path is unset
+  int port = 0;
+  std::optional<std::string> token;  // bearer token (ZEUSD_TOKEN)
+
+  // "unix socket /run/zeusd/zeusd.sock" or "127.0.0.1:4938", for messages.
+  std::string describe() const;
+};
+
+// ZEUSD_SOCK_PATH (wins) or ZEUSD_HOST_PORT ("host:port"), and ZEUSD_TOKEN; empty values count
+// as unset. std::nullopt when neither is set. Throws Error(kInvalidArgument) for a malformed
+// ZEUSD_HOST_PORT.
+std::optional<ZeusdConfig> zeusd_config_from_env(const EnvLookup& env);
+
+// One connection to the daemon (a persistent keep-alive HTTP client guarded by a mutex), shared
+// by the ZeusdGpus of one discovery, with the daemon's capabilities cached after the first
+// successful check.
+class ZeusdConnection {
+ public:
+  explicit ZeusdConnection(ZeusdConfig config);
+  ~ZeusdConnection();
+  ZeusdConnection(const ZeusdConnection&) = delete;
+  ZeusdConnection& operator=(const ZeusdConnection&) = delete;
+
+  const ZeusdConfig& config() const { return config_; }
+
+  // Throws Error(kNoPermission) with the reason when the daemon does not grant gpu-control
+  // (group disabled, no token while auth is required, token refused or lacking the scope), and
+  // Error(kIo) when the daemon cannot be reached. A reachable daemon's answer is cached.
+  void require_gpu_control();
+
+  // The daemon index of the GPU whose PCI bus id is `pci_bus_id` (compared case-insensitively,
+  // domain as a number), from /discover. Throws Error(kNotFound) for zero or several matches.
+  int daemon_index_by_pci(const std::string& pci_bus_id);
+
+  // POST `path_and_query`; throws zeus::Error for anything but HTTP 200 (see zeusd_gpu.cpp).
+  void post(const std::string& operation, const std::string& path_and_query);
+
+ private:
+  struct Impl;
+  ZeusdConfig config_;
+  std::mutex mutex_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A Gpu whose setters go to zeusd; everything else goes to `inner`.
+class ZeusdGpu final : public Gpu {
+ public:
+  // `daemon_index`: the GPU's index as the daemon numbers it (the vendor library's index over
+  // all GPUs, i.e. the physical index). With `match_by_pci` (AMD, as the reference does) the
+  // index is instead looked up in /discover by PCI bus id on first use.
+  ZeusdGpu(std::shared_ptr<Gpu> inner, int daemon_index, std::shared_ptr<ZeusdConnection> daemon,
+           bool match_by_pci = false);
+
+  Gpu& inner() { return *inner_; }
+
+  GpuBackend backend() const override { return inner_->backend(); }
+  std::string name() override { return inner_->name(); }
+  std::string uuid() override { return inner_->uuid(); }
+  std::string pci_bus_id() override { return inner_->pci_bus_id(); }
+  std::string architecture() override { return inner_->architecture(); }
+  PowerLimitConstraints power_limit_constraints_mw() override {
+    return inner_->power_limit_constraints_mw();
+  }
+  std::uint32_t default_power_limit_mw() override { return inner_->default_power_limit_mw(); }
+  std::uint32_t power_limit_mw() override { return inner_->power_limit_mw(); }
+  std::uint32_t enforced_power_limit_mw() override { return inner_->enforced_power_limit_mw(); }
+  bool persistence_mode() override { return inner_->persistence_mode(); }
+  std::vector<std::uint32_t> supported_memory_clocks_mhz() override {
+    return inner_->supported_memory_clocks_mhz();
+  }
+  std::vector<std::uint32_t> supported_graphics_clocks_mhz(
+      std::optional<std::uint32_t> memory_clock_mhz) override {
+    return inner_->supported_graphics_clocks_mhz(memory_clock_mhz);
+  }
+  std::uint32_t instant_power_mw() override { return inner_->instant_power_mw(); }
+  std::uint32_t average_power_mw() override { return inner_->average_power_mw(); }
+  std::uint32_t average_memory_power_mw() override { return inner_->average_memory_power_mw(); }
+  bool supports_energy_counter() override { return inner_->supports_energy_counter(); }
+  std::uint64_t total_energy_mj() override { return inner_->total_energy_mj(); }
+  int temperature_c() override { return inner_->temperature_c(); }
+
+  // Through the daemon. set_power_limit_mw sends nothing when the local reading already equals
+  // the value (as the reference does); reset_power_limit sets the local default limit.
+  void set_power_limit_mw(std::uint32_t power_limit_mw) override;
+  void reset_power_limit() override;
+  void set_persistence_mode(bool enabled) override;
+  void set_gpu_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) override;
+  void reset_gpu_locked_clocks() override;
+  void set_memory_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) override;
+  void reset_memory_locked_clocks() override;
+  // AMD: the daemon's single reset_locked_clocks; otherwise GPU then memory clocks.
+  void reset_locked_clocks() override;
+
+ private:
+  // Checks the capability and sends `route?gpu_ids=<index><extra>&block=true`.
+  void send(const std::string& operation, const std::string& route, const std::string& extra);
+  int daemon_index();
+
+  std::shared_ptr<Gpu> inner_;
+  std::shared_ptr<ZeusdConnection> daemon_;
+  std::mutex index_mutex_;
+  std::optional<int> daemon_index_;
+  bool match_by_pci_;
+};
+
+}  // namespace zeus

@@ -1,0 +1,340 @@
+#include "zeus/device/zeusd_gpu.hpp"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cctype>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "zeus/common/error.hpp"
+
+namespace zeus {
+namespace {
+
+using nlohmann::json;
+
+std::optional<std::string> non_empty(const EnvLookup& env, const std::string& name) {
+  std::optional<std::string> value = env(name);
+  if (value && value->empty()) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+// The text of an error body: {"error": m} -> m; {"errors": {"0": m}} -> "GPU 0: m"; else as is.
+std::string body_text(const std::string& body) {
+  try {
+    const json parsed = json::parse(body);
+    if (parsed.is_object() && parsed.contains("error") && parsed["error"].is_string()) {
+      return parsed["error"].get<std::string>();
+    }
+    if (parsed.is_object() && parsed.contains("errors") && parsed["errors"].is_object()) {
+      std::string text;
+      for (const auto& [id, message] : parsed["errors"].items()) {
+        text += (text.empty() ? "" : "; ") + std::string("GPU ") + id + ": " +
+                (message.is_string() ? message.get<std::string>() : message.dump());
+      }
+      return text;
+    }
+  } catch (const json::exception&) {
+    // Not JSON: the plain-text shape.
+  }
+  return body.empty() ? std::string("(empty body)") : body;
+}
+
+// "00000000:3B:00.0" and "0000:3b:00.0" -> "0:3b:00.0".
+std::string normalize_pci(const std::string& address) {
+  std::string lower = address;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const auto colon = lower.find(':');
+  if (colon == std::string::npos || colon == 0) {
+    return lower;
+  }
+  try {
+    return std::to_string(std::stoull(lower.substr(0, colon), nullptr, 16)) + lower.substr(colon);
+  } catch (const std::exception&) {
+    return lower;
+  }
+}
+
+}  // namespace
+
+std::string ZeusdConfig::describe() const {
+  if (socket_path) {
+    return "unix socket " + *socket_path;
+  }
+  return host + ":" + std::to_string(port);
+}
+
+std::optional<ZeusdConfig> zeusd_config_from_env(const EnvLookup& env) {
+  ZeusdConfig config;
+  config.token = non_empty(env, "ZEUSD_TOKEN");
+  if (auto socket_path = non_empty(env, "ZEUSD_SOCK_PATH")) {
+    config.socket_path = std::move(socket_path);
+    return config;
+  }
+  const std::optional<std::string> host_port = non_empty(env, "ZEUSD_HOST_PORT");
+  if (!host_port) {
+    return std::nullopt;
+  }
+  const auto colon = host_port->rfind(':');
+  const auto malformed = [&] {
+    return Error(ErrorKind::kInvalidArgument,
+                 "ZEUSD_HOST_PORT=\"" + *host_port +
+                     "\" is not host:port (e.g. 127.0.0.1:4938); unset it, or set "
+                     "ZEUSD_SOCK_PATH to the daemon's Unix socket");
+  };
+  if (colon == std::string::npos || colon == 0 || colon + 1 == host_port->size()) {
+    throw malformed();
+  }
+  const std::string port_text = host_port->substr(colon + 1);
+  if (!std::all_of(port_text.begin(), port_text.end(),
+                   [](unsigned char c) { return std::isdigit(c) != 0; }) ||
+      port_text.size() > 5) {
+    throw malformed();
+  }
+  const int port = std::stoi(port_text);
+  if (port < 1 || port > 65535) {
+    throw malformed();
+  }
+  config.host = host_port->substr(0, colon);
+  if (config.host.size() >= 2 && config.host.front() == '[' && config.host.back() == ']') {
+    config.host = config.host.substr(1, config.host.size() - 2);  // [::1]:4938
+  }
+  config.port = port;
+  return config;
+}
+
+struct ZeusdConnection::Impl {
+  std::unique_ptr<httplib::Client> client;
+  std::optional<json> discovered;            // /discover, once it answered
+  std::optional<std::string> control_error;  // why gpu-control is refused
+  bool control_checked = false;
+};
+
+ZeusdConnection::ZeusdConnection(ZeusdConfig config)
+    : config_(std::move(config)), impl_(std::make_unique<Impl>()) {
+  if (config_.socket_path) {
+    impl_->client = std::make_unique<httplib::Client>(*config_.socket_path, 80);
+    impl_->client->set_address_family(AF_UNIX);
+  } else {
+    impl_->client = std::make_unique<httplib::Client>(config_.host, config_.port);
+  }
+  impl_->client->set_keep_alive(true);
+  // The reference client's 5 s timeout; blocking setters finish well within it.
+  impl_->client->set_connection_timeout(5, 0);
+  impl_->client->set_read_timeout(5, 0);
+  impl_->client->set_write_timeout(5, 0);
+  if (config_.token) {
+    impl_->client->set_bearer_token_auth(*config_.token);
+  }
+}
+
+ZeusdConnection::~ZeusdConnection() = default;
+
+namespace {
+
+Error unreachable(const ZeusdConfig& config, const std::string& operation, httplib::Error error) {
+  return Error(ErrorKind::kIo, "cannot " + operation + ": the zeusd daemon at " +
+                                   config.describe() + " is unreachable (" +
+                                   httplib::to_string(error) +
+                                   "); is it running, and may this user open its socket? "
+                                   "(ZEUSD_SOCK_PATH / ZEUSD_HOST_PORT select the daemon)");
+}
+
+// The daemon's refusal as a zeus::Error.
+Error refused(const ZeusdConfig& config, const std::string& operation, int status,
+              const std::string& body) {
+  const std::string text = "zeusd refused to " + operation + " (HTTP " + std::to_string(status) +
+                           "): " + body_text(body);
+  if (status == 401) {
+    return Error(ErrorKind::kNoPermission,
+                 text + (config.token ? "; ZEUSD_TOKEN was rejected: issue a new one with "
+                                        "`zeusd token issue` and the gpu-control scope"
+                                      : "; the daemon requires a token: set ZEUSD_TOKEN"));
+  }
+  if (status == 403) {
+    return Error(ErrorKind::kNoPermission,
+                 text + "; the token in ZEUSD_TOKEN needs the gpu-control scope");
+  }
+  if (status == 404) {
+    return Error(ErrorKind::kNotSupported, text);
+  }
+  if (status == 400) {
+    return Error(ErrorKind::kInvalidArgument, text);
+  }
+  return Error(ErrorKind::kUnknown, text);
+}
+
+}  // namespace
+
+void ZeusdConnection::require_gpu_control() {
+  const std::lock_guard lock(mutex_);
+  if (!impl_->control_checked) {
+    const std::string where = "the zeusd daemon at " + config_.describe();
+    httplib::Result discover = impl_->client->Get("/discover");
+    if (!discover) {
+      throw unreachable(config_, "check the daemon's capabilities", discover.error());
+    }
+    if (discover->status != 200) {
+      throw Error(ErrorKind::kIo, where + " answered GET /discover with HTTP " +
+                                      std::to_string(discover->status) + ": " +
+                                      body_text(discover->body));
+    }
+    json parsed;
+    try {
+      parsed = json::parse(discover->body);
+      (void)parsed.at("enabled_api_groups").get<std::vector<std::string>>();
+      (void)parsed.at("auth_required").get<bool>();
+      (void)parsed.at("gpus").get<std::vector<json>>();
+    } catch (const json::exception& error) {
+      throw Error(ErrorKind::kIo, where + " sent a /discover reply this client cannot read (" +
+                                      std::string(error.what()) + ")");
+    }
+    impl_->discovered = parsed;
+    const auto groups = parsed["enabled_api_groups"].get<std::vector<std::string>>();
+    if (std::find(groups.begin(), groups.end(), "gpu-control") == groups.end()) {
+      impl_->control_error =
+          where +
+          " does not enable the gpu-control API group (it is read-only or started with "
+          "--enable without gpu-control), so GPU settings cannot be changed through it; "
+          "reading the GPUs still works";
+    } else if (parsed["auth_required"].get<bool>()) {
+      if (!config_.token) {
+        impl_->control_error =
+            where +
+            " requires a token: set ZEUSD_TOKEN to one issued with `zeusd token issue` "
+            "carrying the gpu-control scope";
+      } else {
+        httplib::Result whoami = impl_->client->Get("/auth/whoami");
+        if (!whoami) {
+          throw unreachable(config_, "check the token", whoami.error());
+        }
+        if (whoami->status != 200) {
+          impl_->control_error = where + " rejected ZEUSD_TOKEN (HTTP " +
+                                 std::to_string(whoami->status) + ": " + body_text(whoami->body) +
+                                 "); issue a new one with `zeusd token issue`";
+        } else {
+          std::vector<std::string> scopes;
+          try {
+            scopes = json::parse(whoami->body).at("scopes").get<std::vector<std::string>>();
+          } catch (const json::exception&) {
+            // No readable scopes: treated as none.
+          }
+          if (std::find(scopes.begin(), scopes.end(), "gpu-control") == scopes.end()) {
+            impl_->control_error =
+                "the token in ZEUSD_TOKEN lacks the gpu-control scope required by " + where;
+          }
+        }
+      }
+    }
+    impl_->control_checked = true;
+  }
+  if (impl_->control_error) {
+    throw Error(ErrorKind::kNoPermission, *impl_->control_error);
+  }
+}
+
+int ZeusdConnection::daemon_index_by_pci(const std::string& pci_bus_id) {
+  require_gpu_control();
+  const std::lock_guard lock(mutex_);
+  const std::string wanted = normalize_pci(pci_bus_id);
+  std::vector<int> matches;
+  for (const json& gpu : (*impl_->discovered)["gpus"]) {
+    if (gpu.contains("pci_address") && gpu["pci_address"].is_string() && gpu.contains("id") &&
+        normalize_pci(gpu["pci_address"].get<std::string>()) == wanted) {
+      matches.push_back(gpu["id"].get<int>());
+    }
+  }
+  if (matches.size() != 1) {
+    throw Error(ErrorKind::kNotFound, "the zeusd daemon at " + config_.describe() + " lists " +
+                                          std::to_string(matches.size()) +
+                                          " GPU(s) with PCI address " + pci_bus_id +
+                                          " (exactly one expected)");
+  }
+  return matches.front();
+}
+
+void ZeusdConnection::post(const std::string& operation, const std::string& path_and_query) {
+  const std::lock_guard lock(mutex_);
+  httplib::Result result = impl_->client->Post(path_and_query);
+  if (!result) {
+    throw unreachable(config_, operation, result.error());
+  }
+  if (result->status != 200) {
+    throw refused(config_, operation, result->status, result->body);
+  }
+}
+
+ZeusdGpu::ZeusdGpu(std::shared_ptr<Gpu> inner, int daemon_index,
+                   std::shared_ptr<ZeusdConnection> daemon, bool match_by_pci)
+    : inner_(std::move(inner)), daemon_(std::move(daemon)), match_by_pci_(match_by_pci) {
+  if (!match_by_pci_) {
+    daemon_index_ = daemon_index;
+  }
+}
+
+int ZeusdGpu::daemon_index() {
+  const std::lock_guard lock(index_mutex_);
+  if (!daemon_index_) {
+    daemon_index_ = daemon_->daemon_index_by_pci(inner_->pci_bus_id());
+  }
+  return *daemon_index_;
+}
+
+void ZeusdGpu::send(const std::string& operation, const std::string& route,
+                    const std::string& extra) {
+  daemon_->require_gpu_control();
+  const int index = daemon_index();
+  daemon_->post(operation + " of GPU " + std::to_string(index),
+                route + "?gpu_ids=" + std::to_string(index) + extra + "&block=true");
+}
+
+void ZeusdGpu::set_power_limit_mw(std::uint32_t power_limit_mw) {
+  if (inner_->power_limit_mw() == power_limit_mw) {
+    return;
+  }
+  send("set the power limit", "/gpu/set_power_limit",
+       "&power_limit_mw=" + std::to_string(power_limit_mw));
+}
+
+void ZeusdGpu::reset_power_limit() {
+  set_power_limit_mw(inner_->default_power_limit_mw());
+}
+
+void ZeusdGpu::set_persistence_mode(bool enabled) {
+  send("set persistence mode", "/gpu/set_persistence_mode",
+       std::string("&enabled=") + (enabled ? "true" : "false"));
+}
+
+void ZeusdGpu::set_gpu_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) {
+  send("lock the GPU clocks", "/gpu/set_gpu_locked_clocks",
+       "&min_clock_mhz=" + std::to_string(min_mhz) + "&max_clock_mhz=" + std::to_string(max_mhz));
+}
+
+void ZeusdGpu::reset_gpu_locked_clocks() {
+  send("reset the GPU locked clocks", "/gpu/reset_gpu_locked_clocks", "");
+}
+
+void ZeusdGpu::set_memory_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) {
+  send("lock the memory clocks", "/gpu/set_mem_locked_clocks",
+       "&min_clock_mhz=" + std::to_string(min_mhz) + "&max_clock_mhz=" + std::to_string(max_mhz));
+}
+
+void ZeusdGpu::reset_memory_locked_clocks() {
+  send("reset the memory locked clocks", "/gpu/reset_mem_locked_clocks", "");
+}
+
+void ZeusdGpu::reset_locked_clocks() {
+  if (inner_->backend() == GpuBackend::kAmdSmi) {
+    send("reset the locked clocks", "/gpu/reset_locked_clocks", "");
+    return;
+  }
+  reset_gpu_locked_clocks();
+  reset_memory_locked_clocks();
+}
+
+}  // namespace zeus
