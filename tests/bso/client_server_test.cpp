@@ -28,16 +28,7 @@ using zeus::bso::TrainFailedError;
 using zeus::test::ServerHarness;
 using zeus::testing::expect_error;
 
-// Seconds per epoch, watts, epochs to reach 0.9 (0 = never).
-struct Workload {
-  double epoch_s;
-  double power_w;
-  int epochs_to_target;
-};
-const std::map<int, Workload> kWorkload = {
-    {16, {40, 200, 50}}, {32, {24, 250, 30}},  {64, {14, 300, 8}},    {128, {8, 400, 10}},
-    {256, {5, 550, 16}}, {512, {3.5, 650, 0}}, {1024, {2.5, 690, 0}},
-};
+using Workload = zeus::test::PeerWorkload;
 
 struct Rig {
   std::shared_ptr<zeus::ManualClock> clock = std::make_shared<zeus::ManualClock>();
@@ -92,7 +83,7 @@ ClientOptions quick() {
 std::string run_once(const ServerHarness& server, Rig& rig, int abort_after) {
   BatchSizeOptimizer bso(rig.monitor, rig.gpus, server.base_url(), peer_job(), quick());
   const int batch_size = bso.get_batch_size();
-  const Workload& w = kWorkload.at(batch_size);
+  const Workload& w = zeus::test::peer_workload().at(batch_size);
   rig.draw(w.power_w);
   bso.on_train_begin();
   for (int epoch = 1;; ++epoch) {

@@ -1,6 +1,7 @@
 // zeusd over a real Unix socket on simulated GPUs: every route, the three error shapes, the
 // socket rules (stale, live, non-socket, mode 0660), peer credentials and the hooks.
 #include "zeus/daemon/daemon.hpp"
+#include "support/temp_dir.hpp"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -30,23 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "zeusd-test-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr)
-      throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using TempDir = zeus::testing::TempDir;
 
 Gpus simulated_gpus(int count) {
   std::vector<std::shared_ptr<Gpu>> gpus;

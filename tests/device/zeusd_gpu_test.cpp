@@ -2,6 +2,7 @@
 // temporary directory, on its own simulated GPUs (distinct objects from the client's local
 // simulated GPUs, so assertions on what the daemon did look at the daemon's GPUs).
 #include "zeus/device/zeusd_gpu.hpp"
+#include "support/temp_dir.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -28,23 +29,7 @@ using daemon::AuthResult;
 using daemon::Daemon;
 using daemon::DaemonConfig;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "zeusd-gpu-test-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr)
-      throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using TempDir = zeus::testing::TempDir;
 
 // A daemon on <tmp>/zeusd.sock over two simulated H200s, served from a background thread.
 class Running {

@@ -14,16 +14,7 @@ using zeus::test::peer_job_spec;
 using zeus::test::ServerHarness;
 
 // The peer scenario's synthetic workload: seconds per epoch, watts, epochs to reach 0.9
-// (0 = never).
-struct Workload {
-  double epoch_s;
-  double power_w;
-  int epochs_to_target;
-};
-const std::map<int, Workload> kWorkload = {
-    {16, {40, 200, 50}}, {32, {24, 250, 30}},  {64, {14, 300, 8}},    {128, {8, 400, 10}},
-    {256, {5, 550, 16}}, {512, {3.5, 650, 0}}, {1024, {2.5, 690, 0}},
-};
+using Workload = zeus::test::PeerWorkload;
 
 // One training run as the reference client drives it; returns "<bs>:<c|t|a><epochs>".
 std::string run_once(const ServerHarness& server, const std::string& job_id, int abort_after,
@@ -36,7 +27,7 @@ std::string run_once(const ServerHarness& server, const std::string& job_id, int
   EXPECT_EQ(got->status, 200) << got->body;
   const json trial = json::parse(got->body);
   const int batch_size = trial.at("batch_size").get<int>();
-  const Workload& w = kWorkload.at(batch_size);
+  const Workload& w = zeus::test::peer_workload().at(batch_size);
   std::string outcome;
   for (int epoch = 1;; ++epoch) {
     if (abort_after != 0 && epoch > abort_after) {

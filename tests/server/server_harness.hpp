@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -98,6 +99,21 @@ class ServerHarness {
   std::thread thread_;
   int port_ = 0;
 };
+
+// The peer scenario's synthetic workload (wire-protocol doc §5): seconds per epoch, watts per
+// GPU, and the epoch at which the metric reaches the target 0.9 (0 = never).
+struct PeerWorkload {
+  double epoch_s;
+  double power_w;
+  int epochs_to_target;
+};
+inline const std::map<int, PeerWorkload>& peer_workload() {
+  static const std::map<int, PeerWorkload> table = {
+      {16, {40, 200, 50}}, {32, {24, 250, 30}},  {64, {14, 300, 8}},    {128, {8, 400, 10}},
+      {256, {5, 550, 16}}, {512, {3.5, 650, 0}}, {1024, {2.5, 690, 0}},
+  };
+  return table;
+}
 
 // The reference client's registration body for the wire-protocol doc's peer scenario.
 inline nlohmann::ordered_json peer_job_spec(const std::string& job_id = "peer-scenario") {
