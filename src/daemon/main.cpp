@@ -5,6 +5,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -192,7 +193,11 @@ int serve(zeus::daemon::DaemonConfig config, const ServeExtras& extras) {
   std::vector<std::shared_ptr<zeus::Cpu>> cpus;
   if (std::find(config.enabled_groups.begin(), config.enabled_groups.end(),
                 zeus::daemon::ApiGroup::kCpuRead) != config.enabled_groups.end()) {
-    const zeus::CpuDiscovery& cpu_discovery = zeus::get_cpus();
+    // Never through another daemon: only this machine's RAPL (ZEUS_POWERCAP_ROOT for tests).
+    const char* root = std::getenv("ZEUS_POWERCAP_ROOT");
+    const zeus::CpuDiscovery cpu_discovery =
+        zeus::discover_rapl_cpus(root != nullptr && *root != '\0' ? std::filesystem::path(root)
+                                                                  : zeus::default_powercap_root());
     if (!cpu_discovery.available) {
       zeus::log().warn("zeusd: cpu-read enabled but no RAPL CPU is usable: {}",
                        cpu_discovery.message);

@@ -1,5 +1,7 @@
 #include "zeus/device/discovery.hpp"
 
+#include <filesystem>
+
 #include "zeus/common/error.hpp"
 #include "zeus/common/log.hpp"
 #include "zeus/device/gpu_provider.hpp"
@@ -8,6 +10,8 @@
 #include "zeus/device/zeusd_gpu.hpp"
 
 namespace zeus {
+
+namespace fs = std::filesystem;
 namespace {
 
 // Opens the visible GPUs of `provider`, masking with `variable` as CUDA/HIP would.
@@ -171,8 +175,47 @@ const Gpus& get_gpus() {
   return discovery.gpus;
 }
 
+CpuDiscovery discover_cpus(const EnvLookup& env) {
+  const std::optional<std::string> root = env("ZEUS_POWERCAP_ROOT");
+  CpuDiscovery local =
+      discover_rapl_cpus(root && !root->empty() ? fs::path(*root) : default_powercap_root());
+  if (local.available) {
+    return local;
+  }
+  std::optional<ZeusdConfig> config;
+  try {
+    config = zeusd_config_from_env(env);
+  } catch (const Error& error) {
+    local.message += "; " + std::string(error.what());
+    return local;
+  }
+  if (!config) {
+    return local;
+  }
+  try {
+    auto connection = std::make_shared<ZeusdConnection>(*config);
+    CpuDiscovery through_daemon;
+    through_daemon.root = local.root;
+    for (const ZeusdCpuInfo& info : connection->readable_cpus()) {
+      through_daemon.cpus.push_back(std::make_shared<ZeusdCpu>(info, connection));
+    }
+    if (through_daemon.cpus.empty()) {
+      local.message += "; the zeusd daemon at " + config->describe() + " has no RAPL CPU either";
+      return local;
+    }
+    through_daemon.available = true;
+    through_daemon.message = std::to_string(through_daemon.cpus.size()) +
+                             " CPU package(s) read through the zeusd daemon at " +
+                             config->describe() + " (locally: " + local.message + ")";
+    return through_daemon;
+  } catch (const Error& error) {
+    local.message += "; reading through zeusd failed: " + std::string(error.what());
+    return local;
+  }
+}
+
 const CpuDiscovery& get_cpus() {
-  static const CpuDiscovery discovery = discover_rapl_cpus(default_powercap_root());
+  static const CpuDiscovery discovery = discover_cpus();
   return discovery;
 }
 

@@ -110,8 +110,10 @@ std::optional<ZeusdConfig> zeusd_config_from_env(const EnvLookup& env) {
 
 struct ZeusdConnection::Impl {
   std::unique_ptr<httplib::Client> client;
-  std::optional<json> discovered;            // /discover, once it answered
-  std::optional<std::string> control_error;  // why gpu-control is refused
+  std::optional<json> discovered;                  // /discover, once it answered
+  std::optional<std::vector<std::string>> scopes;  // /auth/whoami, once it answered 200
+  std::optional<std::string> token_error;          // why the token was refused
+  std::optional<std::string> control_error;        // why gpu-control is refused
   bool control_checked = false;
 };
 
@@ -158,7 +160,7 @@ Error refused(const ZeusdConfig& config, const std::string& operation, int statu
   }
   if (status == 403) {
     return Error(ErrorKind::kNoPermission,
-                 text + "; the token in ZEUSD_TOKEN needs the gpu-control scope");
+                 text + "; the token in ZEUSD_TOKEN lacks the scope this call needs");
   }
   if (status == 404) {
     return Error(ErrorKind::kNotSupported, text);
@@ -171,71 +173,119 @@ Error refused(const ZeusdConfig& config, const std::string& operation, int statu
 
 }  // namespace
 
+void ZeusdConnection::fetch_discover_locked() {
+  if (impl_->discovered) {
+    return;
+  }
+  const std::string where = "the zeusd daemon at " + config_.describe();
+  httplib::Result discover = impl_->client->Get("/discover");
+  if (!discover) {
+    throw unreachable(config_, "check the daemon's capabilities", discover.error());
+  }
+  if (discover->status != 200) {
+    throw Error(ErrorKind::kIo, where + " answered GET /discover with HTTP " +
+                                    std::to_string(discover->status) + ": " +
+                                    body_text(discover->body));
+  }
+  json parsed;
+  try {
+    parsed = json::parse(discover->body);
+    (void)parsed.at("enabled_api_groups").get<std::vector<std::string>>();
+    (void)parsed.at("auth_required").get<bool>();
+    (void)parsed.at("gpus").get<std::vector<json>>();
+    for (const json& cpu : parsed.at("cpus").get<std::vector<json>>()) {
+      (void)cpu.at("id").get<int>();
+      (void)cpu.at("dram_available").get<bool>();
+    }
+  } catch (const json::exception& error) {
+    throw Error(ErrorKind::kIo, where + " sent a /discover reply this client cannot read (" +
+                                    std::string(error.what()) + ")");
+  }
+  impl_->discovered = std::move(parsed);
+}
+
+std::optional<std::string> ZeusdConnection::group_error_locked(const std::string& group) {
+  fetch_discover_locked();
+  const std::string where = "the zeusd daemon at " + config_.describe();
+  const json& discovered = *impl_->discovered;
+  const auto groups = discovered["enabled_api_groups"].get<std::vector<std::string>>();
+  if (std::find(groups.begin(), groups.end(), group) == groups.end()) {
+    return where + " does not enable the " + group +
+           " API group (it is read-only or was started with --enable without " + group + ")";
+  }
+  if (!discovered["auth_required"].get<bool>()) {
+    return std::nullopt;
+  }
+  if (!config_.token) {
+    return where +
+           " requires a token: set ZEUSD_TOKEN to one issued with `zeusd token issue` "
+           "carrying the " +
+           group + " scope";
+  }
+  if (!impl_->scopes && !impl_->token_error) {
+    httplib::Result whoami = impl_->client->Get("/auth/whoami");
+    if (!whoami) {
+      throw unreachable(config_, "check the token", whoami.error());
+    }
+    if (whoami->status != 200) {
+      impl_->token_error = where + " rejected ZEUSD_TOKEN (HTTP " + std::to_string(whoami->status) +
+                           ": " + body_text(whoami->body) +
+                           "); issue a new one with `zeusd token issue`";
+    } else {
+      std::vector<std::string> scopes;
+      try {
+        scopes = json::parse(whoami->body).at("scopes").get<std::vector<std::string>>();
+      } catch (const json::exception&) {
+        // No readable scopes: treated as none.
+      }
+      impl_->scopes = std::move(scopes);
+    }
+  }
+  if (impl_->token_error) {
+    return impl_->token_error;
+  }
+  if (std::find(impl_->scopes->begin(), impl_->scopes->end(), group) == impl_->scopes->end()) {
+    return "the token in ZEUSD_TOKEN lacks the " + group + " scope required by " + where;
+  }
+  return std::nullopt;
+}
+
 void ZeusdConnection::require_gpu_control() {
   const std::lock_guard lock(mutex_);
   if (!impl_->control_checked) {
-    const std::string where = "the zeusd daemon at " + config_.describe();
-    httplib::Result discover = impl_->client->Get("/discover");
-    if (!discover) {
-      throw unreachable(config_, "check the daemon's capabilities", discover.error());
-    }
-    if (discover->status != 200) {
-      throw Error(ErrorKind::kIo, where + " answered GET /discover with HTTP " +
-                                      std::to_string(discover->status) + ": " +
-                                      body_text(discover->body));
-    }
-    json parsed;
-    try {
-      parsed = json::parse(discover->body);
-      (void)parsed.at("enabled_api_groups").get<std::vector<std::string>>();
-      (void)parsed.at("auth_required").get<bool>();
-      (void)parsed.at("gpus").get<std::vector<json>>();
-    } catch (const json::exception& error) {
-      throw Error(ErrorKind::kIo, where + " sent a /discover reply this client cannot read (" +
-                                      std::string(error.what()) + ")");
-    }
-    impl_->discovered = parsed;
-    const auto groups = parsed["enabled_api_groups"].get<std::vector<std::string>>();
-    if (std::find(groups.begin(), groups.end(), "gpu-control") == groups.end()) {
-      impl_->control_error =
-          where +
-          " does not enable the gpu-control API group (it is read-only or started with "
-          "--enable without gpu-control), so GPU settings cannot be changed through it; "
-          "reading the GPUs still works";
-    } else if (parsed["auth_required"].get<bool>()) {
-      if (!config_.token) {
-        impl_->control_error =
-            where +
-            " requires a token: set ZEUSD_TOKEN to one issued with `zeusd token issue` "
-            "carrying the gpu-control scope";
-      } else {
-        httplib::Result whoami = impl_->client->Get("/auth/whoami");
-        if (!whoami) {
-          throw unreachable(config_, "check the token", whoami.error());
-        }
-        if (whoami->status != 200) {
-          impl_->control_error = where + " rejected ZEUSD_TOKEN (HTTP " +
-                                 std::to_string(whoami->status) + ": " + body_text(whoami->body) +
-                                 "); issue a new one with `zeusd token issue`";
-        } else {
-          std::vector<std::string> scopes;
-          try {
-            scopes = json::parse(whoami->body).at("scopes").get<std::vector<std::string>>();
-          } catch (const json::exception&) {
-            // No readable scopes: treated as none.
-          }
-          if (std::find(scopes.begin(), scopes.end(), "gpu-control") == scopes.end()) {
-            impl_->control_error =
-                "the token in ZEUSD_TOKEN lacks the gpu-control scope required by " + where;
-          }
-        }
-      }
+    impl_->control_error = group_error_locked("gpu-control");
+    if (impl_->control_error) {
+      *impl_->control_error += "; GPU settings cannot be changed through it (reading works)";
     }
     impl_->control_checked = true;
   }
   if (impl_->control_error) {
     throw Error(ErrorKind::kNoPermission, *impl_->control_error);
   }
+}
+
+std::vector<ZeusdCpuInfo> ZeusdConnection::readable_cpus() {
+  const std::lock_guard lock(mutex_);
+  if (std::optional<std::string> error = group_error_locked("cpu-read")) {
+    throw Error(ErrorKind::kNoPermission, *error + "; CPU energy cannot be read through it");
+  }
+  std::vector<ZeusdCpuInfo> cpus;
+  for (const json& cpu : (*impl_->discovered)["cpus"]) {
+    cpus.push_back({cpu["id"].get<int>(), cpu["dram_available"].get<bool>()});
+  }
+  return cpus;
+}
+
+std::string ZeusdConnection::get(const std::string& operation, const std::string& path_and_query) {
+  const std::lock_guard lock(mutex_);
+  httplib::Result result = impl_->client->Get(path_and_query);
+  if (!result) {
+    throw unreachable(config_, operation, result.error());
+  }
+  if (result->status != 200) {
+    throw refused(config_, operation, result->status, result->body);
+  }
+  return result->body;
 }
 
 int ZeusdConnection::daemon_index_by_pci(const std::string& pci_bus_id) {
@@ -267,6 +317,39 @@ void ZeusdConnection::post(const std::string& operation, const std::string& path
   if (result->status != 200) {
     throw refused(config_, operation, result->status, result->body);
   }
+}
+
+ZeusdCpu::ZeusdCpu(ZeusdCpuInfo info, std::shared_ptr<ZeusdConnection> daemon)
+    : info_(info), daemon_(std::move(daemon)) {}
+
+std::uint64_t ZeusdCpu::read(bool dram) {
+  const std::string id = std::to_string(info_.id);
+  const std::string what = dram ? "read the DRAM energy of CPU " : "read the energy of CPU ";
+  const std::string body =
+      daemon_->get(what + id, "/cpu/get_cumulative_energy?cpu_ids=" + id +
+                                  (dram ? "&cpu=false&dram=true" : "&cpu=true&dram=false"));
+  const char* field = dram ? "dram_energy_uj" : "cpu_energy_uj";
+  try {
+    const json reply = json::parse(body);
+    return reply.at(id).at(field).get<std::uint64_t>();
+  } catch (const json::exception& error) {
+    throw Error(ErrorKind::kIo, "the zeusd daemon at " + daemon_->config().describe() +
+                                    " sent a reply without " + field + " for CPU " + id + " (" +
+                                    error.what() + "): " + body_text(body));
+  }
+}
+
+std::uint64_t ZeusdCpu::package_energy_uj() {
+  return read(false);
+}
+
+std::uint64_t ZeusdCpu::dram_energy_uj() {
+  if (!info_.dram_available) {
+    throw Error(ErrorKind::kNotSupported, "CPU package " + std::to_string(info_.id) +
+                                              " has no DRAM zone on the zeusd daemon at " +
+                                              daemon_->config().describe());
+  }
+  return read(true);
 }
 
 ZeusdGpu::ZeusdGpu(std::shared_ptr<Gpu> inner, int daemon_index,

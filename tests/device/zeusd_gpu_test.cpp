@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/daemon/daemon.hpp"
 #include "zeus/device/discovery.hpp"
+#include "zeus/device/rapl.hpp"
 #include "zeus/device/simulated_gpu.hpp"
 
 namespace zeus {
@@ -34,14 +36,15 @@ using TempDir = zeus::testing::TempDir;
 // A daemon on <tmp>/zeusd.sock over two simulated H200s, served from a background thread.
 class Running {
  public:
-  explicit Running(DaemonConfig config, std::function<void(Daemon&)> setup = nullptr) {
+  explicit Running(DaemonConfig config, std::function<void(Daemon&)> setup = nullptr,
+                   std::vector<std::shared_ptr<Cpu>> cpus = {}) {
     std::vector<std::shared_ptr<Gpu>> gpus;
     for (int i = 0; i < 2; ++i)
       gpus.push_back(
           std::make_shared<SimulatedGpu>(simulated_gpu_model("h200"), i, steady_clock()));
     gpus_ = Gpus(gpus, {0, 1});
     config.socket_path = dir_.path() / "zeusd.sock";
-    daemon_ = std::make_unique<Daemon>(config, gpus_, std::vector<std::shared_ptr<Cpu>>{});
+    daemon_ = std::make_unique<Daemon>(config, gpus_, std::move(cpus));
     if (setup)
       setup(*daemon_);
     daemon_->bind();
@@ -286,6 +289,97 @@ TEST(ZeusdGpu, TokenIsSentAndItsScopeDecides) {
   }
   EXPECT_FALSE(daemon_run.gpu(1).persistence_mode());
   EXPECT_EQ(daemon_run.gpu(1).power_limit_mw(), after);
+}
+
+// -- RAPL through the daemon ------------------------------------------------------------------
+
+void write_text(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  const fs::path temporary = path.string() + ".new";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << text << '\n';
+  }
+  fs::rename(temporary, path);
+}
+
+// A powercap tree: package 0 with a DRAM sub-zone, package 1 without.
+fs::path make_powercap_tree(const fs::path& root) {
+  const auto zone = [](const fs::path& dir, const std::string& name, std::uint64_t energy) {
+    write_text(dir / "name", name);
+    write_text(dir / "energy_uj", std::to_string(energy));
+    write_text(dir / "max_energy_range_uj", "262143328850");
+  };
+  zone(root / "intel-rapl:0", "package-0", 1'000'000);
+  zone(root / "intel-rapl:0" / "intel-rapl:0:0", "dram", 20'000);
+  zone(root / "intel-rapl:1", "package-1", 3'000'000);
+  return root;
+}
+
+EnvLookup cpu_env(std::map<std::string, std::string> vars, const fs::path& local_root) {
+  vars.emplace("ZEUS_POWERCAP_ROOT", local_root.string());
+  return env_of(std::move(vars));
+}
+
+TEST(ZeusdCpu, UnreadableLocalRaplIsReadThroughTheDaemon) {
+  TempDir trees;
+  const fs::path daemon_root = make_powercap_tree(trees.path() / "daemon");
+  const CpuDiscovery daemon_cpus = discover_rapl_cpus(daemon_root);
+  ASSERT_TRUE(daemon_cpus.available) << daemon_cpus.message;
+  Running daemon_run(DaemonConfig{}, nullptr, daemon_cpus.cpus);
+
+  const CpuDiscovery found =
+      discover_cpus(cpu_env({{"ZEUSD_SOCK_PATH", daemon_run.socket()}}, trees.path() / "none"));
+  ASSERT_TRUE(found.available) << found.message;
+  ASSERT_EQ(found.cpus.size(), 2u);
+  EXPECT_NE(found.message.find("through the zeusd daemon"), std::string::npos) << found.message;
+  ASSERT_NE(dynamic_cast<ZeusdCpu*>(found.cpus[0].get()), nullptr);
+  EXPECT_EQ(found.cpus[0]->index(), 0);
+  EXPECT_EQ(found.cpus[0]->name(), "package-0");
+  EXPECT_EQ(found.cpus[0]->package_energy_uj(), 1'000'000u);
+  EXPECT_TRUE(found.cpus[0]->has_dram());
+  EXPECT_EQ(found.cpus[0]->dram_energy_uj(), 20'000u);
+  EXPECT_EQ(found.cpus[1]->package_energy_uj(), 3'000'000u);
+  EXPECT_FALSE(found.cpus[1]->has_dram());
+  EXPECT_EQ(error_of([&] { found.cpus[1]->dram_energy_uj(); }).kind(), ErrorKind::kNotSupported);
+
+  // Every reading is a fresh request: the counter moves, the reading follows.
+  write_text(daemon_root / "intel-rapl:0" / "energy_uj", "1500000");
+  EXPECT_EQ(found.cpus[0]->package_energy_uj(), 1'500'000u);
+}
+
+TEST(ZeusdCpu, ReadableLocalRaplStaysLocal) {
+  TempDir trees;
+  const fs::path local_root = make_powercap_tree(trees.path() / "local");
+  Running daemon_run(DaemonConfig{});
+  const CpuDiscovery found =
+      discover_cpus(cpu_env({{"ZEUSD_SOCK_PATH", daemon_run.socket()}}, local_root));
+  ASSERT_TRUE(found.available) << found.message;
+  ASSERT_EQ(found.cpus.size(), 2u);
+  EXPECT_EQ(dynamic_cast<ZeusdCpu*>(found.cpus[0].get()), nullptr);
+}
+
+TEST(ZeusdCpu, DaemonWithoutCpuReadOrUnreachableSaysWhy) {
+  TempDir trees;
+  const CpuDiscovery daemon_cpus = discover_rapl_cpus(make_powercap_tree(trees.path() / "d"));
+  DaemonConfig config;
+  config.enabled_groups = {ApiGroup::kGpuRead, ApiGroup::kGpuControl};
+  Running daemon_run(config, nullptr, daemon_cpus.cpus);
+  const CpuDiscovery refused =
+      discover_cpus(cpu_env({{"ZEUSD_SOCK_PATH", daemon_run.socket()}}, trees.path() / "none"));
+  EXPECT_FALSE(refused.available);
+  EXPECT_TRUE(refused.cpus.empty());
+  EXPECT_NE(refused.message.find("cpu-read"), std::string::npos) << refused.message;
+
+  const std::string missing = (trees.path() / "no.sock").string();
+  const CpuDiscovery unreachable =
+      discover_cpus(cpu_env({{"ZEUSD_SOCK_PATH", missing}}, trees.path() / "none"));
+  EXPECT_FALSE(unreachable.available);
+  EXPECT_NE(unreachable.message.find("unreachable"), std::string::npos) << unreachable.message;
+
+  const CpuDiscovery no_daemon = discover_cpus(cpu_env({}, trees.path() / "none"));
+  EXPECT_FALSE(no_daemon.available);
+  EXPECT_EQ(no_daemon.message.find("zeusd"), std::string::npos) << no_daemon.message;
 }
 
 }  // namespace

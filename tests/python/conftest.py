@@ -128,3 +128,113 @@ def bso_server(bso_servers: BsoServers) -> BsoServer:
     # The server answers once the port file exists; make sure before the test talks to it.
     assert httpx.get(server.url + "/healthz").status_code == 200, server.log()
     return server
+
+
+def _find_zeusd() -> Path | None:
+    configured = os.environ.get("ZEUSD_BIN")
+    if configured:
+        return Path(configured)
+    cli = _find_zeus_cli()
+    if cli is not None:
+        # The daemon is built next to the CLI: <build>/src/cli/zeus -> <build>/src/daemon/zeusd.
+        candidate = cli.parent.parent / "daemon" / "zeusd"
+        if candidate.is_file():
+            return candidate
+    for preset in DEFAULT_BUILDS:
+        candidate = REPO_ROOT / "build" / preset / "src" / "daemon" / "zeusd"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="session")
+def zeusd_bin() -> Path:
+    path = _find_zeusd()
+    if path is None or not (path.is_file() and os.access(path, os.X_OK)):
+        pytest.skip(
+            "no zeusd binary: build one (cmake --build --preset release --target zeusd) "
+            "or set ZEUSD_BIN=/path/to/zeusd"
+        )
+    return path
+
+
+@dataclass
+class Zeusd:
+    socket_path: Path
+    process: subprocess.Popen
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(
+            transport=httpx.HTTPTransport(uds=str(self.socket_path)),
+            base_url="http://localhost",
+            headers=headers,
+        )
+
+
+class ZeusdProcesses:
+    """Starts `zeusd serve` on simulated GPUs, each on its own socket; SIGTERMs them all."""
+
+    def __init__(self, zeusd: Path, directory: Path) -> None:
+        self._zeusd = zeusd
+        self._directory = directory
+        self._daemons: list[Zeusd] = []
+
+    def start(self, *extra: str, gpus: str = "2:a100") -> Zeusd:
+        index = len(self._daemons)
+        socket_path = self._directory / f"zeusd-{index}" / "zeusd.sock"
+        log_path = self._directory / f"zeusd-{index}.log"
+        env = dict(os.environ)
+        env["ZEUS_SIMULATED_GPUS"] = gpus
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(
+                [str(self._zeusd), "serve", "--socket-path", str(socket_path), *extra],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+            )  # fmt: skip
+        daemon = Zeusd(socket_path, process, log_path)
+        self._daemons.append(daemon)
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"zeusd exited with {process.returncode}:\n{daemon.log()}")
+            if socket_path.exists():
+                try:
+                    with daemon.client() as client:
+                        if client.get("/discover").status_code == 200:
+                            return daemon
+                except httpx.TransportError:
+                    pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"zeusd did not answer within {STARTUP_TIMEOUT_S} s:\n{daemon.log()}")
+            time.sleep(0.02)
+
+    def stop_all(self) -> None:
+        failures = []
+        for daemon in self._daemons:
+            if daemon.process.poll() is None:
+                daemon.process.send_signal(signal.SIGTERM)
+            try:
+                daemon.process.wait(timeout=SHUTDOWN_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                daemon.process.kill()
+                daemon.process.wait()
+                failures.append(f"{daemon.socket_path}: no exit within {SHUTDOWN_TIMEOUT_S} s")
+            if daemon.process.returncode != 0:
+                failures.append(
+                    f"{daemon.socket_path}: exit status {daemon.process.returncode}:\n{daemon.log()}"
+                )
+        if failures:
+            pytest.fail("zeusd did not stop cleanly:\n" + "\n".join(failures))
+
+
+@pytest.fixture
+def zeusd_processes(zeusd_bin: Path, tmp_path: Path):
+    daemons = ZeusdProcesses(zeusd_bin, tmp_path)
+    try:
+        yield daemons
+    finally:
+        daemons.stop_all()

@@ -52,7 +52,13 @@ GpuDiscovery discover_gpus(const DiscoveryOptions& options = {});
 
 // Process-wide GPUs (discovered once, thread-safe). Empty when the machine has none.
 const Gpus& get_gpus();
-// Process-wide CPUs from default_powercap_root().
+// RAPL CPUs: the local powercap tree (ZEUS_POWERCAP_ROOT when set, else default_powercap_root());
+// when it cannot be read (typically: RAPL files are root-only) and ZEUSD_SOCK_PATH or
+// ZEUSD_HOST_PORT is set, the daemon's packages instead (ZeusdCpu, one request per reading).
+// Never throws: why neither works goes into `message`.
+CpuDiscovery discover_cpus(const EnvLookup& env = process_env());
+
+// Process-wide CPUs (discover_cpus(), once).
 const CpuDiscovery& get_cpus();
 
 }  // namespace zeus

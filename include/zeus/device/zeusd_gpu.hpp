@@ -14,8 +14,10 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "zeus/common/env.hpp"
+#include "zeus/device/cpu.hpp"
 #include "zeus/device/gpu.hpp"
 
 namespace zeus {
@@ -36,6 +38,12 @@ struct ZeusdConfig {
 // ZEUSD_HOST_PORT.
 std::optional<ZeusdConfig> zeusd_config_from_env(const EnvLookup& env);
 
+// A CPU package as /discover lists it.
+struct ZeusdCpuInfo {
+  int id = 0;
+  bool dram_available = false;
+};
+
 // One connection to the daemon (a persistent keep-alive HTTP client guarded by a mutex), shared
 // by the ZeusdGpus of one discovery, with the daemon's capabilities cached after the first
 // successful check.
@@ -53,18 +61,48 @@ class ZeusdConnection {
   // Error(kIo) when the daemon cannot be reached. A reachable daemon's answer is cached.
   void require_gpu_control();
 
+  // The daemon's CPU packages. Throws Error(kNoPermission) with the reason when the daemon does
+  // not grant cpu-read (group disabled, token missing, refused or lacking the scope), and
+  // Error(kIo) when it cannot be reached.
+  std::vector<ZeusdCpuInfo> readable_cpus();
+
   // The daemon index of the GPU whose PCI bus id is `pci_bus_id` (compared case-insensitively,
   // domain as a number), from /discover. Throws Error(kNotFound) for zero or several matches.
   int daemon_index_by_pci(const std::string& pci_bus_id);
 
   // POST `path_and_query`; throws zeus::Error for anything but HTTP 200 (see zeusd_gpu.cpp).
   void post(const std::string& operation, const std::string& path_and_query);
+  // GET `path_and_query`; the body of an HTTP 200, else a zeus::Error as for post().
+  std::string get(const std::string& operation, const std::string& path_and_query);
 
  private:
   struct Impl;
+  // With mutex_ held: GET /discover once and keep it.
+  void fetch_discover_locked();
+  // With mutex_ held: why `group` ("gpu-control", "cpu-read", ...) is not usable, or nullopt.
+  std::optional<std::string> group_error_locked(const std::string& group);
   ZeusdConfig config_;
   std::mutex mutex_;
   std::unique_ptr<Impl> impl_;
+};
+
+// RAPL through the daemon, for a process that may not read /sys/class/powercap itself: every
+// reading is one GET /cpu/get_cumulative_energy (docs/zeusd.md, "Using zeusd from jobs").
+class ZeusdCpu final : public Cpu {
+ public:
+  ZeusdCpu(ZeusdCpuInfo info, std::shared_ptr<ZeusdConnection> daemon);
+
+  int index() const override { return info_.id; }
+  std::string name() const override { return "package-" + std::to_string(info_.id); }
+  std::uint64_t package_energy_uj() override;
+  bool has_dram() const override { return info_.dram_available; }
+  std::uint64_t dram_energy_uj() override;
+
+ private:
+  std::uint64_t read(bool dram);
+
+  ZeusdCpuInfo info_;
+  std::shared_ptr<ZeusdConnection> daemon_;
 };
 
 // A Gpu whose setters go to zeusd; everything else goes to `inner`.
