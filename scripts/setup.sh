@@ -10,6 +10,8 @@ packages=(
   postgresql libpq-dev
   libcpp-httplib-dev libsqlite3-dev libssl-dev
   python3-httpx python3-pydantic python3-pytest
+  pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pip
+  prometheus chromium libjs-chart.js
 )
 
 missing=()

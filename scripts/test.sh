@@ -3,8 +3,10 @@
 # UndefinedBehaviorSanitizer (the `asan` preset) and runs the whole CTest suite, then builds the
 # optimised `release` preset too (benchmarks included), whose warnings differ. Between the two, the
 # BSO server's wire tests (tests/python, Debian's python3) run against the `asan` build's `zeus`;
-# the one that drives the reference's own client runs only with ZEUS_REFERENCE_SRC set
-# (docs/bso-compatibility.md).
+# the ones that drive the reference's own BSO and zeusd clients run only with ZEUS_REFERENCE_SRC set
+# (docs/bso-compatibility.md, docs/zeusd.md). Last, the Python package's tests (tests/pybind)
+# against the `release` build (an ASan-built extension cannot load into an uninstrumented
+# interpreter).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -17,3 +19,5 @@ ZEUS_CLI="$PWD/build/asan/src/cli/zeus" PYTHONDONTWRITEBYTECODE=1 \
   /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/python
 cmake --preset release >/dev/null
 cmake --build --preset release
+ZEUS_CPP_PYTHONPATH="$PWD/build/release/python" ZEUS_CLI="$PWD/build/release/src/cli/zeus" \
+  PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/pybind

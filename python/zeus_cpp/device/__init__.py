@@ -1,0 +1,22 @@
+"""The device layer: GPUs (NVML, AMD SMI, simulated) and CPU packages (RAPL)."""
+
+from __future__ import annotations
+
+from zeus_cpp import _zeus
+from zeus_cpp.device.cpu import CPUs, CpuDramMeasurement, get_cpus
+from zeus_cpp.device.gpu import GPU, GPUs, get_gpus
+from zeus_cpp.exception import ZeusSoCInitError
+
+
+def get_soc() -> None:
+    """zeus_cpp measures no system-on-chip: always raises :class:`ZeusSoCInitError`."""
+    raise ZeusSoCInitError("zeus_cpp has no SoC (Apple Silicon, Jetson) support")
+
+
+def has_sys_admin() -> bool:
+    """Whether this process has CAP_SYS_ADMIN (needed to change GPU settings)."""
+    return _zeus.has_sys_admin()
+
+
+__all__ = ["get_gpus", "GPUs", "GPU", "get_cpus", "CPUs", "CpuDramMeasurement", "get_soc",
+           "has_sys_admin"]

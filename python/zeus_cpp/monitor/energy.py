@@ -1,0 +1,123 @@
+"""ZeusMonitor: time and energy of named code windows on GPUs, CPU packages and DRAM."""
+
+from __future__ import annotations
+
+import os
+from types import TracebackType
+from typing import Optional, Sequence, Type, Union
+
+from zeus_cpp import _zeus
+from zeus_cpp.monitor import _checks
+from zeus_cpp.monitor._sync import SyncWith, resolve_sync_hook
+
+#: What a window measured: ``time`` (s), ``gpu_energy`` ({GPU index: J}), ``cpu_energy`` and
+#: ``dram_energy`` ({package index: J}, or None without CPU/DRAM data), ``soc_energy`` (None) and
+#: ``total_energy`` (the GPU energy's sum, J). A native class; its dicts are built on first read.
+Measurement = _zeus.Measurement
+
+
+class ZeusMonitor(_zeus.ZeusMonitor):
+    """Measures the time and energy of named windows of code.
+
+    Windows are opened with :meth:`begin_window` and closed with :meth:`end_window`, which
+    returns a :class:`Measurement`. Any number of windows may be open at once, nested or
+    overlapping, as long as their names differ.
+
+    Args:
+        gpu_indices: GPUs to measure, as the process indexes them (after
+            ``CUDA_VISIBLE_DEVICES``). None: every visible GPU; ``[]``: none.
+        cpu_indices: CPU packages (RAPL) to measure. None: every readable package (none, silently,
+            when RAPL cannot be read); ``[]``: none. Asking for packages that cannot be read
+            raises :class:`~zeus_cpp.exception.ZeusCPUNoPermissionError` (or another
+            ``ZeusBaseCPUError``).
+        approx_instant_energy: When a GPU's window energy is exactly 0 (its counter did not tick
+            during a very short window), use instant power x time instead.
+        log_file: When given, one CSV row per completed window
+            (``start_time,window_name,elapsed_time,gpu<i>_energy,...``); parent folders are made.
+        sync_execution_with: How to wait for queued GPU work before reading the counters:
+            ``"torch"`` (``torch.cuda.synchronize`` on each monitored GPU), ``"jax"``, ``"cupy"``,
+            or a callable taking the list of monitored GPU indices. A framework that is not
+            installed or sees no GPU means no synchronisation (and no cost).
+
+    The monitor is also a context manager (``with ZeusMonitor() as monitor:``), which drops the
+    windows still open at exit, and :meth:`window` measures a ``with`` block.
+    """
+
+    def __init__(
+        self,
+        gpu_indices: Optional[Sequence[int]] = None,
+        cpu_indices: Optional[Sequence[int]] = None,
+        approx_instant_energy: bool = False,
+        log_file: Optional[Union[str, os.PathLike]] = None,
+        sync_execution_with: SyncWith = "torch",
+    ) -> None:
+        gpus = _checks.index_list("gpu_indices", gpu_indices)
+        cpus = _checks.index_list("cpu_indices", cpu_indices)
+        approx = _checks.boolean("approx_instant_energy", approx_instant_energy)
+        log = _checks.optional_path("log_file", log_file)
+        hook = resolve_sync_hook(sync_execution_with)
+        super().__init__(gpus, cpus, approx, log, hook)
+        self.sync_execution_with = sync_execution_with
+        self.approx_instant_energy = approx
+        self.log_file = log
+
+    # begin_window(key, sync_execution=True, restart=False) and
+    # end_window(key, sync_execution=True, cancel=False) -> Measurement are the native methods
+    # (no Python frame on the hot path); see zeus_cpp/_zeus.pyi for their documentation.
+
+    def window(self, key: str, sync_execution: bool = True) -> "MeasuredWindow":
+        """A context manager measuring its ``with`` block as window ``key``.
+
+        ``with monitor.window("step") as w: ...`` then ``w.measurement``. If the block raises,
+        the window is cancelled and the exception propagates.
+        """
+        return MeasuredWindow(self, key, sync_execution)
+
+    def __enter__(self) -> "ZeusMonitor":
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        self.reset_windows()
+
+    def __repr__(self) -> str:
+        return (
+            f"ZeusMonitor(gpu_indices={self.gpu_indices}, cpu_indices={self.cpu_indices}, "
+            f"approx_instant_energy={self.approx_instant_energy}, log_file={self.log_file!r}, "
+            f"sync_execution_with={self.sync_execution_with!r})"
+        )
+
+
+class MeasuredWindow:
+    """One window as a context manager (see :meth:`ZeusMonitor.window`)."""
+
+    def __init__(self, monitor: ZeusMonitor, key: str, sync_execution: bool = True) -> None:
+        if not isinstance(key, str):
+            raise TypeError(f"key must be a str, not {type(key).__name__}")
+        self.monitor = monitor
+        self.key = key
+        self.sync_execution = _checks.boolean("sync_execution", sync_execution)
+        #: The window's measurement, set when the block ends without an exception.
+        self.measurement: Optional[Measurement] = None
+
+    def __enter__(self) -> "MeasuredWindow":
+        self.monitor.begin_window(self.key, self.sync_execution)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
+        if exc_type is not None:
+            self.monitor.end_window(self.key, False, True)
+            return
+        self.measurement = self.monitor.end_window(self.key, self.sync_execution)
+
+
+__all__ = ["ZeusMonitor", "Measurement", "MeasuredWindow"]

@@ -1,0 +1,217 @@
+"""PowerMonitor: GPU power timelines sampled by a background thread.
+
+Timelines come back as numpy arrays of shape ``(n, 2)``: column 0 is the sample time
+(``time.time()`` seconds), column 1 the power in W; iterating rows gives ``(time, watts)`` pairs
+like the reference's lists. Energies integrate the sampled power as a held (piecewise-constant)
+signal over exactly the interval asked for.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Union
+
+import numpy as np
+
+from zeus_cpp import _zeus
+from zeus_cpp.monitor import _checks
+
+
+class PowerDomain(enum.Enum):
+    """What a power sample measures."""
+
+    DEVICE_INSTANT = "device_instant"
+    """The GPU's instantaneous power draw."""
+    DEVICE_AVERAGE = "device_average"
+    """The GPU's power averaged by the driver (about 1 s)."""
+    MEMORY_AVERAGE = "memory_average"
+    """The GPU memory's average power (where the GPU reports it)."""
+
+
+@dataclass(frozen=True)
+class PowerSample:
+    """One sample: when (``time.time()`` seconds), which GPU, how much (mW)."""
+
+    timestamp: float
+    gpu_index: int
+    power_mw: float
+
+
+DomainLike = Union[PowerDomain, str]
+
+
+def _domain(name: str, value: object) -> PowerDomain:
+    if isinstance(value, PowerDomain):
+        return value
+    if isinstance(value, str):
+        try:
+            return PowerDomain(value)
+        except ValueError:
+            pass
+        raise ValueError(
+            f"{name} must be one of {[d.value for d in PowerDomain]}, not {value!r}"
+        )
+    raise TypeError(f"{name} must be a PowerDomain, not {type(value).__name__}")
+
+
+class PowerMonitor:
+    """Samples the power of GPUs in the background.
+
+    Args:
+        gpu_indices: GPUs to sample (None: every visible GPU; ``[]`` is a ValueError).
+        update_period: Seconds between samples; None infers it from how often the reading
+            changes (half the shortest change interval, at most 0.1 s).
+        max_samples_per_gpu: Bound on each (domain, GPU) timeline; the oldest samples are
+            forgotten first. None: a large default (65536).
+        power_domains: Domains to sample (default: ``[PowerDomain.DEVICE_INSTANT]``; ``[]`` is a
+            ValueError). A domain the GPUs cannot report raises
+            :class:`~zeus_cpp.exception.ZeusGPUNotSupportedError`.
+
+    The sampler thread stops with :meth:`stop`, at exit from a ``with`` block, or when the
+    monitor is garbage collected.
+    """
+
+    def __init__(
+        self,
+        gpu_indices: Optional[Sequence[int]] = None,
+        update_period: Optional[float] = None,
+        max_samples_per_gpu: Optional[int] = None,
+        power_domains: Optional[Sequence[DomainLike]] = None,
+    ) -> None:
+        gpus = _checks.index_list("gpu_indices", gpu_indices)
+        if gpus is not None and not gpus:
+            raise ValueError("gpu_indices must not be empty (None means every GPU)")
+        period = _checks.optional_number("update_period", update_period)
+        if period is not None and period <= 0:
+            raise ValueError(f"update_period must be positive, not {update_period!r}")
+        if max_samples_per_gpu is not None and (
+            isinstance(max_samples_per_gpu, bool) or not isinstance(max_samples_per_gpu, int)
+        ):
+            raise TypeError(
+                "max_samples_per_gpu must be an int or None, not "
+                f"{type(max_samples_per_gpu).__name__}"
+            )
+        if max_samples_per_gpu is not None and max_samples_per_gpu <= 0:
+            raise ValueError(f"max_samples_per_gpu must be positive, not {max_samples_per_gpu}")
+        if power_domains is None:
+            domains = [PowerDomain.DEVICE_INSTANT]
+        else:
+            if isinstance(power_domains, (str, PowerDomain)):
+                raise TypeError("power_domains must be a list of PowerDomain")
+            domains = [_domain("power_domains", d) for d in power_domains]
+            if not domains:
+                raise ValueError("power_domains must not be empty")
+        if _zeus.get_gpus().__len__() == 0:
+            raise ValueError("No GPUs available.")
+        self._sampler = _zeus.PowerSampler(
+            gpus, [d.value for d in domains], period, max_samples_per_gpu
+        )
+        self.gpu_indices: List[int] = list(self._sampler.gpu_indices)
+        self.power_domains: List[PowerDomain] = domains
+        self.update_period: float = self._sampler.period_s
+
+    def _check_domain(self, domain: DomainLike) -> PowerDomain:
+        parsed = _domain("power_domain", domain)
+        if parsed not in self.power_domains:
+            raise ValueError(
+                f"power_domain {parsed.value!r} is not sampled by this monitor "
+                f"(sampled: {[d.value for d in self.power_domains]})"
+            )
+        return parsed
+
+    def _gpus(self, gpu_index: Optional[int]) -> List[int]:
+        if gpu_index is None:
+            return self.gpu_indices
+        if isinstance(gpu_index, bool) or not isinstance(gpu_index, int):
+            raise TypeError(f"gpu_index must be an int or None, not {type(gpu_index).__name__}")
+        if gpu_index not in self.gpu_indices:
+            raise ValueError(f"gpu_index {gpu_index} is not monitored ({self.gpu_indices})")
+        return [gpu_index]
+
+    def get_power_timeline(
+        self,
+        power_domain: DomainLike = PowerDomain.DEVICE_INSTANT,
+        gpu_index: Optional[int] = None,
+        start_time: Optional[float] = None,
+        end_time: Optional[float] = None,
+    ) -> Dict[int, np.ndarray]:
+        """{GPU index: (n, 2) array of (time, W)} with start_time <= time <= end_time."""
+        domain = self._check_domain(power_domain)
+        start = _checks.optional_number("start_time", start_time)
+        end = _checks.optional_number("end_time", end_time)
+        return {
+            gpu: self._sampler.timeline(domain.value, gpu, start, end)
+            for gpu in self._gpus(gpu_index)
+        }
+
+    def get_all_power_timelines(
+        self,
+        gpu_index: Optional[int] = None,
+        start_time: Optional[float] = None,
+        end_time: Optional[float] = None,
+    ) -> Dict[str, Dict[int, np.ndarray]]:
+        """{domain name: get_power_timeline(domain, ...)} for every sampled domain."""
+        return {
+            domain.value: self.get_power_timeline(domain, gpu_index, start_time, end_time)
+            for domain in self.power_domains
+        }
+
+    def get_energy(
+        self,
+        start_time: float,
+        end_time: float,
+        power_domain: Optional[DomainLike] = None,
+    ) -> Optional[Dict[int, float]]:
+        """{GPU index: J} over [start_time, end_time] (``time.time()`` seconds).
+
+        The domain defaults to device_instant when sampled, else device_average.
+        """
+        start = _checks.optional_number("start_time", start_time)
+        end = _checks.optional_number("end_time", end_time)
+        if start is None or end is None:
+            raise TypeError("start_time and end_time must be numbers")
+        if power_domain is None:
+            domain = (
+                PowerDomain.DEVICE_INSTANT
+                if PowerDomain.DEVICE_INSTANT in self.power_domains
+                else PowerDomain.DEVICE_AVERAGE
+            )
+        else:
+            domain = _domain("power_domain", power_domain)
+        domain = self._check_domain(domain)
+        return {gpu: self._sampler.energy(domain.value, gpu, start, end) for gpu in self.gpu_indices}
+
+    def get_power(
+        self,
+        time: Optional[float] = None,  # noqa: A002  (the reference's name)
+        power_domain: DomainLike = PowerDomain.DEVICE_INSTANT,
+    ) -> Optional[Dict[int, float]]:
+        """{GPU index: W} in force at ``time`` (the latest when None); None if a GPU has none."""
+        domain = self._check_domain(power_domain)
+        when = _checks.optional_number("time", time)
+        result: Dict[int, float] = {}
+        for gpu in self.gpu_indices:
+            power = self._sampler.power(domain.value, gpu, when)
+            if power is None:
+                return None
+            result[gpu] = power
+        return result
+
+    def stop(self) -> None:
+        """Stops sampling (idempotent); what was collected stays queryable."""
+        self._sampler.stop()
+
+    def __enter__(self) -> "PowerMonitor":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        sampler = getattr(self, "_sampler", None)
+        if sampler is not None:
+            sampler.stop()
+
+
+__all__ = ["PowerMonitor", "PowerDomain", "PowerSample"]

@@ -1,0 +1,222 @@
+"""The batch-size-optimizer client (the reference's `zeus.optimizer.batch_size.client`).
+
+    bso = BatchSizeOptimizer(monitor, "http://bso:8000", JobSpec(job_id_prefix="mnist",
+                             batch_sizes=[32, 64, 128], default_batch_size=64))
+    batch_size = bso.get_batch_size()
+    bso.on_train_begin()
+    for epoch in range(max_epochs):
+        train_one_epoch(batch_size)
+        bso.on_evaluate(validate())    # raises ZeusBSOTrainFailError when the trial fails
+        if bso.training_finished:
+            break
+
+The HTTP client, the retries and the measurement bookkeeping run in C++
+(zeus::bso::BatchSizeOptimizer); the server is `zeus bso serve` (or the reference's server).
+
+Under torch.distributed (a process group is initialised), every rank creates the client and calls
+`get_batch_size()`, `on_train_begin()` and `on_evaluate(metric)` at the same points: rank 0 asks
+the server and broadcasts the batch size (and the trial) to the others; rank 0 reports its
+monitor's measurement and the metric it was given, and broadcasts the server's decision, so that
+every rank stops (or raises ZeusBSOTrainFailError) together. Rank 0's monitor should therefore
+measure every GPU of the job (the job's `number_of_gpus` is its monitor's GPU count).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import warnings
+import weakref
+
+from zeus_cpp import _zeus
+from zeus_cpp.callback import Callback
+from zeus_cpp.optimizer.batch_size.common import CreatedJob, JobSpec, ReportResponse, _job_wire_dict
+from zeus_cpp.optimizer.batch_size.exceptions import (
+    ZeusBSOBadOperationError,
+    ZeusBSOOperationOrderError,
+    ZeusBSORuntimError,
+    ZeusBSOTrainFailError,
+)
+from zeus_cpp.utils._checks import check_float, check_int, check_str
+from zeus_cpp.utils.framework import broadcast_ints, get_rank, get_world_size, is_distributed
+
+__all__ = ["BatchSizeOptimizer"]
+
+# Codes rank 0 broadcasts after a report: [status, stop_train, converged].
+_OK, _FAILED = 0, 1
+
+
+def _close_at_exit(reference: "weakref.ref[BatchSizeOptimizer]") -> None:
+    client = reference()
+    if client is not None:
+        try:
+            client.close()
+        except Exception as error:  # the server may be gone at exit
+            warnings.warn(f"BatchSizeOptimizer: could not end the trial at exit: {error}")
+
+
+class BatchSizeOptimizer(Callback):
+    """One training run's batch-size optimizer.
+
+    Args:
+        monitor: The `ZeusMonitor` measuring the job's GPUs.
+        server_url: The BSO server, e.g. "http://127.0.0.1:8000".
+        job: The job's `JobSpec`.
+        rank: This process's rank; only rank 0 talks to the server for the batch size. Under
+            torch.distributed the process group's rank is used.
+    """
+
+    def __init__(self, monitor, server_url: str, job: JobSpec, rank: int = 0) -> None:
+        if not isinstance(monitor, _zeus.WindowMonitor):
+            raise TypeError(f"monitor must be a ZeusMonitor, not {type(monitor).__name__}")
+        check_str("server_url", server_url, non_empty=True)
+        if not isinstance(job, JobSpec):
+            raise TypeError(f"job must be a JobSpec, not {type(job).__name__}")
+        rank = check_int("rank", rank, minimum=0)
+        self.distributed = is_distributed() and get_world_size() > 1
+        if self.distributed:
+            group_rank = get_rank()
+            if rank not in (0, group_rank):
+                warnings.warn(
+                    f"rank={rank} differs from the torch.distributed rank {group_rank}; using {group_rank}",
+                    stacklevel=2,
+                )
+            rank = group_rank
+        self.monitor = monitor
+        self.server_url = server_url
+        self.rank = rank
+        self._impl = _zeus._BatchSizeOptimizer(
+            monitor, server_url, json.dumps(_job_wire_dict(job)), rank=rank
+        )
+        self.job = CreatedJob.from_dict(json.loads(self._impl.job_json))
+        self._last_response: ReportResponse | None = None
+        atexit.register(_close_at_exit, weakref.ref(self))
+
+    # ---- the reference's attributes ----
+
+    @property
+    def current_batch_size(self) -> int:
+        """The trial's batch size (0 before get_batch_size)."""
+        trial = self._impl.trial
+        return 0 if trial is None else trial[1]
+
+    @property
+    def trial_number(self) -> int:
+        """The trial's number (0 before get_batch_size)."""
+        trial = self._impl.trial
+        return 0 if trial is None else trial[2]
+
+    @property
+    def cur_epoch(self) -> int:
+        """Epochs reported so far."""
+        return self._impl.current_epoch
+
+    @property
+    def running_time(self) -> float:
+        """Seconds measured over the reported epochs."""
+        return self._impl.time
+
+    @property
+    def consumed_energy(self) -> float:
+        """GPU joules measured over the reported epochs."""
+        return self._impl.energy
+
+    @property
+    def training_finished(self) -> bool:
+        """The server said to stop (converged, or the trial failed)."""
+        if self.distributed and self.rank != 0:
+            return self._last_response is not None and self._last_response.stop_train
+        return self._impl.training_finished
+
+    # ---- lifecycle ----
+
+    def get_batch_size(self) -> int:
+        """The batch size to train with (the first call starts a trial on the server).
+
+        Rank 0 only, unless torch.distributed is initialised: then every rank calls it and gets
+        rank 0's batch size.
+        """
+        if not self.distributed:
+            if self.rank != 0:
+                raise ZeusBSOBadOperationError(
+                    f"only rank 0 may ask the server for the batch size (this is rank {self.rank})"
+                )
+            return self._impl.get_batch_size()
+        if self.rank == 0:
+            try:
+                batch_size = self._impl.get_batch_size()
+            except BaseException:
+                broadcast_ints([-1, -1])
+                raise
+            broadcast_ints([batch_size, self.trial_number])
+            return batch_size
+        batch_size, trial_number = broadcast_ints([0, 0])
+        if batch_size < 0:
+            raise ZeusBSORuntimError("rank 0 could not get a batch size from the BSO server")
+        if self._impl.trial is None:
+            self._impl.set_trial(self.job.job_id, batch_size, trial_number)
+        return batch_size
+
+    def on_train_begin(self) -> None:
+        """Starts measuring (call after get_batch_size)."""
+        if self._impl.trial is None:
+            raise ZeusBSOOperationOrderError("call get_batch_size() before on_train_begin()")
+        if self.distributed and self.rank != 0:
+            return  # rank 0 measures and reports
+        self._impl.on_train_begin()
+
+    def on_evaluate(self, metric: float) -> None:
+        """After each epoch's validation: reports the epoch to the server.
+
+        Raises:
+            ZeusBSOTrainFailError: the server stopped the trial without convergence (relaunch
+                the job; the server will try another batch size).
+            ZeusBSOOperationOrderError: get_batch_size() was not called.
+        """
+        metric = check_float("metric", metric)
+        if self._impl.trial is None:
+            raise ZeusBSOOperationOrderError("call get_batch_size() before on_evaluate()")
+        if not self.distributed:
+            self._last_response = ReportResponse(**self._impl.on_evaluate(metric))
+            return
+        if self.rank == 0:
+            try:
+                response = ReportResponse(**self._impl.on_evaluate(metric))
+            except ZeusBSOTrainFailError:
+                response = ReportResponse(**self._stopped_response())
+                broadcast_ints([_OK, 1, 0])
+                self._last_response = response
+                raise
+            except BaseException:
+                broadcast_ints([_FAILED, 0, 0])
+                raise
+            broadcast_ints([_OK, int(response.stop_train), int(response.converged)])
+            self._last_response = response
+            return
+        if self._last_response is not None and self._last_response.stop_train:
+            return
+        status, stop_train, converged = broadcast_ints([0, 0, 0])
+        if status != _OK:
+            raise ZeusBSORuntimError("rank 0 could not report the epoch to the BSO server")
+        self._last_response = ReportResponse(
+            stop_train=bool(stop_train), converged=bool(converged), message="decided by rank 0"
+        )
+        if stop_train and not converged:
+            raise ZeusBSOTrainFailError(
+                "Train failed (rank 0's report): this batch size will not be selected again. "
+                "Please re-launch the training"
+            )
+
+    def _stopped_response(self) -> dict:
+        return {"stop_train": True, "converged": False, "message": "train failed"}
+
+    def close(self) -> None:
+        """Ends the trial on the server (an unfinished trial becomes failed); idempotent. Also
+        done when the client is garbage collected."""
+        self._impl.end()
+
+    def __repr__(self) -> str:
+        return (
+            f"BatchSizeOptimizer(server_url={self.server_url!r}, job_id={self.job.job_id!r}, "
+            f"batch_size={self.current_batch_size}, epoch={self.cur_epoch})"
+        )

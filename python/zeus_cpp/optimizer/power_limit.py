@@ -1,0 +1,240 @@
+"""The just-in-time power-limit optimizer (the reference's `zeus.optimizer.power_limit`).
+
+`GlobalPowerLimitOptimizer` is a `Callback`: call `on_step_begin()` before every training step and
+`on_epoch_end()` after every epoch. During the first steps it sets each candidate power limit,
+from the maximum down to the minimum in `pl_step` watts, runs `warmup_steps` steps, measures
+`profile_steps` steps with the monitor, then picks a limit with the `optimum_selector` and keeps
+it for the rest of training. The state machine, the GPU control and the selectors run in C++
+(zeus::PowerLimitOptimizer); this module gives them the reference's Python API.
+
+Under torch.distributed (a process group is initialised) every rank must create the optimizer
+and call its hooks at the same steps: the measurements are combined across ranks (energy summed,
+time maximised) so that all ranks choose the same limit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import warnings
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+
+from zeus_cpp import _zeus
+from zeus_cpp.callback import Callback
+from zeus_cpp.utils._checks import check_int, check_path
+from zeus_cpp.utils.framework import TorchDistributedReducer, get_world_size, is_distributed
+
+__all__ = [
+    "Ready",
+    "Warmup",
+    "Profiling",
+    "Done",
+    "PowerLimitMeasurement",
+    "OptimumSelector",
+    "Energy",
+    "Time",
+    "ZeusCost",
+    "MaxSlowdownConstraint",
+    "Reducer",
+    "LocalReducer",
+    "GlobalPowerLimitOptimizer",
+    "HFGlobalPowerLimitOptimizer",
+    "load_profile",
+    "save_profile",
+]
+
+# Bound in C++ (src/python/optimizer.cpp).
+PowerLimitMeasurement = _zeus.PowerLimitMeasurement
+OptimumSelector = _zeus.OptimumSelector
+Energy = _zeus.Energy
+Time = _zeus.Time
+ZeusCost = _zeus.ZeusCost
+MaxSlowdownConstraint = _zeus.MaxSlowdownConstraint
+Reducer = _zeus.Reducer
+LocalReducer = _zeus.LocalReducer
+
+
+@dataclass
+class Ready:
+    """Waiting `steps` more step beginnings before warming up at `next_power_limit` (mW)."""
+
+    next_power_limit: int
+    steps: int
+
+
+@dataclass
+class Warmup:
+    """Running `steps` more warm-up steps at `current_power_limit` (mW)."""
+
+    current_power_limit: int
+    steps: int
+
+
+@dataclass
+class Profiling:
+    """Measuring `steps` more steps at `current_power_limit` (mW)."""
+
+    current_power_limit: int
+    steps: int
+
+
+@dataclass
+class Done:
+    """Profiling is over; training runs at `optimal_power_limit` (mW)."""
+
+    optimal_power_limit: int
+
+
+def load_profile(path: str | Path) -> list[PowerLimitMeasurement]:
+    """The measurements of a profile file written by the optimizer
+    (`{"measurements": [{"power_limit": W, "energy": J, "time": s}, ...]}`)."""
+    path = check_path("path", path)
+    if path is None:
+        raise TypeError("path must be a path, not None")
+    return _zeus.load_power_limit_profile(path)
+
+
+def save_profile(path: str | Path, measurements: list[PowerLimitMeasurement]) -> None:
+    """Writes `measurements` as a profile file that `profile_path` can load."""
+    path = check_path("path", path)
+    if path is None:
+        raise TypeError("path must be a path, not None")
+    if not all(isinstance(m, PowerLimitMeasurement) for m in measurements):
+        raise TypeError("measurements must be a list of PowerLimitMeasurement")
+    _zeus.save_power_limit_profile(path, list(measurements))
+
+
+def _close_at_exit(reference: "weakref.ref[GlobalPowerLimitOptimizer]") -> None:
+    optimizer = reference()
+    if optimizer is not None:
+        optimizer.close()
+
+
+class GlobalPowerLimitOptimizer(Callback):
+    """Finds the best GPU power limit during training and applies it.
+
+    Args:
+        monitor: The `ZeusMonitor` measuring the GPUs to optimise (its `gpu_indices`).
+        optimum_selector: How to choose among the profiled limits. Default:
+            `ZeusCost(eta_knob=0.5, world_size=<GPUs in the job>)`.
+        wait_steps: Steps to run at the maximum limit before profiling starts (>= 0).
+        warmup_steps: Steps to run at each limit before measuring it (>= 0).
+        profile_steps: Steps measured at each limit (> 0).
+        pl_step: Watts between two candidate limits (> 0).
+        profile_path: When the file exists, its measurements are used and nothing is profiled;
+            otherwise the profile is written there once profiling ends. None: always profile,
+            write nothing.
+
+    The maximum power limit is restored when the optimizer is closed (`close()`), garbage
+    collected, or the interpreter exits.
+    """
+
+    def __init__(
+        self,
+        monitor,
+        optimum_selector: OptimumSelector | None = None,
+        wait_steps: int = 1,
+        warmup_steps: int = 10,
+        profile_steps: int = 40,
+        pl_step: int = 25,
+        profile_path: str | Path | None = None,
+    ) -> None:
+        wait_steps = check_int("wait_steps", wait_steps, minimum=0)
+        warmup_steps = check_int("warmup_steps", warmup_steps, minimum=0)
+        profile_steps = check_int("profile_steps", profile_steps, minimum=1)
+        pl_step = check_int("pl_step", pl_step, minimum=1)
+        profile_path = check_path("profile_path", profile_path)
+        if optimum_selector is not None and not isinstance(optimum_selector, OptimumSelector):
+            raise TypeError(
+                "optimum_selector must be an OptimumSelector or None, not "
+                f"{type(optimum_selector).__name__}"
+            )
+        if not isinstance(monitor, _zeus.WindowMonitor):
+            raise TypeError(f"monitor must be a ZeusMonitor, not {type(monitor).__name__}")
+
+        gpu_indices = list(monitor.gpu_indices)
+        reducer = TorchDistributedReducer() if is_distributed() else None
+        world_size = get_world_size()
+        if reducer is not None and len(gpu_indices) > 1:
+            warnings.warn(
+                "GlobalPowerLimitOptimizer under torch.distributed expects one GPU per process "
+                f"(e.g. ZeusMonitor(gpu_indices=[local_rank])), but this monitor has {gpu_indices}",
+                stacklevel=2,
+            )
+        if optimum_selector is None:
+            optimum_selector = ZeusCost(eta_knob=0.5, world_size=max(1, world_size * len(gpu_indices)))
+
+        self.monitor = monitor
+        self.optimum_selector = optimum_selector
+        self.wait_steps = wait_steps
+        self.warmup_steps = warmup_steps
+        self.profile_steps = profile_steps
+        self.pl_step = pl_step * 1000  # mW, as the reference keeps it
+        self.profile_path = Path(profile_path) if profile_path is not None else None
+        self.reducer = reducer
+        self._impl = _zeus._PowerLimitOptimizer(
+            monitor,
+            optimum_selector,
+            wait_steps=wait_steps,
+            warmup_steps=warmup_steps,
+            profile_steps=profile_steps,
+            pl_step=pl_step,
+            profile_path=profile_path,
+            reducer=reducer,
+            restore_on_signal=False,  # Python turns SIGINT into KeyboardInterrupt; atexit restores
+        )
+        atexit.register(_close_at_exit, weakref.ref(self))
+
+    # ---- hooks ----
+
+    def on_step_begin(self) -> None:
+        """Before every training step: advances the profiling state machine."""
+        self._impl.on_step_begin()
+
+    def on_epoch_end(self) -> None:
+        """After every epoch: an interrupted warm-up or measurement is retried next epoch."""
+        self._impl.on_epoch_end()
+
+    # ---- state ----
+
+    @property
+    def state(self) -> Ready | Warmup | Profiling | Done:
+        name, power_limit, steps = self._impl.state
+        if name == "Ready":
+            return Ready(next_power_limit=power_limit, steps=steps)
+        if name == "Warmup":
+            return Warmup(current_power_limit=power_limit, steps=steps)
+        if name == "Profiling":
+            return Profiling(current_power_limit=power_limit, steps=steps)
+        return Done(optimal_power_limit=power_limit)
+
+    @property
+    def power_limits(self) -> list[int]:
+        """The candidate limits (mW), from the maximum down to the minimum."""
+        return list(self._impl.power_limits)
+
+    @property
+    def measurements(self) -> list[PowerLimitMeasurement]:
+        """One measurement per profiled limit (or those loaded from `profile_path`)."""
+        return list(self._impl.measurements)
+
+    @property
+    def optimal_power_limit(self) -> int | None:
+        """The chosen limit (mW) once profiling is done, else None."""
+        return self._impl.optimal_power_limit
+
+    def close(self) -> None:
+        """Restores the maximum power limit now; the hooks may not be called afterwards."""
+        impl = getattr(self, "_impl", None)
+        if impl is not None and not impl.closed:
+            impl.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"GlobalPowerLimitOptimizer(gpu_indices={list(self.monitor.gpu_indices)}, "
+            f"optimum_selector={self.optimum_selector!r}, state={self.state if not self._impl.closed else 'closed'})"
+        )
+
+
+from zeus_cpp.integrations.huggingface import HFGlobalPowerLimitOptimizer  # noqa: E402

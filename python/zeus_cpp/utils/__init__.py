@@ -1,0 +1,1 @@
+"""Utilities: the Zeus cost, learning-rate scalers and framework (PyTorch) helpers."""

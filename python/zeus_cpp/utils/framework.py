@@ -1,0 +1,149 @@
+"""Framework helpers: which frameworks are importable, and torch.distributed collectives.
+
+The power-limit optimizer combines per-process measurements with `all_reduce` (energy summed,
+time maximised over the ranks) when `torch.distributed` is initialised, and the batch-size
+optimizer client broadcasts the batch size from rank 0 with `broadcast_ints`. Without an
+initialised process group every helper works on the local values unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from typing import Literal, Sequence
+
+from zeus_cpp import _zeus
+
+__all__ = [
+    "torch_is_available",
+    "jax_is_available",
+    "cupy_is_available",
+    "is_distributed",
+    "get_rank",
+    "get_world_size",
+    "all_reduce",
+    "broadcast_ints",
+    "sync_execution",
+    "TorchDistributedReducer",
+]
+
+
+@functools.lru_cache(maxsize=None)
+def torch_is_available() -> bool:
+    """Whether PyTorch can be imported (cached)."""
+    return importlib.util.find_spec("torch") is not None
+
+
+@functools.lru_cache(maxsize=None)
+def jax_is_available() -> bool:
+    """Whether JAX can be imported (cached)."""
+    return importlib.util.find_spec("jax") is not None
+
+
+@functools.lru_cache(maxsize=None)
+def cupy_is_available() -> bool:
+    """Whether CuPy can be imported (cached)."""
+    return importlib.util.find_spec("cupy") is not None
+
+
+def is_distributed() -> bool:
+    """Whether a torch.distributed process group is initialised."""
+    if not torch_is_available():
+        return False
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized()
+
+
+def get_rank() -> int:
+    """This process's rank (0 when not distributed)."""
+    if not is_distributed():
+        return 0
+    import torch.distributed as dist
+
+    return dist.get_rank()
+
+
+def get_world_size() -> int:
+    """How many processes take part (1 when not distributed)."""
+    if not is_distributed():
+        return 1
+    import torch.distributed as dist
+
+    return dist.get_world_size()
+
+
+def _collective_device():
+    import torch
+    import torch.distributed as dist
+
+    # NCCL reduces only CUDA tensors; gloo (and MPI) work on CPU tensors.
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def all_reduce(object: Sequence[float], operation: Literal["sum", "max"]) -> list[float]:  # noqa: A002
+    """Element-wise sum or maximum of the values in `object` over all ranks (the values
+    unchanged when not distributed). Every rank must call it with as many values."""
+    if operation not in ("sum", "max"):
+        raise ValueError(f"operation must be 'sum' or 'max', got {operation!r}")
+    values = [float(value) for value in object]
+    if not is_distributed():
+        return values
+    import torch
+    import torch.distributed as dist
+
+    tensor = torch.tensor(values, dtype=torch.float64, device=_collective_device())
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM if operation == "sum" else dist.ReduceOp.MAX)
+    return [float(value) for value in tensor.cpu().tolist()]
+
+
+def broadcast_ints(values: Sequence[int], src: int = 0) -> list[int]:
+    """Rank `src`'s `values` on every rank (each rank passes as many; the others' are ignored).
+    Unchanged when not distributed."""
+    values = [int(value) for value in values]
+    if not is_distributed():
+        return values
+    import torch
+    import torch.distributed as dist
+
+    tensor = torch.tensor(values, dtype=torch.int64, device=_collective_device())
+    dist.broadcast(tensor, src=src)
+    return [int(value) for value in tensor.cpu().tolist()]
+
+
+def sync_execution(gpu_devices: Sequence[int], sync_with: Literal["torch", "jax", "cupy"] = "torch") -> None:
+    """Waits for the GPUs' queued work (PyTorch: torch.cuda.synchronize on each device). A no-op
+    without the framework or without CUDA."""
+    if sync_with == "torch":
+        if torch_is_available():
+            import torch
+
+            if torch.cuda.is_available():
+                for device in gpu_devices:
+                    torch.cuda.synchronize(device)
+        return
+    if sync_with in ("jax", "cupy"):
+        return
+    raise ValueError(f"sync_with must be 'torch', 'jax' or 'cupy', got {sync_with!r}")
+
+
+class TorchDistributedReducer(_zeus.Reducer):
+    """A `Reducer` over torch.distributed: sums and maxima over every rank of the default
+    process group (one all_reduce per call; every rank must make the same calls)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        if not is_distributed():
+            raise RuntimeError("TorchDistributedReducer needs an initialised torch.distributed "
+                               "process group (torch.distributed.init_process_group)")
+
+    def sum(self, value: float) -> float:
+        return all_reduce([value], "sum")[0]
+
+    def max(self, value: float) -> float:
+        return all_reduce([value], "max")[0]
+
+    def world_size(self) -> int:
+        return get_world_size()

@@ -1,0 +1,115 @@
+// Shared declarations of the zeus_cpp._zeus extension module.
+//
+// module.cpp defines the module and calls every bind_* function below, errors first (the other
+// parts use its helpers at import time). Each bind_* adds its classes and functions to `module`.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "zeus/common/error.hpp"
+#include "zeus/device/gpus.hpp"
+#include "zeus/monitor/window_monitor.hpp"
+
+namespace zeus::python {
+
+namespace py = pybind11;
+
+void bind_errors(py::module_& module);
+void bind_device(py::module_& module);
+void bind_monitor(py::module_& module);
+void bind_optimizer(py::module_& module);
+void bind_bso(py::module_& module);
+
+// ---- Errors (errors.cpp) -------------------------------------------------------------------
+//
+// Every zeus::Error that reaches Python is translated by a translator registered in
+// bind_errors(), through the one table of errors.cpp (documented in docs/python.md):
+//   - zeus::bso::TrainFailedError  -> ZeusBSOTrainFailError
+//   - zeus::bso::ServerError       -> ZeusBSORuntimError
+//   - zeus::bso::ValidationError   -> ZeusBSOConfigError
+//   - any other zeus::Error        -> by ErrorKind, in the GPU family (ZeusGPU...Error), or the
+//                                     CPU family (ZeusCPU...Error) when the message is about a
+//                                     CPU package or DRAM.
+// The classes are the pure-Python ones of zeus_cpp.exception.
+
+// Which family of classes a zeus::Error is translated to.
+enum class ErrorFamily {
+  kGpu,  // ZeusGPU...Error (the default)
+  kCpu,  // ZeusCPU...Error
+};
+
+// The class `name` of zeus_cpp.exception (e.g. "ZeusBSOTrainFailError"). Throws
+// std::invalid_argument for an unknown name (a programming error). Needs the GIL.
+py::object exception_class(std::string_view name);
+
+// Raises the Python exception class `name` of zeus_cpp.exception with `message`: sets the
+// Python error and throws py::error_already_set, which pybind11 passes through to Python. For
+// example, from a binding: throw_python_error("ZeusBSOTrainFailError", error.what());
+[[noreturn]] void throw_python_error(std::string_view name, const std::string& message);
+
+// Sets the Python error indicator to what the global translator gives for `error` (for code
+// that returns to Python without going through pybind11's dispatcher).
+void set_python_error(const Error& error);
+
+// Raises the Python class the table gives for `error` (what the global translator does; for use
+// where a specific family is known).
+[[noreturn]] void throw_translated(const Error& error, ErrorFamily family = ErrorFamily::kGpu);
+
+// ---- Devices (device.cpp) -------------------------------------------------------------------
+
+// What zeus_cpp._zeus.GPUs holds (std::shared_ptr holder): the process's GPUs (get_gpus()), or
+// an explicit set (_zeus._benchmark_gpus()).
+struct PyGpus {
+  Gpus gpus;
+  std::string backend;  // "nvml", "amdsmi", "simulated" or "none"
+};
+
+// ---- Monitors (monitor.cpp) ----------------------------------------------------------------
+//
+// zeus::WindowMonitor is bound as zeus_cpp._zeus.WindowMonitor with a std::shared_ptr holder;
+// zeus::ZeusMonitor as zeus_cpp._zeus.ZeusMonitor (a subclass, also std::shared_ptr-held;
+// zeus_cpp.monitor.ZeusMonitor is a thin Python subclass of it). A Python class deriving from
+// WindowMonitor may implement begin_window/end_window/gpu_indices itself (a trampoline forwards
+// the calls).
+//
+// To hand any of these to C++ code that keeps a std::shared_ptr<WindowMonitor> (the power-limit
+// optimizer, the BSO client), use window_monitor_from_python(): the returned pointer also keeps
+// the Python object alive (a Python subclass's C++ part cannot outlive its Python object) and
+// releases it with the GIL held. Throws py::type_error naming `parameter` when `object` is not a
+// WindowMonitor.
+std::shared_ptr<WindowMonitor> window_monitor_from_python(py::handle object,
+                                                          std::string_view parameter = "monitor");
+
+// The Python Measurement (zeus_cpp.monitor.Measurement, a native type) for a C++ measurement,
+// and back (reading the dicts when Python code has modified them). measurement_from_python
+// throws py::type_error for anything else. A pybind11 type caster (below) uses them, so bound
+// functions may simply take or return zeus::Measurement.
+py::object measurement_to_python(Measurement measurement);
+Measurement measurement_from_python(py::handle object);
+bool is_measurement(py::handle object);
+
+}  // namespace zeus::python
+
+namespace pybind11::detail {
+
+template <>
+struct type_caster<zeus::Measurement> {
+  PYBIND11_TYPE_CASTER(zeus::Measurement, const_name("Measurement"));
+
+  bool load(handle source, bool /*convert*/) {
+    if (!zeus::python::is_measurement(source)) {
+      return false;
+    }
+    value = zeus::python::measurement_from_python(source);
+    return true;
+  }
+  static handle cast(zeus::Measurement source, return_value_policy /*policy*/, handle /*parent*/) {
+    return zeus::python::measurement_to_python(std::move(source)).release();
+  }
+};
+
+}  // namespace pybind11::detail

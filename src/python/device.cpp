@@ -1,0 +1,316 @@
+// zeus_cpp._zeus: GPUs, GPU, CPUs (the device layer), with the reference's method names.
+//
+// Units are the reference's device units: power in mW, energy in mJ, clocks in MHz. The
+// `block` arguments of the setters are accepted for compatibility; every setter here blocks.
+#include <pybind11/stl.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "bindings.hpp"
+#include "zeus/device/discovery.hpp"
+#include "zeus/device/gpus.hpp"
+#include "zeus/device/privileges.hpp"
+#include "zeus/device/simulated_gpu.hpp"
+
+namespace zeus::python {
+namespace {
+
+struct PyCpus {
+  std::vector<std::shared_ptr<Cpu>> cpus;
+
+  Cpu& at(int index) const {
+    for (const auto& cpu : cpus) {
+      if (cpu->index() == index) {
+        return *cpu;
+      }
+    }
+    std::string valid;
+    for (const auto& cpu : cpus) {
+      valid += (valid.empty() ? "" : ", ") + std::to_string(cpu->index());
+    }
+    throw Error(ErrorKind::kNotFound, "CPU package " + std::to_string(index) +
+                                          " does not exist (available: " +
+                                          (valid.empty() ? std::string("none") : valid) + ")");
+  }
+};
+
+std::shared_ptr<PyGpus> process_gpus() {
+  static const std::shared_ptr<PyGpus> instance = [] {
+    auto gpus = std::make_shared<PyGpus>();
+    gpus->gpus = get_gpus();
+    gpus->backend =
+        gpus->gpus.empty() ? "none" : std::string(gpu_backend_name(gpus->gpus.at(0).backend()));
+    return gpus;
+  }();
+  return instance;
+}
+
+// The GPU at `index` of `gpus`; for no GPU at all, the reference's ValueError("No GPUs
+// available.").
+Gpu& gpu_at(const PyGpus& self, int gpu_index) {
+  if (self.gpus.empty()) {
+    throw py::value_error("No GPUs available.");
+  }
+  return self.gpus.at(gpu_index);
+}
+
+py::tuple constraints(Gpu& gpu) {
+  const PowerLimitConstraints limits = gpu.power_limit_constraints_mw();
+  return py::make_tuple(limits.min_mw, limits.max_mw);
+}
+
+// Registers `name` on both classes: GPU.name(self, args...) and GPUs.name(self, gpu_index,
+// args...).
+template <typename Result, typename... Args, typename... Extra>
+void def_both(py::class_<Gpu, std::shared_ptr<Gpu>>& gpu_class,
+              py::class_<PyGpus, std::shared_ptr<PyGpus>>& gpus_class, const char* name,
+              Result (*function)(Gpu&, Args...), const char* doc, const Extra&... extra) {
+  gpu_class.def(
+      name, [function](Gpu& gpu, Args... args) { return function(gpu, std::move(args)...); },
+      extra..., doc);
+  gpus_class.def(
+      name,
+      [function](const PyGpus& self, int gpu_index, Args... args) {
+        return function(gpu_at(self, gpu_index), std::move(args)...);
+      },
+      py::arg("gpu_index"), extra..., doc);
+}
+
+}  // namespace
+
+void bind_device(py::module_& module) {
+  py::class_<Gpu, std::shared_ptr<Gpu>> gpu_class(
+      module, "GPU", "One GPU (see GPUs for the methods; here without the gpu_index argument).");
+  py::class_<PyGpus, std::shared_ptr<PyGpus>> gpus_class(
+      module, "GPUs",
+      "The GPUs visible to this process, indexed as CUDA/HIP index them (after "
+      "CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES). Every method takes the GPU index first.");
+
+  def_both(
+      gpu_class, gpus_class, "get_name", +[](Gpu& gpu) { return gpu.name(); },
+      "The GPU model name.");
+  def_both(
+      gpu_class, gpus_class, "get_power_management_limit_constraints",
+      +[](Gpu& gpu) { return constraints(gpu); }, "(min, max) power limit in mW.");
+  def_both(
+      gpu_class, gpus_class, "get_power_management_limit",
+      +[](Gpu& gpu) { return gpu.power_limit_mw(); }, "The power limit in mW.");
+  def_both(
+      gpu_class, gpus_class, "set_power_management_limit",
+      +[](Gpu& gpu, std::uint32_t power_limit_mw, bool /*block*/) {
+        gpu.set_power_limit_mw(power_limit_mw);
+      },
+      "Sets the power limit (mW); a no-op when already in force.", py::arg("power_limit_mw"),
+      py::arg("block") = true);
+  def_both(
+      gpu_class, gpus_class, "reset_power_management_limit",
+      +[](Gpu& gpu, bool /*block*/) { gpu.reset_power_limit(); },
+      "Restores the default power limit.", py::arg("block") = true);
+  def_both(
+      gpu_class, gpus_class, "set_persistence_mode",
+      +[](Gpu& gpu, bool enabled, bool /*block*/) { gpu.set_persistence_mode(enabled); },
+      "Enables or disables persistence mode.", py::arg("enabled"), py::arg("block") = true);
+  def_both(
+      gpu_class, gpus_class, "get_persistence_mode",
+      +[](Gpu& gpu) { return gpu.persistence_mode(); }, "Whether persistence mode is on.");
+  def_both(
+      gpu_class, gpus_class, "get_supported_memory_clocks",
+      +[](Gpu& gpu) { return gpu.supported_memory_clocks_mhz(); },
+      "Supported memory clocks (MHz).");
+  def_both(
+      gpu_class, gpus_class, "set_memory_locked_clocks",
+      +[](Gpu& gpu, std::uint32_t min_clock_mhz, std::uint32_t max_clock_mhz, bool /*block*/) {
+        gpu.set_memory_locked_clocks_mhz(min_clock_mhz, max_clock_mhz);
+      },
+      "Locks the memory clock to [min, max] MHz.", py::arg("min_clock_mhz"),
+      py::arg("max_clock_mhz"), py::arg("block") = true);
+  def_both(
+      gpu_class, gpus_class, "reset_memory_locked_clocks",
+      +[](Gpu& gpu, bool /*block*/) { gpu.reset_memory_locked_clocks(); },
+      "Unlocks the memory clock.", py::arg("block") = true);
+  def_both(
+      gpu_class, gpus_class, "get_supported_graphics_clocks",
+      +[](Gpu& gpu, std::optional<std::uint32_t> memory_clock_mhz) {
+        return gpu.supported_graphics_clocks_mhz(memory_clock_mhz);
+      },
+      "Supported graphics (SM) clocks (MHz) at a memory clock (the highest when None).",
+      py::arg("memory_clock_mhz") = py::none());
+  def_both(
+      gpu_class, gpus_class, "set_gpu_locked_clocks",
+      +[](Gpu& gpu, std::uint32_t min_clock_mhz, std::uint32_t max_clock_mhz, bool /*block*/) {
+        gpu.set_gpu_locked_clocks_mhz(min_clock_mhz, max_clock_mhz);
+      },
+      "Locks the graphics clock to [min, max] MHz.", py::arg("min_clock_mhz"),
+      py::arg("max_clock_mhz"), py::arg("block") = true);
+  def_both(
+      gpu_class, gpus_class, "reset_gpu_locked_clocks",
+      +[](Gpu& gpu, bool /*block*/) { gpu.reset_gpu_locked_clocks(); },
+      "Unlocks the graphics clock.", py::arg("block") = true);
+  def_both(
+      gpu_class, gpus_class, "reset_locked_clocks",
+      +[](Gpu& gpu, bool /*block*/) { gpu.reset_locked_clocks(); },
+      "Unlocks the graphics and memory clocks.", py::arg("block") = true);
+  def_both(
+      gpu_class, gpus_class, "get_average_power_usage",
+      +[](Gpu& gpu) { return gpu.average_power_mw(); }, "Average power (mW, about 1 s).");
+  def_both(
+      gpu_class, gpus_class, "get_instant_power_usage",
+      +[](Gpu& gpu) { return gpu.instant_power_mw(); }, "Instant power (mW).");
+  def_both(
+      gpu_class, gpus_class, "get_average_memory_power_usage",
+      +[](Gpu& gpu) { return gpu.average_memory_power_mw(); }, "Average memory power (mW).");
+  def_both(
+      gpu_class, gpus_class, "supports_get_total_energy_consumption",
+      +[](Gpu& gpu) { return gpu.supports_energy_counter(); },
+      "Whether the GPU has an energy counter.");
+  def_both(
+      gpu_class, gpus_class, "get_total_energy_consumption",
+      +[](Gpu& gpu) { return gpu.total_energy_mj(); }, "Energy (mJ) since the driver was loaded.");
+  def_both(
+      gpu_class, gpus_class, "get_gpu_temperature", +[](Gpu& gpu) { return gpu.temperature_c(); },
+      "Temperature (degrees Celsius).");
+  def_both(
+      gpu_class, gpus_class, "get_uuid", +[](Gpu& gpu) { return gpu.uuid(); },
+      "The GPU's UUID (zeus_cpp extension).");
+  def_both(
+      gpu_class, gpus_class, "get_architecture", +[](Gpu& gpu) { return gpu.architecture(); },
+      "The architecture name, e.g. 'hopper' (zeus_cpp extension).");
+
+  gpu_class.def_property_readonly(
+      "supports_nonblocking_setters", [](const Gpu&) { return false; },
+      "Always False: every setter blocks.");
+
+  gpus_class
+      .def_property_readonly(
+          "supports_nonblocking_setters", [](const PyGpus&) { return false; },
+          "Always False: every setter blocks.")
+      .def_property_readonly(
+          "gpus",
+          [](const PyGpus& self) {
+            std::vector<std::shared_ptr<Gpu>> list;
+            for (std::size_t i = 0; i < self.gpus.size(); ++i) {
+              list.push_back(self.gpus.shared(static_cast<int>(i)));
+            }
+            return list;
+          },
+          "The GPU objects, in index order.")
+      .def_property_readonly(
+          "backend", [](const PyGpus& self) { return self.backend; },
+          "'nvml', 'amdsmi', 'simulated' or 'none' (zeus_cpp extension).")
+      .def(
+          "physical_index",
+          [](const PyGpus& self, int gpu_index) {
+            gpu_at(self, gpu_index);
+            return self.gpus.physical_index(gpu_index);
+          },
+          py::arg("gpu_index"), "The vendor library's index of a GPU (zeus_cpp extension).")
+      .def("__len__", [](const PyGpus& self) { return self.gpus.size(); })
+      .def("__repr__", [](const PyGpus& self) {
+        return "<zeus_cpp GPUs: " + std::to_string(self.gpus.size()) + " (" + self.backend + ")>";
+      });
+
+  module.def(
+      "get_gpus",
+      [](bool ensure_homogeneous) {
+        std::shared_ptr<PyGpus> gpus = process_gpus();
+        if (ensure_homogeneous) {
+          try {
+            gpus->gpus.ensure_homogeneous();
+          } catch (const Error& error) {
+            throw_python_error("ZeusGPUHeterogeneousError", error.what());
+          }
+        }
+        return gpus;
+      },
+      py::arg("ensure_homogeneous") = false, "The GPUs of this process (one object per process).");
+
+  py::class_<PyCpus, std::shared_ptr<PyCpus>>(module, "CPUs",
+                                              "The CPU packages (Linux RAPL), by package index.")
+      .def(
+          "get_total_energy_consumption",
+          [](const PyCpus& self, int index) -> std::pair<double, std::optional<double>> {
+            try {
+              Cpu& cpu = self.at(index);
+              const double cpu_mj = static_cast<double>(cpu.package_energy_uj()) / 1000.0;
+              std::optional<double> dram_mj;
+              if (cpu.has_dram()) {
+                dram_mj = static_cast<double>(cpu.dram_energy_uj()) / 1000.0;
+              }
+              return {cpu_mj, dram_mj};
+            } catch (const Error& error) {
+              throw_translated(error, ErrorFamily::kCpu);
+            }
+          },
+          py::arg("index"), "(package mJ, DRAM mJ or None), cumulative.")
+      .def(
+          "supports_get_dram_energy_consumption",
+          [](const PyCpus& self, int index) {
+            try {
+              return self.at(index).has_dram();
+            } catch (const Error& error) {
+              throw_translated(error, ErrorFamily::kCpu);
+            }
+          },
+          py::arg("index"))
+      .def_property_readonly("indices",
+                             [](const PyCpus& self) {
+                               std::vector<int> indices;
+                               for (const auto& cpu : self.cpus) {
+                                 indices.push_back(cpu->index());
+                               }
+                               return indices;
+                             })
+      .def("__len__", [](const PyCpus& self) { return self.cpus.size(); });
+
+  module.def(
+      "get_cpus",
+      []() {
+        static const std::shared_ptr<PyCpus> instance = [] {
+          auto cpus = std::make_shared<PyCpus>();
+          cpus->cpus = zeus::get_cpus().cpus;
+          return cpus;
+        }();
+        const CpuDiscovery& discovery = zeus::get_cpus();
+        if (instance->cpus.empty()) {
+          throw_python_error(
+              discovery.permission_denied ? "ZeusCPUNoPermissionError" : "ZeusCPUInitError",
+              discovery.message.empty() ? "no CPU package with RAPL was found" : discovery.message);
+        }
+        return instance;
+      },
+      "The CPU packages of this machine (RAPL).");
+
+  // Simulated GPUs on a clock that never moves: reading them costs a mutex and no clock read
+  // (the benchmark's "zero-cost device"; their energy stays 0).
+  module.def(
+      "_benchmark_gpus",
+      [](int count, const std::string& model) {
+        if (count < 0) {
+          throw py::value_error("count must be >= 0");
+        }
+        const auto clock = std::make_shared<ManualClock>(1);
+        std::vector<std::shared_ptr<Gpu>> list;
+        std::vector<int> physical;
+        for (int i = 0; i < count; ++i) {
+          list.push_back(std::make_shared<SimulatedGpu>(simulated_gpu_model(model), i, clock));
+          physical.push_back(i);
+        }
+        auto gpus = std::make_shared<PyGpus>();
+        gpus->gpus = Gpus(std::move(list), std::move(physical));
+        gpus->backend = "simulated";
+        return gpus;
+      },
+      py::arg("count"), py::arg("model") = "h200");
+
+  module.def(
+      "has_sys_admin", []() { return zeus::has_sys_admin(); },
+      "Whether this process has CAP_SYS_ADMIN (needed to change GPU settings).");
+}
+
+}  // namespace zeus::python
