@@ -280,3 +280,26 @@ class _BatchSizeOptimizer:
     def energy(self) -> float: ...
     @property
     def server_url(self) -> str: ...
+
+# -- Prometheus export (src/python/metrics.cpp; use zeus_cpp.metric.PrometheusExporter) --
+
+class PrometheusExporter:
+    def __init__(
+        self,
+        gpu_indices: Optional[List[int]],
+        cpu_indices: Optional[List[int]],
+        host: str,
+        port: int,
+        interval: float,
+        gpu_buckets: List[float],
+        cpu_buckets: List[float],
+        dram_buckets: List[float],
+        duration_buckets: List[float],
+    ) -> None: ...
+    def observe(self, window: str, measurement: Measurement) -> None: ...
+    def close(self) -> None: ...
+    def render(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def host(self) -> str: ...

@@ -3,6 +3,12 @@
 
 #include <CLI/CLI.hpp>
 #include <functional>
+#include <memory>
+#include <string>
+
+namespace zeus::optimizer {
+class OptimumSelector;
+}
 
 namespace zeus::cli {
 
@@ -28,5 +34,12 @@ void add_sim(CLI::App& app, Action& action);
 void add_plo(CLI::App& app, Action& action);
 void add_bso(CLI::App& app, Action& action);
 void add_demo(CLI::App& app, Action& action);
+void add_report(CLI::App& app, Action& action);
+
+// A --selector value of `zeus plo show` and `zeus report`: zeus-cost[:ETA], energy, time or
+// max-slowdown[:FACTOR] (src/cli/plo.cpp). Throws kInvalidArgument naming the syntax.
+std::shared_ptr<const optimizer::OptimumSelector> parse_selector(const std::string& text,
+                                                                 int world_size);
+void add_exporter(CLI::App& app, Action& action);
 
 }  // namespace zeus::cli

@@ -41,6 +41,8 @@ int main(int argc, char** argv) {
   zeus::cli::add_plo(app, action);
   zeus::cli::add_bso(app, action);
   zeus::cli::add_demo(app, action);
+  zeus::cli::add_report(app, action);
+  zeus::cli::add_exporter(app, action);
 
   try {
     app.parse(argc, argv);

@@ -20,6 +20,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
 #include "zeus/monitor/power_sampler.hpp"
+#include "zeus/monitor/prometheus.hpp"
 #include "zeus/monitor/zeus_monitor.hpp"
 
 namespace zeus::cli {
@@ -35,6 +36,8 @@ struct MonitorArgs {
   std::string timeline;
   std::string output;
   std::string powercap_root;
+  int metrics_port = -1;  // -1: no /metrics
+  std::string metrics_host = "127.0.0.1";
   bool as_json = false;
   std::vector<std::string> command;
 };
@@ -329,7 +332,40 @@ int run(const MonitorArgs& args) {
   options.gpu_indices = gpu_indices;
   options.cpu_indices = cpu_indices;
   options.sampler_period_s = interval_s;
+  if (!args.timeline.empty()) {
+    // The measured window, for `zeus report` to shade on the timeline (ZeusMonitor's log format).
+    options.log_file = args.timeline + ".windows.csv";
+  }
   ZeusMonitor monitor(gpus, cpus.cpus, options);
+
+  // /metrics while the command runs (docs/prometheus.md).
+  std::unique_ptr<metrics::DeviceMetrics> device_metrics;
+  std::unique_ptr<metrics::MetricsServer> metrics_server;
+  if (args.metrics_port >= 0) {
+    if (args.metrics_port > 65535) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  fmt::format("--metrics-port {} is out of range; use 1-65535 (0: any free port)",
+                              args.metrics_port));
+    }
+    metrics::DeviceMetricsOptions metrics_options;
+    metrics_options.gpu_indices = gpu_indices;
+    metrics_options.interval_s = interval_s.value_or(1.0);
+    std::vector<std::shared_ptr<Cpu>> metric_cpus;
+    for (const auto& cpu : cpus.cpus) {
+      if (std::find(cpu_indices.begin(), cpu_indices.end(), cpu->index()) != cpu_indices.end()) {
+        metric_cpus.push_back(cpu);
+      }
+    }
+    device_metrics =
+        std::make_unique<metrics::DeviceMetrics>(gpus, metric_cpus, std::move(metrics_options));
+    metrics_server = std::make_unique<metrics::MetricsServer>(
+        args.metrics_host, args.metrics_port,
+        std::vector<metrics::MetricsServer::Source>{
+            [devices = device_metrics.get()](std::string& out) { devices->render(out); }});
+    metrics_server->start();
+    std::cerr << fmt::format("zeus: serving metrics at http://{}:{}/metrics\n", args.metrics_host,
+                             metrics_server->port());
+  }
 
   // The power timeline: every readable domain of the monitored GPUs, streamed to the file.
   std::unique_ptr<TimelineWriter> timeline;
@@ -407,6 +443,10 @@ int run(const MonitorArgs& args) {
   }
 
   const Measurement measured = monitor.end_window(kWindowName, false);
+  if (metrics_server) {
+    metrics_server->stop();
+    device_metrics->stop();
+  }
   std::vector<std::string> errors;
   if (sampler) {
     sampler->stop();
@@ -461,10 +501,18 @@ void add_monitor(CLI::App& app, Action& action) {
                       "command: a time limit, after which the command is sent SIGTERM");
   command->add_option("--timeline", args->timeline,
                       "Write the sampled GPU power to this CSV file "
-                      "(timestamp,device,domain,watts)");
+                      "(timestamp,device,domain,watts), and the measured window to "
+                      "FILE.windows.csv (ZeusMonitor's log format)");
   command->add_flag("--json", args->as_json, "Print the summary as one JSON object");
   command->add_option("-o,--output", args->output,
                       "Write the summary to this file instead of standard error");
+  command->add_option("--metrics-port", args->metrics_port,
+                      "Serve GPU/CPU energy and power for Prometheus at "
+                      "http://HOST:PORT/metrics while measuring (0: any free port, printed)");
+  command
+      ->add_option("--metrics-host", args->metrics_host,
+                   "Address for --metrics-port (0.0.0.0: every interface)")
+      ->capture_default_str();
   command->add_option("--powercap-root", args->powercap_root,
                       "Powercap sysfs root to search for RAPL zones (default /sys/class/powercap)");
   command->add_option("command", args->command,

@@ -11,7 +11,6 @@
 #include "zeus/runtime/power_limit_optimizer.hpp"
 
 namespace zeus::cli {
-namespace {
 
 // "zeus-cost:0.5", "energy", "time", "max-slowdown:1.1".
 std::shared_ptr<const optimizer::OptimumSelector> parse_selector(const std::string& text,
@@ -50,6 +49,8 @@ std::shared_ptr<const optimizer::OptimumSelector> parse_selector(const std::stri
               "unknown selector \"" + text +
                   "\"; use zeus-cost[:ETA], energy, time or max-slowdown[:FACTOR]");
 }
+
+namespace {
 
 int run_show(const std::string& path, const std::vector<std::string>& selector_texts,
              int world_size, bool as_json) {

@@ -301,6 +301,48 @@ std::string history_csv(const sim::CellSummary& summary, const std::vector<std::
   return csv;
 }
 
+// Every (batch size, power limit) that reaches the target, with its expected time, energy and
+// cost per recurrence, and whether it is Default's, the oracle's, and on the time-energy Pareto
+// front (no other configuration is at least as good in both and better in one).
+std::string configurations_csv(const sim::WorkloadTrace& trace, const sim::Oracle& oracle,
+                               double eta) {
+  struct Row {
+    int batch_size;
+    int power_limit_w;
+    sim::Oracle expected;
+  };
+  std::vector<Row> rows;
+  for (const sim::BatchSizeTrace& batch : trace.batch_sizes) {
+    for (const sim::PowerPoint& point : batch.power) {
+      try {
+        rows.push_back({batch.batch_size, point.power_limit_w,
+                        sim::expected_fixed(trace, batch.batch_size, point.power_limit_w, eta)});
+      } catch (const Error&) {
+        // never reaches the target: not a configuration one can run
+      }
+    }
+  }
+  const int default_limit_w = trace.power_limits_w.empty() ? 0 : trace.power_limits_w.back();
+  std::string csv = "batch_size,power_limit_w,time_s,energy_j,cost,default,oracle,pareto\n";
+  for (const Row& row : rows) {
+    const bool dominated = std::any_of(rows.begin(), rows.end(), [&](const Row& other) {
+      const auto& a = other.expected;
+      const auto& b = row.expected;
+      return a.expected_time_s <= b.expected_time_s && a.expected_energy_j <= b.expected_energy_j &&
+             (a.expected_time_s < b.expected_time_s || a.expected_energy_j < b.expected_energy_j);
+    });
+    fmt::format_to(
+        std::back_inserter(csv), "{},{},{},{},{},{},{},{}\n", row.batch_size, row.power_limit_w,
+        row.expected.expected_time_s, row.expected.expected_energy_j, row.expected.expected_cost,
+        row.batch_size == trace.workload.default_batch_size && row.power_limit_w == default_limit_w
+            ? 1
+            : 0,
+        row.batch_size == oracle.batch_size && row.power_limit_w == oracle.power_limit_w ? 1 : 0,
+        dominated ? 0 : 1);
+  }
+  return csv;
+}
+
 json cell_json(const Cell& cell) {
   const sim::CellSummary& s = cell.summary;
   if (cell.error) {
@@ -589,6 +631,10 @@ int run(const SimArgs& args) {
           trace_directory ? as_usage_error([&] { return trace_directory->load(gpu, workload); })
                           : sim::builtin_trace(gpu, workload);
       const sim::Oracle oracle = sim::compute_oracle(trace, config.eta);
+      if (!args.out.empty()) {
+        write_file(fs::path(args.out) / fmt::format("configurations_{}_{}.csv", workload_name, gpu),
+                   configurations_csv(trace, oracle, config.eta));
+      }
       for (const PolicyKind policy : policies) {
         progress.show(cells.size(),
                       fmt::format("{}/{}/{}", workload_name, gpu, sim::policy_name(policy)),
@@ -707,7 +753,8 @@ void add_sim(CLI::App& app, Action& action) {
   command->add_flag("--json", args->as_json, "Print one JSON object instead of the table");
   command->add_option("--out", args->out,
                       "Write each cell's per-recurrence history "
-                      "(<workload>_<gpu>_<policy>.csv) and summary.json to this directory");
+                      "(<workload>_<gpu>_<policy>.csv), each (workload, GPU)'s configurations "
+                      "(configurations_<workload>_<gpu>.csv) and summary.json to this directory");
   command->callback([&action, args] { action = [args] { return run(*args); }; });
 }
 

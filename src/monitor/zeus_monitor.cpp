@@ -46,6 +46,7 @@ ZeusMonitor::ZeusMonitor(const Gpus& gpus, std::vector<std::shared_ptr<Cpu>> cpu
                          ZeusMonitorOptions options)
     : clock_(options.clock ? options.clock : steady_clock()),
       sync_(std::move(options.sync)),
+      on_window_end_(std::move(options.on_window_end)),
       approx_instant_energy_(options.approx_instant_energy) {
   if (options.gpu_indices) {
     gpu_indices_ = *options.gpu_indices;
@@ -325,6 +326,9 @@ Measurement ZeusMonitor::end_window(const std::string& name, bool sync_execution
   }
   recycle(std::move(node));
   recycle(std::move(scratch));
+  if (on_window_end_) {
+    on_window_end_(name, result);
+  }
   return result;
 }
 

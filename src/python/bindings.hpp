@@ -23,6 +23,7 @@ void bind_device(py::module_& module);
 void bind_monitor(py::module_& module);
 void bind_optimizer(py::module_& module);
 void bind_bso(py::module_& module);
+void bind_metrics(py::module_& module);
 
 // ---- Errors (errors.cpp) -------------------------------------------------------------------
 //

@@ -8,4 +8,5 @@ PYBIND11_MODULE(_zeus, module) {
   zeus::python::bind_monitor(module);
   zeus::python::bind_optimizer(module);
   zeus::python::bind_bso(module);
+  zeus::python::bind_metrics(module);
 }

@@ -24,6 +24,10 @@ namespace zeus {
 // monitored GPU indices (e.g. torch.cuda.synchronize on each). Exceptions propagate.
 using SyncHook = std::function<void(const std::vector<int>& gpu_indices)>;
 
+// Called after every completed (not cancelled) window with its name and measurement, on the
+// thread that ended it (e.g. WindowHistograms::observe for Prometheus). Exceptions propagate.
+using WindowObserver = std::function<void(const std::string& window, const Measurement&)>;
+
 struct ZeusMonitorOptions {
   // GPU indices (as the process sees them, after CUDA_VISIBLE_DEVICES); nullopt = all, {} = none.
   std::optional<std::vector<int>> gpu_indices;
@@ -33,6 +37,7 @@ struct ZeusMonitorOptions {
   // (start_time,window_name,elapsed_time,gpu<i>_energy,...). Parent folders are created.
   std::filesystem::path log_file;
   SyncHook sync;
+  WindowObserver on_window_end;
   std::shared_ptr<Clock> clock;  // the steady clock when null
   // For a GPU whose window energy is exactly 0 (counter not updated yet), use instant power x
   // time instead.
@@ -86,6 +91,7 @@ class ZeusMonitor final : public WindowMonitor {
 
   std::shared_ptr<Clock> clock_;
   SyncHook sync_;
+  WindowObserver on_window_end_;
   bool approx_instant_energy_;
   std::vector<int> gpu_indices_;
   std::vector<std::shared_ptr<Gpu>> gpus_;

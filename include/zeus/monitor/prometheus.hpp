@@ -1,0 +1,187 @@
+// Prometheus pull export (text exposition format 0.0.4): device metrics sampled in the
+// background, per-window energy and duration histograms, and an HTTP server for /metrics.
+// See docs/prometheus.md for every metric, its type, unit and labels.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "zeus/common/clock.hpp"
+#include "zeus/device/cpu.hpp"
+#include "zeus/device/gpus.hpp"
+#include "zeus/monitor/measurement.hpp"
+
+namespace zeus::metrics {
+
+// A label value escaped for the text format: backslash, double quote and line feed.
+std::string escape_label_value(std::string_view value);
+// HELP text escaped for the text format: backslash and line feed.
+std::string escape_help(std::string_view text);
+// A sample value: integers without a fraction, +Inf/-Inf/NaN spelled as the format wants.
+std::string format_value(double value);
+
+// Appends "# HELP name help\n# TYPE name type\n".
+void write_family_header(std::string& out, std::string_view name, std::string_view type,
+                         std::string_view help);
+
+// Upper bounds of the window histograms, strictly increasing and finite (+Inf is implicit). The
+// defaults are the reference's (energy) and 0.1 s to 1 h (duration).
+struct HistogramBuckets {
+  std::vector<double> gpu_energy_j = {50, 100, 200, 500, 1000};
+  std::vector<double> cpu_energy_j = {10, 50, 100, 500, 1000};
+  std::vector<double> dram_energy_j = {5, 10, 20, 50, 150};
+  std::vector<double> duration_s = {0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600};
+};
+
+// Histograms per measurement window, with the reference's metric names:
+//   energy_monitor_gpu_energy_joules{window,index}, energy_monitor_cpu_energy_joules{window,index},
+//   energy_monitor_dram_energy_joules{window,index} and zeus_window_duration_seconds{window}.
+// Thread-safe; observe() is cheap (no allocation once a window/index pair was seen).
+class WindowHistograms {
+ public:
+  using Buckets = HistogramBuckets;
+  WindowHistograms() : WindowHistograms(HistogramBuckets()) {}
+  // Throws Error(kInvalidArgument) naming the list for an empty, unsorted or non-finite one.
+  explicit WindowHistograms(HistogramBuckets buckets);
+
+  void observe(const std::string& window, const Measurement& measurement);
+  // Appends the four families (a family without any observation is still declared).
+  void render(std::string& out) const;
+
+ private:
+  struct Histogram {
+    std::vector<std::uint64_t> counts;  // per bucket, not cumulative; last = +Inf
+    double sum = 0.0;
+    std::uint64_t count = 0;
+  };
+  using Key = std::pair<std::string, int>;  // window, device index (-1: none)
+  static void add(std::map<Key, Histogram>& series, const std::vector<double>& bounds,
+                  const std::string& window, int index, double value);
+  static void render_family(std::string& out, std::string_view name, std::string_view help,
+                            const std::vector<double>& bounds,
+                            const std::map<Key, Histogram>& series, bool with_index);
+
+  Buckets buckets_;
+  mutable std::mutex mutex_;
+  std::map<Key, Histogram> gpu_;
+  std::map<Key, Histogram> cpu_;
+  std::map<Key, Histogram> dram_;
+  std::map<Key, Histogram> duration_;
+};
+
+struct DeviceMetricsOptions {
+  // Indices into the Gpus given; nullopt = all.
+  std::optional<std::vector<int>> gpu_indices;
+  // How often the devices are read (>= 1 ms). Counters without a hardware energy counter are
+  // integrated from power at this period.
+  double interval_s = 1.0;
+  std::shared_ptr<Clock> clock;  // the steady clock when null
+  // Start the sampling thread. Tests leave it off and call sample_once().
+  bool start_thread = true;
+};
+
+// The devices' state, read every interval by a background thread and rendered on scrape (a
+// scrape never waits for a device). Families:
+//   zeus_gpu_energy_joules_total{index}       counter (hardware counter, or integrated power)
+//   power_monitor_gpu_power_watts{index,domain} gauge (domain: device_instant, device_average,
+//                                               memory_average, where the GPU supports it)
+//   zeus_gpu_power_limit_watts{index}         gauge
+//   zeus_gpu_temperature_celsius{index}       gauge
+//   zeus_gpu_info{index,name,uuid}            gauge, always 1
+//   zeus_cpu_energy_joules_total{index}       counter (RAPL package)
+//   zeus_dram_energy_joules_total{index}      counter (RAPL DRAM)
+//   zeus_cpu_power_watts{index,domain}        gauge (package, dram; from the energy deltas)
+//   zeus_device_read_errors_total{device}     counter (a failed read keeps the last value)
+class DeviceMetrics {
+ public:
+  // Throws Error(kInvalidArgument) for a bad GPU index or interval.
+  DeviceMetrics(const Gpus& gpus, std::vector<std::shared_ptr<Cpu>> cpus,
+                DeviceMetricsOptions options = {});
+  ~DeviceMetrics();
+  DeviceMetrics(const DeviceMetrics&) = delete;
+  DeviceMetrics& operator=(const DeviceMetrics&) = delete;
+
+  void stop();
+  // One read of every device (what the thread does every interval).
+  void sample_once();
+  void render(std::string& out) const;
+
+ private:
+  struct GpuState {
+    int index = 0;
+    std::shared_ptr<Gpu> gpu;
+    std::string name;
+    std::string uuid;
+    bool has_counter = false;
+    std::optional<std::uint64_t> counter_base_mj;  // first hardware reading
+    double energy_j = 0.0;
+    std::vector<std::pair<std::string, double>> power_w;  // domain -> watts
+    std::optional<double> power_limit_w;
+    std::optional<double> temperature_c;
+    std::uint64_t errors = 0;
+    std::optional<std::int64_t> last_ns;  // for integration
+    double last_power_w = 0.0;
+  };
+  struct CpuState {
+    std::shared_ptr<Cpu> cpu;
+    std::optional<std::uint64_t> package_base_uj, dram_base_uj;
+    double package_j = 0.0, dram_j = 0.0;
+    std::optional<double> package_w, dram_w;
+    std::uint64_t errors = 0;
+    std::optional<std::int64_t> last_ns;
+  };
+  void run();
+
+  std::shared_ptr<Clock> clock_;
+  double interval_s_;
+  mutable std::mutex mutex_;
+  std::vector<GpuState> gpus_;
+  std::vector<CpuState> cpus_;
+  std::mutex stop_mutex_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// An HTTP server answering GET /metrics (and / with a link) from its sources, concatenated.
+class MetricsServer {
+ public:
+  using Source = std::function<void(std::string& out)>;
+
+  // Binds host:port (port 0: any free port). Throws Error(kIo) saying the address is in use or
+  // cannot be bound, and what to do.
+  MetricsServer(const std::string& host, int port, std::vector<Source> sources);
+  ~MetricsServer();
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+  int port() const { return port_; }
+  const std::string& host() const { return host_; }
+  // Serves on a background thread until stop() (or destruction).
+  void start();
+  void stop();
+  // The body GET /metrics returns.
+  std::string render() const;
+
+ private:
+  struct Impl;
+  std::string host_;
+  int port_ = 0;
+  std::vector<Source> sources_;
+  std::unique_ptr<Impl> impl_;
+  std::thread thread_;
+  std::atomic<bool> listen_returned_{false};
+  std::atomic<std::uint64_t> scrapes_{0};
+};
+
+}  // namespace zeus::metrics

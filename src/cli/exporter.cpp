@@ -1,0 +1,164 @@
+// `zeus exporter`: GPU, CPU and DRAM metrics for Prometheus to scrape (docs/prometheus.md).
+#include <fmt/format.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "arguments.hpp"
+#include "commands.hpp"
+#include "zeus/common/error.hpp"
+#include "zeus/device/discovery.hpp"
+#include "zeus/monitor/prometheus.hpp"
+
+namespace zeus::cli {
+namespace {
+
+struct ExporterArgs {
+  std::string host = "127.0.0.1";
+  int port = 9464;
+  std::string gpus;
+  std::string cpus;
+  std::string interval = "1s";
+  std::string duration;
+  std::string port_file;
+};
+
+void write_port_file(const std::string& path, int port) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary);
+    if (!out) {
+      throw Error(
+          ErrorKind::kInvalidArgument,
+          fmt::format("--port-file \"{}\": cannot write it (does its folder exist?)", path));
+    }
+    out << port << "\n";
+  }
+  std::rename(temporary.c_str(), path.c_str());
+}
+
+int run(const ExporterArgs& args) {
+  if (args.port < 0 || args.port > 65535) {
+    throw Error(
+        ErrorKind::kInvalidArgument,
+        fmt::format("--port {} is out of range; use 1-65535 (0: any free port)", args.port));
+  }
+  metrics::DeviceMetricsOptions options;
+  options.interval_s = parse_duration_s(args.interval, "--interval");
+  if (options.interval_s < 0.001) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("--interval \"{}\" is below 1 ms", args.interval));
+  }
+  std::optional<double> duration_s;
+  if (!args.duration.empty()) {
+    duration_s = parse_duration_s(args.duration, "--duration");
+  }
+
+  const Gpus& gpus = get_gpus();
+  if (!args.gpus.empty()) {
+    options.gpu_indices = parse_index_list(args.gpus, "--gpus");
+    std::vector<int> valid;
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      valid.push_back(static_cast<int>(i));
+    }
+    check_indices(*options.gpu_indices, valid, "--gpus", "GPU");
+  }
+  std::vector<std::shared_ptr<Cpu>> cpus;
+  const CpuDiscovery& cpu_discovery = get_cpus();
+  if (args.cpus != "none") {
+    std::vector<int> valid;
+    for (const auto& cpu : cpu_discovery.cpus) {
+      valid.push_back(cpu->index());
+    }
+    if (args.cpus.empty()) {
+      cpus = cpu_discovery.cpus;
+    } else {
+      const std::vector<int> wanted = parse_index_list(args.cpus, "--cpus");
+      if (!cpu_discovery.available) {
+        throw Error(ErrorKind::kNoPermission, fmt::format("--cpus {}: RAPL cannot be read: {}",
+                                                          args.cpus, cpu_discovery.message));
+      }
+      check_indices(wanted, valid, "--cpus", "CPU package");
+      for (const auto& cpu : cpu_discovery.cpus) {
+        if (std::find(wanted.begin(), wanted.end(), cpu->index()) != wanted.end()) {
+          cpus.push_back(cpu);
+        }
+      }
+    }
+  }
+  if (gpus.empty() && cpus.empty()) {
+    std::cerr << "zeus exporter: note: no GPU and no readable CPU package; only the exporter's "
+                 "own metrics will be served\n";
+  }
+
+  // SIGTERM and SIGINT go to this thread only (the server's threads inherit the mask).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  metrics::DeviceMetrics devices(gpus, cpus, options);
+  metrics::MetricsServer server(args.host, args.port,
+                                {[&devices](std::string& out) { devices.render(out); }});
+  server.start();
+  if (!args.port_file.empty()) {
+    write_port_file(args.port_file, server.port());
+  }
+  std::cerr << fmt::format(
+      "zeus exporter: serving http://{}:{}/metrics ({} GPU(s), {} CPU package(s), read every "
+      "{})\n",
+      args.host, server.port(), options.gpu_indices ? options.gpu_indices->size() : gpus.size(),
+      cpus.size(), format_duration(options.interval_s));
+
+  int received = 0;
+  if (duration_s) {
+    timespec timeout{};
+    timeout.tv_sec = static_cast<std::time_t>(*duration_s);
+    timeout.tv_nsec = static_cast<long>((*duration_s - static_cast<double>(timeout.tv_sec)) * 1e9);
+    received = sigtimedwait(&signals, nullptr, &timeout);
+  } else {
+    sigwait(&signals, &received);
+  }
+  server.stop();
+  devices.stop();
+  std::cerr << "zeus exporter: stopped\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_exporter(CLI::App& app, Action& action) {
+  CLI::App* command = app.add_subcommand(
+      "exporter", "Serve GPU, CPU and DRAM energy and power at /metrics for Prometheus to scrape");
+  auto args = std::make_shared<ExporterArgs>();
+  command
+      ->add_option("--host", args->host,
+                   "Address to listen on (0.0.0.0: every interface, for a remote Prometheus)")
+      ->capture_default_str();
+  command->add_option("--port", args->port, "Port to listen on (0: any free port)")
+      ->capture_default_str();
+  command->add_option("--gpus", args->gpus, "GPUs to export, e.g. 0,1; default all");
+  command->add_option("--cpus", args->cpus,
+                      "CPU packages to export through RAPL, e.g. 0,1, or none; default all that "
+                      "can be read");
+  command->add_option("--interval", args->interval, "How often the devices are read, e.g. 500ms")
+      ->capture_default_str();
+  command->add_option("--duration", args->duration,
+                      "Stop after this long (default: until SIGTERM)");
+  command->add_option("--port-file", args->port_file,
+                      "Write the port listened on to this file once serving");
+  command->footer(
+      "Metrics (text format 0.0.4): zeus_gpu_energy_joules_total, power_monitor_gpu_power_watts, "
+      "zeus_gpu_power_limit_watts, zeus_gpu_temperature_celsius, zeus_cpu_energy_joules_total, "
+      "zeus_dram_energy_joules_total, ... (docs/prometheus.md). Stops on SIGINT or SIGTERM.");
+  command->callback([&action, args] { action = [args] { return run(*args); }; });
+}
+
+}  // namespace zeus::cli

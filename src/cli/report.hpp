@@ -1,0 +1,132 @@
+// `zeus report`: the inputs it reads and the self-contained HTML page it writes.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace zeus::optimizer {
+class OptimumSelector;
+}
+
+namespace zeus::cli::report {
+
+// One ZeusMonitor window: a row of a monitor log (start_time,window_name,elapsed_time,...).
+struct Window {
+  std::string name;
+  double start_s = 0.0;  // Unix time
+  double elapsed_s = 0.0;
+  std::vector<std::pair<std::string, double>> energy_j;  // ("gpu0", J) as the log's columns
+};
+
+struct WindowLog {
+  std::filesystem::path path;
+  std::vector<Window> windows;
+};
+
+// One (device, domain) series of a `zeus monitor --timeline` CSV.
+struct PowerSeries {
+  std::string device;                             // "gpu0"
+  std::string domain;                             // "instant", "average", ...
+  std::vector<std::pair<double, double>> points;  // (Unix time s, W), ascending in time
+  std::size_t samples = 0;                        // before any downsampling
+};
+
+struct Timeline {
+  std::filesystem::path path;
+  double start_s = 0.0;  // the earliest timestamp
+  double end_s = 0.0;
+  std::vector<PowerSeries> series;  // in order of first appearance
+  std::vector<Window> windows;      // from <path>.windows.csv, when present
+  std::filesystem::path windows_path;
+};
+
+// One policy's histories in a `zeus sim --out` directory.
+struct HistoryRow {
+  std::uint64_t seed = 0;
+  int recurrence = 0;
+  int batch_size = 0;
+  int power_limit_w = 0;
+  double energy_j = 0.0;
+  double time_s = 0.0;
+  double cost = 0.0;
+};
+
+struct PolicyHistory {
+  std::string policy;
+  std::filesystem::path path;
+  std::vector<HistoryRow> rows;
+};
+
+struct Configuration {
+  int batch_size = 0;
+  int power_limit_w = 0;
+  double time_s = 0.0;
+  double energy_j = 0.0;
+  double cost = 0.0;
+  bool is_default = false;
+  bool is_oracle = false;
+  bool is_pareto = false;
+};
+
+// One (workload, GPU) of a simulation.
+struct SimGroup {
+  std::string workload;
+  std::string gpu;
+  double oracle_cost = 0.0;
+  int oracle_batch_size = 0;
+  int oracle_power_limit_w = 0;
+  std::vector<PolicyHistory> policies;
+  std::vector<Configuration> configurations;  // empty when the directory has none
+  std::filesystem::path configurations_path;
+};
+
+struct SimResults {
+  std::filesystem::path dir;
+  double eta = 0.5;
+  std::vector<SimGroup> groups;
+  std::vector<std::string> failed_cells;  // "workload/gpu/policy: error"
+};
+
+struct ProfilePoint {
+  int power_limit_w = 0;
+  double energy_j = 0.0;
+  double time_s = 0.0;
+};
+
+struct Profile {
+  std::filesystem::path path;
+  std::vector<ProfilePoint> points;  // ascending power limit
+  int chosen_w = 0;
+  std::string selector;  // the selector's description
+};
+
+struct Inputs {
+  std::vector<Timeline> timelines;
+  std::vector<WindowLog> window_logs;
+  std::vector<SimResults> simulations;
+  std::vector<Profile> profiles;
+};
+
+// At most this many points per plotted power series; longer ones are averaged in buckets.
+constexpr std::size_t kMaxSeriesPoints = 4000;
+
+// Reads every input, detecting its kind by content. Errors (zeus::Error, kInvalidArgument) name
+// the file and say what was expected.
+Inputs read_inputs(const std::vector<std::string>& paths,
+                   const optimizer::OptimumSelector& selector);
+
+// The whole page.
+std::string render_html(const Inputs& inputs, std::string_view title);
+
+}  // namespace zeus::cli::report
+
+namespace zeus::cli::assets {
+std::string_view chart_js();
+std::string_view report_js();
+std::string_view report_css();
+}  // namespace zeus::cli::assets

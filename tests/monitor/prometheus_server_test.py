@@ -1,0 +1,275 @@
+#!/usr/bin/python3
+"""A real Prometheus server scrapes `zeus exporter` and a ZeusMonitor training-loop stand-in.
+
+Usage: prometheus_server_test.py ZEUS_BINARY WINDOW_DRIVER_BINARY
+
+Starts, on loopback ports in a temporary directory:
+- `zeus exporter` on two simulated H200s and a fake RAPL tree whose counter this script advances;
+- metrics_window_driver: ZeusMonitor windows "step" (~50 ms) and "epoch" feeding the histograms;
+- Debian's `prometheus` with a 1 s scrape interval pointing at both.
+Then asks the Prometheus HTTP API for the expected series and checks their values are plausible.
+Exit 0: passed; 1: failed (with the reason); 77: skipped (no `prometheus` binary).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+SKIP = 77
+STARTUP_S = 60.0
+H200_IDLE_W, H200_MAX_W = 75.0, 700.0
+
+
+class Failure(Exception):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for_file(path: Path, process: subprocess.Popen, what: str) -> str:
+    deadline = time.monotonic() + STARTUP_S
+    while not path.exists():
+        if process.poll() is not None:
+            raise Failure(f"{what} exited with {process.returncode} before it was ready")
+        if time.monotonic() > deadline:
+            raise Failure(f"{what} wrote no {path.name} within {STARTUP_S} s")
+        time.sleep(0.05)
+    return path.read_text().strip()
+
+
+class Prometheus:
+    def __init__(self, port: int) -> None:
+        self.base = f"http://127.0.0.1:{port}"
+
+    def query(self, promql: str) -> list[dict]:
+        url = f"{self.base}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            body = json.load(response)
+        if body.get("status") != "success":
+            raise Failure(f"query {promql!r} failed: {body}")
+        return body["data"]["result"]
+
+    def values(self, promql: str) -> dict[str, float]:
+        """label set (as a sorted 'k=v,...' string) -> value."""
+        out = {}
+        for series in self.query(promql):
+            labels = ",".join(
+                f"{k}={v}" for k, v in sorted(series["metric"].items()) if k not in ("job", "__name__")
+            )
+            out[labels] = float(series["value"][1])
+        return out
+
+
+def wait_until(description: str, predicate, timeout_s: float = STARTUP_S):
+    deadline = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = predicate()
+            if last:
+                return last
+        except (OSError, ValueError, KeyError) as error:  # Prometheus still starting
+            last = error
+        time.sleep(0.5)
+    raise Failure(f"timed out waiting for {description} (last: {last})")
+
+
+def expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise Failure(message)
+    print(f"  ok: {message}")
+
+
+def make_powercap_tree(root: Path) -> Path:
+    zone = root / "intel-rapl:0"
+    zone.mkdir(parents=True)
+    (zone / "name").write_text("package-0\n")
+    (zone / "energy_uj").write_text("1000000\n")
+    (zone / "max_energy_range_uj").write_text("262143328850\n")
+    return zone / "energy_uj"
+
+
+def advance_counter(path: Path, microjoules: int) -> None:
+    value = int(path.read_text()) + microjoules
+    temporary = path.with_suffix(".new")
+    temporary.write_text(f"{value}\n")
+    temporary.replace(path)
+
+
+def run(zeus: str, driver: str, work: Path) -> None:
+    processes: list[tuple[str, subprocess.Popen]] = []
+
+    def start(name: str, command: list[str], env: dict | None = None) -> subprocess.Popen:
+        log = open(work / f"{name}.log", "wb")
+        process = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+        )
+        processes.append((name, process))
+        return process
+
+    try:
+        energy_file = make_powercap_tree(work / "powercap")
+        env = dict(os.environ, ZEUS_SIMULATED_GPUS="2:h200", ZEUS_POWERCAP_ROOT=str(work / "powercap"))
+        exporter = start(
+            "exporter",
+            [zeus, "exporter", "--port", "0", "--port-file", str(work / "exporter.port"),
+             "--interval", "200ms"],
+            env,
+        )  # fmt: skip
+        exporter_port = wait_for_file(work / "exporter.port", exporter, "zeus exporter")
+        windows = start("driver", [driver, str(work / "driver.port")], env)
+        driver_port = wait_for_file(work / "driver.port", windows, "metrics_window_driver")
+
+        prometheus_port = free_port()
+        (work / "prometheus.yml").write_text(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+            "scrape_configs:\n"
+            f"  - job_name: zeus_exporter\n    static_configs:\n"
+            f"      - targets: ['127.0.0.1:{exporter_port}']\n"
+            f"  - job_name: zeus_windows\n    static_configs:\n"
+            f"      - targets: ['127.0.0.1:{driver_port}']\n"
+        )
+        start(
+            "prometheus",
+            ["prometheus", f"--config.file={work / 'prometheus.yml'}",
+             f"--storage.tsdb.path={work / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{prometheus_port}"],
+        )  # fmt: skip
+        prometheus = Prometheus(prometheus_port)
+
+        wait_until(
+            "both targets up",
+            lambda: sorted(prometheus.values("up").values()) == [1.0, 1.0],
+        )
+        print("both targets are up; letting Prometheus scrape for a while")
+        # RAPL moves 20 J every 0.5 s (40 W) while Prometheus scrapes.
+        deadline = time.monotonic() + 12.0
+        while time.monotonic() < deadline:
+            advance_counter(energy_file, 20_000_000)
+            time.sleep(0.5)
+        wait_until(
+            "8 scrapes of the exporter",
+            lambda: all(
+                v >= 8
+                for v in prometheus.values(
+                    'count_over_time(zeus_gpu_energy_joules_total{job="zeus_exporter"}[1m])'
+                ).values()
+            )
+            and prometheus.values('zeus_gpu_energy_joules_total{job="zeus_exporter"}'),
+        )
+
+        energy = prometheus.values('zeus_gpu_energy_joules_total{job="zeus_exporter"}')
+        expect(sorted(energy) == ["index=0,instance=127.0.0.1:" + exporter_port,
+                                  "index=1,instance=127.0.0.1:" + exporter_port],
+               f"one energy counter per GPU: {sorted(energy)}")  # fmt: skip
+        expect(all(v > 0 for v in energy.values()), f"energy counters are positive: {energy}")
+        rates = prometheus.values('rate(zeus_gpu_energy_joules_total{job="zeus_exporter"}[10s])')
+        expect(
+            len(rates) == 2 and all(H200_IDLE_W * 0.8 <= v <= H200_MAX_W for v in rates.values()),
+            f"energy rate is an H200's power (75-700 W): {rates}",
+        )
+        power = prometheus.values(
+            'power_monitor_gpu_power_watts{job="zeus_exporter",domain="device_instant"}'
+        )
+        expect(
+            len(power) == 2 and all(H200_IDLE_W * 0.8 <= v <= H200_MAX_W for v in power.values()),
+            f"instant power per GPU is plausible: {power}",
+        )
+        limits = prometheus.values('zeus_gpu_power_limit_watts{job="zeus_exporter"}')
+        expect(list(limits.values()) == [700.0, 700.0], f"power limits are 700 W: {limits}")
+        temperature = prometheus.values('zeus_gpu_temperature_celsius{job="zeus_exporter"}')
+        expect(
+            len(temperature) == 2 and all(10 <= v <= 110 for v in temperature.values()),
+            f"temperatures are plausible: {temperature}",
+        )
+        info = prometheus.query('zeus_gpu_info{job="zeus_exporter"}')
+        expect(
+            sorted(s["metric"]["name"] for s in info) == ["NVIDIA H200", "NVIDIA H200"],
+            "zeus_gpu_info names both GPUs",
+        )
+        cpu = prometheus.values('zeus_cpu_energy_joules_total{job="zeus_exporter"}')
+        expect(len(cpu) == 1 and list(cpu.values())[0] >= 100, f"RAPL energy counted: {cpu}")
+        cpu_rate = prometheus.values('rate(zeus_cpu_energy_joules_total{job="zeus_exporter"}[10s])')
+        expect(
+            len(cpu_rate) == 1 and 20 <= list(cpu_rate.values())[0] <= 80,
+            f"RAPL power is about the 40 W the test drives: {cpu_rate}",
+        )
+
+        steps = prometheus.values('energy_monitor_gpu_energy_joules_count{window="step"}')
+        expect(len(steps) == 2 and all(v >= 20 for v in steps.values()),
+               f"step windows observed per GPU: {steps}")  # fmt: skip
+        per_step = prometheus.values(
+            'energy_monitor_gpu_energy_joules_sum{window="step"}'
+            ' / energy_monitor_gpu_energy_joules_count{window="step"}'
+        )
+        expect(
+            all(0.5 <= v <= 50 for v in per_step.values()),
+            f"energy per ~50 ms step is an idle H200's (~4 J): {per_step}",
+        )
+        median = prometheus.values(
+            "histogram_quantile(0.5, sum by (le) "
+            '(rate(zeus_window_duration_seconds_bucket{window="step"}[10s])))'
+        )
+        expect(
+            len(median) == 1 and 0 < list(median.values())[0] <= 0.5,
+            f"median step duration from the histogram is within its first bucket: {median}",
+        )
+        epochs = prometheus.values('zeus_window_duration_seconds_count{window="epoch"}')
+        expect(len(epochs) == 1 and list(epochs.values())[0] >= 1, f"epochs observed: {epochs}")
+    finally:
+        for name, process in reversed(processes):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for name, process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                raise Failure(f"{name} did not stop within 30 s of SIGTERM")
+        for name, process in processes:
+            if name != "prometheus" and process.returncode != 0:
+                log = (work / f"{name}.log").read_text(errors="replace")
+                raise Failure(f"{name} exited with {process.returncode}:\n{log}")
+
+
+def main() -> int:
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    if shutil.which("prometheus") is None:
+        print("SKIP: no `prometheus` binary (Debian package `prometheus`; scripts/setup.sh "
+              "installs it)")
+        return SKIP
+    work = Path(tempfile.mkdtemp(prefix="zeus-prometheus-"))
+    try:
+        run(sys.argv[1], sys.argv[2], work)
+    except Failure as failure:
+        print(f"FAILED: {failure}", file=sys.stderr)
+        for log in sorted(work.glob("*.log")):
+            print(f"--- {log.name} (last 40 lines)", file=sys.stderr)
+            print("\n".join(log.read_text(errors="replace").splitlines()[-40:]), file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

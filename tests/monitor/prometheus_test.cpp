@@ -1,0 +1,252 @@
+// The Prometheus exposition: escaping, histograms, device metrics on simulated GPUs and a fake
+// powercap tree, the HTTP server, and ZeusMonitor windows feeding the histograms.
+#include "zeus/monitor/prometheus.hpp"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <cmath>
+#include <limits>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "test_support.hpp"
+#include "zeus/common/error.hpp"
+#include "zeus/device/rapl.hpp"
+#include "zeus/monitor/zeus_monitor.hpp"
+
+namespace zeus::metrics {
+namespace {
+
+using zeus::testing::SimulatedRig;
+using zeus::testing::TempDir;
+
+// The value of the one sample line `series` (name plus labels exactly as rendered).
+std::optional<double> sample(const std::string& text, const std::string& series) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(series + " ", 0) == 0) {
+      const std::string value = line.substr(series.size() + 1);
+      if (value == "+Inf")
+        return std::numeric_limits<double>::infinity();
+      return std::stod(value);
+    }
+  }
+  return std::nullopt;
+}
+
+// Every line is a comment (# HELP/# TYPE) or a sample `name{labels} value`, and every sample's
+// family was declared before it.
+void expect_valid_exposition(const std::string& text) {
+  static const std::regex sample_line(
+      R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*"(,[a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*")*)?\})? ([-+0-9.eE]+|\+Inf|-Inf|NaN)$)");
+  static const std::regex type_line(
+      R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)$)");
+  std::set<std::string> declared;
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::smatch match;
+    if (std::regex_match(line, match, type_line)) {
+      EXPECT_TRUE(declared.insert(match[1]).second) << "family declared twice: " << line;
+      continue;
+    }
+    if (line.rfind("# HELP ", 0) == 0)
+      continue;
+    ASSERT_TRUE(std::regex_match(line, match, sample_line)) << "not a sample line: " << line;
+    std::string family = match[1];
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      const std::string s = suffix;
+      if (!declared.count(family) && family.size() > s.size() &&
+          family.compare(family.size() - s.size(), s.size(), s) == 0)
+        family = family.substr(0, family.size() - s.size());
+    }
+    EXPECT_TRUE(declared.count(family)) << "sample before its # TYPE: " << line;
+  }
+}
+
+TEST(PrometheusFormat, EscapesLabelValuesAndHelp) {
+  EXPECT_EQ(escape_label_value(R"(a"b\c)"
+                               "\n"
+                               "d"),
+            R"(a\"b\\c\nd)");
+  EXPECT_EQ(escape_help("x\\y\nz \"q\""), "x\\\\y\\nz \"q\"");
+  EXPECT_EQ(format_value(3.0), "3");
+  EXPECT_EQ(format_value(0.25), "0.25");
+  EXPECT_EQ(format_value(std::numeric_limits<double>::infinity()), "+Inf");
+  EXPECT_EQ(format_value(-std::numeric_limits<double>::infinity()), "-Inf");
+  EXPECT_EQ(format_value(std::nan("")), "NaN");
+  EXPECT_EQ(std::stod(format_value(1.0 / 3.0)), 1.0 / 3.0);  // round-trips
+}
+
+TEST(WindowHistograms, CumulativeBucketsSumAndCountPerWindowAndIndex) {
+  WindowHistograms histograms;
+  Measurement m;
+  m.time_s = 0.7;
+  m.gpu_energy_j.set(0, 100.0);  // le="100" is inclusive
+  m.gpu_energy_j.set(1, 2000.0);
+  m.cpu_energy_j.set(0, 7.0);
+  histograms.observe("step \"1\"", m);
+  m.gpu_energy_j.set(0, 30.0);
+  histograms.observe("step \"1\"", m);
+  std::string text;
+  histograms.render(text);
+  expect_valid_exposition(text);
+  const std::string w = R"(window="step \"1\"")";
+  EXPECT_EQ(sample(text, "energy_monitor_gpu_energy_joules_bucket{" + w + R"(,index="0",le="50"})"),
+            1);
+  EXPECT_EQ(
+      sample(text, "energy_monitor_gpu_energy_joules_bucket{" + w + R"(,index="0",le="100"})"), 2);
+  EXPECT_EQ(
+      sample(text, "energy_monitor_gpu_energy_joules_bucket{" + w + R"(,index="0",le="+Inf"})"), 2);
+  EXPECT_EQ(sample(text, "energy_monitor_gpu_energy_joules_sum{" + w + R"(,index="0"})"), 130);
+  EXPECT_EQ(sample(text, "energy_monitor_gpu_energy_joules_count{" + w + R"(,index="0"})"), 2);
+  EXPECT_EQ(
+      sample(text, "energy_monitor_gpu_energy_joules_bucket{" + w + R"(,index="1",le="1000"})"), 0);
+  EXPECT_EQ(
+      sample(text, "energy_monitor_gpu_energy_joules_bucket{" + w + R"(,index="1",le="+Inf"})"), 2);
+  EXPECT_EQ(sample(text, "energy_monitor_cpu_energy_joules_bucket{" + w + R"(,index="0",le="10"})"),
+            2);
+  EXPECT_EQ(sample(text, "zeus_window_duration_seconds_bucket{" + w + R"(,le="1"})"), 2);
+  EXPECT_EQ(sample(text, "zeus_window_duration_seconds_count{" + w + "}"), 2);
+  EXPECT_NE(text.find("# TYPE energy_monitor_dram_energy_joules histogram"), std::string::npos);
+}
+
+TEST(WindowHistograms, BadBucketsAreRefusedNamingTheList) {
+  WindowHistograms::Buckets empty;
+  empty.gpu_energy_j.clear();
+  try {
+    WindowHistograms histograms(empty);
+    FAIL() << "accepted empty buckets";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(error.what()).find("GPU energy"), std::string::npos);
+  }
+  WindowHistograms::Buckets unsorted;
+  unsorted.duration_s = {1, 1};
+  EXPECT_THROW(WindowHistograms{unsorted}, Error);
+}
+
+TEST(DeviceMetrics, CountersGaugesAndInfoFromSimulatedGpusAndRapl) {
+  SimulatedRig rig(2, "a100");  // 55 W idle, 400 W limit
+  TempDir dir;
+  zeus::testing::make_powercap_tree(dir.path(), 1, true);
+  const CpuDiscovery cpus = discover_rapl_cpus(dir.path());
+  ASSERT_TRUE(cpus.available) << cpus.message;
+  DeviceMetricsOptions options;
+  options.clock = rig.clock;
+  options.start_thread = false;
+  options.interval_s = 1.0;
+  DeviceMetrics metrics(rig.set, cpus.cpus, options);
+
+  rig.gpus[0]->set_utilization(1.0);
+  rig.clock->advance_s(10.0);
+  zeus::testing::write_file(dir.path() / "intel-rapl:0" / "energy_uj", "51000000");  // +50 J
+  metrics.sample_once();
+  std::string text;
+  metrics.render(text);
+  expect_valid_exposition(text);
+
+  const double gpu0_j = *sample(text, R"(zeus_gpu_energy_joules_total{index="0"})");
+  EXPECT_NEAR(gpu0_j, 4000.0, 4.0);  // 400 W x 10 s
+  EXPECT_NEAR(*sample(text, R"(zeus_gpu_energy_joules_total{index="1"})"), 550.0, 1.0);
+  EXPECT_NEAR(*sample(text, R"(power_monitor_gpu_power_watts{index="0",domain="device_instant"})"),
+              400.0, 1.0);
+  EXPECT_EQ(*sample(text, R"(zeus_gpu_power_limit_watts{index="1"})"), 400.0);
+  EXPECT_TRUE(sample(text, R"(zeus_gpu_temperature_celsius{index="0"})"));
+  EXPECT_NE(text.find(R"(zeus_gpu_info{index="0",name="NVIDIA A100-SXM4-80GB")"),
+            std::string::npos);
+  EXPECT_EQ(*sample(text, R"(zeus_cpu_energy_joules_total{index="0"})"), 50.0);
+  EXPECT_EQ(*sample(text, R"(zeus_dram_energy_joules_total{index="0"})"), 0.0);
+  EXPECT_EQ(*sample(text, R"(zeus_cpu_power_watts{index="0",domain="package"})"), 5.0);
+  EXPECT_EQ(*sample(text, R"(zeus_device_read_errors_total{device="gpu0"})"), 0.0);
+
+  // Counters never go down.
+  rig.clock->advance_s(1.0);
+  metrics.sample_once();
+  text.clear();
+  metrics.render(text);
+  EXPECT_GT(*sample(text, R"(zeus_gpu_energy_joules_total{index="0"})"), gpu0_j);
+}
+
+TEST(DeviceMetrics, BadOptionsAreRefused) {
+  SimulatedRig rig(1, "a100");
+  DeviceMetricsOptions options;
+  options.start_thread = false;
+  options.gpu_indices = std::vector<int>{3};
+  EXPECT_THROW(DeviceMetrics(rig.set, {}, options), Error);
+  options.gpu_indices.reset();
+  options.interval_s = 0.0;
+  EXPECT_THROW(DeviceMetrics(rig.set, {}, options), Error);
+}
+
+TEST(MetricsServer, ServesTheSourcesAndCountsScrapes) {
+  MetricsServer server("127.0.0.1", 0, {[](std::string& out) {
+                         write_family_header(out, "demo_value", "gauge", "A value");
+                         out.append("demo_value 42\n");
+                       }});
+  ASSERT_GT(server.port(), 0);
+  server.start();
+  httplib::Client client("127.0.0.1", server.port());
+  auto first = client.Get("/metrics");
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->status, 200);
+  EXPECT_EQ(first->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
+  EXPECT_EQ(sample(first->body, "demo_value"), 42);
+  expect_valid_exposition(first->body);
+  auto second = client.Get("/metrics");
+  ASSERT_TRUE(second);
+  EXPECT_EQ(sample(second->body, "zeus_exporter_scrapes_total"), 2);
+  auto missing = client.Get("/nope");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  server.stop();
+}
+
+TEST(MetricsServer, PortInUseIsAClearError) {
+  MetricsServer first("127.0.0.1", 0, {});
+  try {
+    MetricsServer second("127.0.0.1", first.port(), {});
+    FAIL() << "bound a port in use";
+  } catch (const Error& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::kIo);
+    EXPECT_NE(std::string(error.what()).find("already in use"), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find(std::to_string(first.port())), std::string::npos);
+  }
+  EXPECT_THROW(MetricsServer("127.0.0.1", 70000, {}), Error);
+}
+
+TEST(MetricsServer, ZeusMonitorWindowsFeedTheHistograms) {
+  SimulatedRig rig(1, "a100");
+  auto histograms = std::make_shared<WindowHistograms>();
+  ZeusMonitorOptions options;
+  options.clock = rig.clock;
+  options.start_sampler_thread = false;
+  options.on_window_end = [histograms](const std::string& window, const Measurement& m) {
+    histograms->observe(window, m);
+  };
+  ZeusMonitor monitor(rig.set, {}, options);
+  for (int step = 0; step < 3; ++step) {
+    monitor.begin_window("step");
+    rig.clock->advance_s(2.0);  // 55 W idle: 110 J
+    monitor.end_window("step");
+  }
+  monitor.begin_window("step");
+  monitor.end_window("step", true, /*cancel=*/true);  // not observed
+  std::string text;
+  histograms->render(text);
+  EXPECT_EQ(sample(text, R"(energy_monitor_gpu_energy_joules_count{window="step",index="0"})"), 3);
+  EXPECT_EQ(
+      sample(text, R"(energy_monitor_gpu_energy_joules_bucket{window="step",index="0",le="100"})"),
+      0);
+  EXPECT_EQ(
+      sample(text, R"(energy_monitor_gpu_energy_joules_bucket{window="step",index="0",le="200"})"),
+      3);
+  EXPECT_NEAR(*sample(text, R"(zeus_window_duration_seconds_sum{window="step"})"), 6.0, 1e-9);
+}
+
+}  // namespace
+}  // namespace zeus::metrics

@@ -1,0 +1,104 @@
+"""zeus_cpp.metric.PrometheusExporter: /metrics from Python, windows into the histograms."""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from zeus_cpp.exception import ZeusBaseError
+from zeus_cpp.metric import PrometheusExporter
+from zeus_cpp.monitor import ZeusMonitor
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        return response.read().decode()
+
+
+def value(text: str, series: str) -> float:
+    match = re.search(rf"^{re.escape(series)} (\S+)$", text, re.MULTILINE)
+    assert match, f"no sample {series} in:\n{text}"
+    return float(match.group(1))
+
+
+def test_serves_device_metrics_and_window_histograms():
+    monitor = ZeusMonitor(gpu_indices=[0, 1], cpu_indices=[])
+    with PrometheusExporter(port=0, interval=0.05, monitor=monitor, cpu_indices=[]) as exporter:
+        assert exporter.port > 0
+        assert exporter.url == f"http://127.0.0.1:{exporter.port}/metrics"
+        for _ in range(3):
+            exporter.begin_window("step")
+            time.sleep(0.02)
+            measurement = exporter.end_window("step")
+            assert measurement.gpu_energy[0] > 0
+        exporter.observe("epoch", measurement)
+        time.sleep(0.15)
+        text = scrape(exporter.url)
+        assert value(text, 'zeus_gpu_energy_joules_total{index="1"}') > 0
+        assert value(text, 'zeus_gpu_power_limit_watts{index="0"}') == 250  # V100
+        assert value(text, 'energy_monitor_gpu_energy_joules_count{window="step",index="0"}') == 3
+        assert value(text, 'zeus_window_duration_seconds_count{window="epoch"}') == 1
+        assert '# TYPE energy_monitor_gpu_energy_joules histogram' in text
+        assert exporter.render().count("# TYPE zeus_gpu_energy_joules_total counter") == 1
+        url = exporter.url
+    with pytest.raises(urllib.error.URLError):
+        scrape(url)  # closed with the block
+
+
+def test_custom_buckets_appear_as_le_labels():
+    with PrometheusExporter(port=0, gpu_bucket_range=[1, 2.5], cpu_indices=[]) as exporter:
+        exporter.observe("w", _one())
+        text = exporter.render()
+        assert 'energy_monitor_gpu_energy_joules_bucket{window="w",index="0",le="2.5"}' in text
+
+
+def _one():
+    monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[])
+    monitor.begin_window("w")
+    return monitor.end_window("w")
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        ({"port": "9464"}, TypeError, "port"),
+        ({"port": 70000}, ValueError, "port"),
+        ({"interval": 0}, ValueError, "interval"),
+        ({"gpu_indices": "0"}, TypeError, "gpu_indices"),
+        ({"gpu_bucket_range": []}, ValueError, "gpu_bucket_range"),
+        ({"duration_bucket_range": [2, 1]}, ValueError, "duration_bucket_range"),
+        ({"monitor": object()}, TypeError, "monitor"),
+    ],
+)
+def test_bad_arguments_name_the_parameter(kwargs, error, words):
+    with pytest.raises(error, match=words):
+        PrometheusExporter(**{"port": 0, "cpu_indices": [], **kwargs})
+
+
+def test_unknown_gpu_and_port_in_use_are_zeus_errors():
+    with pytest.raises(ZeusBaseError, match="GPU index 7"):
+        PrometheusExporter(port=0, gpu_indices=[7], cpu_indices=[])
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    try:
+        with pytest.raises(ZeusBaseError, match="already in use"):
+            PrometheusExporter(port=holder.getsockname()[1], cpu_indices=[])
+    finally:
+        holder.close()
+
+
+def test_observe_and_windows_check_their_arguments():
+    with PrometheusExporter(port=0, cpu_indices=[]) as exporter:
+        with pytest.raises(TypeError, match="measurement"):
+            exporter.observe("w", {"gpu_energy": {0: 1.0}})
+        with pytest.raises(TypeError, match="window"):
+            exporter.observe(3, _one())
+        with pytest.raises(ValueError, match="monitor="):
+            exporter.begin_window("w")
