@@ -12,6 +12,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import httpx
 import pytest
@@ -44,6 +45,25 @@ def zeus_cli() -> Path:
     if not (path.is_file() and os.access(path, os.X_OK)):
         pytest.skip(f"ZEUS_CLI={path} is not an executable file: build zeus or fix ZEUS_CLI")
     return path
+
+
+def stop_cleanly(program: str, processes: list[tuple[str, subprocess.Popen, Callable[[], str]]]):
+    """SIGTERMs each (name, process, log) still running and fails the test unless all exit 0
+    within SHUTDOWN_TIMEOUT_S (a process that does not is killed)."""
+    failures = []
+    for name, process, log in processes:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=SHUTDOWN_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            failures.append(f"{name}: no exit within {SHUTDOWN_TIMEOUT_S} s of SIGTERM")
+        if process.returncode != 0:
+            failures.append(f"{name}: exit status {process.returncode}:\n{log()}")
+    if failures:
+        pytest.fail(f"{program} did not stop cleanly:\n" + "\n".join(failures))
 
 
 @dataclass
@@ -95,22 +115,7 @@ class BsoServers:
 
     def stop_all(self) -> None:
         """SIGTERM each server; it must exit 0 (under ASan: without leaks or errors)."""
-        failures = []
-        for server in self._servers:
-            if server.process.poll() is None:
-                server.process.send_signal(signal.SIGTERM)
-            try:
-                server.process.wait(timeout=SHUTDOWN_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                server.process.kill()
-                server.process.wait()
-                failures.append(f"{server.url}: no exit within {SHUTDOWN_TIMEOUT_S} s of SIGTERM")
-            if server.process.returncode != 0:
-                failures.append(
-                    f"{server.url}: exit status {server.process.returncode}:\n{server.log()}"
-                )
-        if failures:
-            pytest.fail("zeus bso serve did not stop cleanly:\n" + "\n".join(failures))
+        stop_cleanly("zeus bso serve", [(s.url, s.process, s.log) for s in self._servers])
 
 
 @pytest.fixture
@@ -213,22 +218,8 @@ class ZeusdProcesses:
             time.sleep(0.02)
 
     def stop_all(self) -> None:
-        failures = []
-        for daemon in self._daemons:
-            if daemon.process.poll() is None:
-                daemon.process.send_signal(signal.SIGTERM)
-            try:
-                daemon.process.wait(timeout=SHUTDOWN_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                daemon.process.kill()
-                daemon.process.wait()
-                failures.append(f"{daemon.socket_path}: no exit within {SHUTDOWN_TIMEOUT_S} s")
-            if daemon.process.returncode != 0:
-                failures.append(
-                    f"{daemon.socket_path}: exit status {daemon.process.returncode}:\n{daemon.log()}"
-                )
-        if failures:
-            pytest.fail("zeusd did not stop cleanly:\n" + "\n".join(failures))
+        """SIGTERM each daemon; it must exit 0 (under ASan: without leaks or errors)."""
+        stop_cleanly("zeusd", [(str(d.socket_path), d.process, d.log) for d in self._daemons])
 
 
 @pytest.fixture

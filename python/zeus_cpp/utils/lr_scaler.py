@@ -11,7 +11,27 @@ __all__ = ["LinearScaler", "SquareRootScaler"]
 
 
 @dataclass
-class SquareRootScaler:
+class _Scaler:
+    """A learning rate `lr` tuned for batch size `bs`, rescaled by `compute_lr`."""
+
+    bs: int
+    lr: float
+
+    def __post_init__(self) -> None:
+        self.bs = check_int("bs", self.bs, minimum=1)
+        self.lr = check_float("lr", self.lr, positive=True)
+
+    def compute_lr(self, new_bs: int) -> float:
+        """The learning rate for batch size `new_bs`."""
+        new_bs = check_int("new_bs", new_bs, minimum=1)
+        return self.lr * self._factor(new_bs / self.bs)
+
+    def _factor(self, ratio: float) -> float:
+        raise NotImplementedError
+
+
+@dataclass
+class SquareRootScaler(_Scaler):
     """`lr * sqrt(new_bs / bs)`, for adaptive optimizers such as Adam.
 
     Args:
@@ -19,21 +39,12 @@ class SquareRootScaler:
         lr: The learning rate at `bs`.
     """
 
-    bs: int
-    lr: float
-
-    def __post_init__(self) -> None:
-        self.bs = check_int("bs", self.bs, minimum=1)
-        self.lr = check_float("lr", self.lr, positive=True)
-
-    def compute_lr(self, new_bs: int) -> float:
-        """The learning rate for batch size `new_bs`."""
-        new_bs = check_int("new_bs", new_bs, minimum=1)
-        return self.lr * math.sqrt(new_bs / self.bs)
+    def _factor(self, ratio: float) -> float:
+        return math.sqrt(ratio)
 
 
 @dataclass
-class LinearScaler:
+class LinearScaler(_Scaler):
     """`lr * new_bs / bs`, for SGD.
 
     Args:
@@ -41,14 +52,5 @@ class LinearScaler:
         lr: The learning rate at `bs`.
     """
 
-    bs: int
-    lr: float
-
-    def __post_init__(self) -> None:
-        self.bs = check_int("bs", self.bs, minimum=1)
-        self.lr = check_float("lr", self.lr, positive=True)
-
-    def compute_lr(self, new_bs: int) -> float:
-        """The learning rate for batch size `new_bs`."""
-        new_bs = check_int("new_bs", new_bs, minimum=1)
-        return self.lr * new_bs / self.bs
+    def _factor(self, ratio: float) -> float:
+        return ratio
