@@ -19,18 +19,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using Result = zeus::testing::SplitOutput;
+using zeus::testing::read_file;
 
 // A temporary directory per test, also used as TMPDIR of the demo (where its own temporary
 // directory goes).
@@ -45,10 +35,9 @@ class DemoCli : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   Result run(const std::string& arguments) const {
-    const fs::path err = dir_ / "stderr.txt";
-    const auto output = zeus::testing::run_command("TMPDIR=" + dir_.string() + " " + ZEUS_CLI_PATH +
-                                                   " demo " + arguments + " 2>" + err.string());
-    return {output.exit_code, output.output, read_file(err)};
+    return zeus::testing::run_split(
+        "TMPDIR=" + dir_.string() + " " + ZEUS_CLI_PATH + " demo " + arguments,
+        dir_ / "stderr.txt");
   }
   json run_json(const std::string& arguments) const {
     const Result result = run(arguments + " --json");

@@ -17,6 +17,8 @@
 #include <thread>
 #include <vector>
 
+#include "run_command.hpp"
+
 extern char** environ;
 
 namespace {
@@ -30,12 +32,7 @@ const std::string kHelper = ZEUS_MONITOR_HELPER_PATH;
 const std::string kTwoH200 = "ZEUS_SIMULATED_GPUS=2:h200";
 constexpr double kH200IdleW = 75.0;
 
-std::string read_file(const fs::path& path) {
-  std::ifstream stream(path);
-  std::stringstream text;
-  text << stream.rdbuf();
-  return text.str();
-}
+using zeus::testing::read_file;
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;

@@ -19,32 +19,14 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using Result = zeus::testing::SplitOutput;
+using zeus::testing::read_file;
 
-// Runs `[ENV] zeus ARGUMENTS` in `dir`, with standard error in a file.
+// Runs `[ENV] zeus ARGUMENTS` in `dir`.
 Result run_zeus(const fs::path& dir, const std::string& arguments, const std::string& env = "") {
-  const fs::path err_path = dir / "stderr.txt";
-  const std::string command = "cd '" + dir.string() + "' && " + env + " " +
-                              std::string(ZEUS_CLI_PATH) + " " + arguments + " 2>'" +
-                              err_path.string() + "'";
-  const auto run = zeus::testing::run_command(command);
-  Result result{run.exit_code, run.output, ""};
-  std::ifstream err_file(err_path);
-  std::stringstream text;
-  text << err_file.rdbuf();
-  result.err = text.str();
-  return result;
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream stream(path, std::ios::binary);
-  std::stringstream text;
-  text << stream.rdbuf();
-  return text.str();
+  return zeus::testing::run_split(
+      "cd '" + dir.string() + "' && " + env + " " + std::string(ZEUS_CLI_PATH) + " " + arguments,
+      dir / "stderr.txt");
 }
 
 void write_file(const fs::path& path, const std::string& text) {

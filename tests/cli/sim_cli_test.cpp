@@ -21,28 +21,14 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct Result {
-  int exit_code = -1;
-  std::string out;  // standard output
-  std::string err;  // standard error
-};
+using Result = zeus::testing::SplitOutput;
+using zeus::testing::read_file;
 
 // Runs `zeus sim ARGUMENTS`, with standard error in a temporary file.
 Result run_sim(const std::string& arguments) {
-  const fs::path err_path =
-      fs::path(testing::TempDir()) / ("zeus_sim_stderr_" + std::to_string(getpid()) + ".txt");
-  const std::string command =
-      std::string(ZEUS_CLI_PATH) + " sim " + arguments + " 2>" + err_path.string();
-  const auto run = zeus::testing::run_command(command);
-  Result result;
-  result.exit_code = run.exit_code;
-  result.out = run.output;
-  std::ifstream err_file(err_path);
-  std::stringstream err_text;
-  err_text << err_file.rdbuf();
-  result.err = err_text.str();
-  fs::remove(err_path);
-  return result;
+  return zeus::testing::run_split(
+      std::string(ZEUS_CLI_PATH) + " sim " + arguments,
+      fs::path(testing::TempDir()) / ("zeus_sim_stderr_" + std::to_string(getpid()) + ".txt"));
 }
 
 json parse_json(const Result& result) {
@@ -55,13 +41,6 @@ json parse_json(const Result& result) {
 
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
-}
-
-std::string read_file(const fs::path& path) {
-  std::ifstream stream(path);
-  std::stringstream text;
-  text << stream.rdbuf();
-  return text.str();
 }
 
 // A fresh directory under the test temporary directory.
