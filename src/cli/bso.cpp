@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -84,10 +85,7 @@ int serve(const ServeOptions& options) {
   server::HttpServer http_server(service, http);
   const int port = http_server.bind();
   if (!options.port_file.empty()) {
-    std::ofstream out(options.port_file + ".tmp");
-    out << port << "\n";
-    out.close();
-    std::rename((options.port_file + ".tmp").c_str(), options.port_file.c_str());
+    write_port_file(options.port_file, port);
   }
   std::cout << fmt::format("zeus bso: serving on http://{}:{} (database {}, schema v{})",
                            options.host, port, store->describe(), store->schema_version())
@@ -118,6 +116,20 @@ int serve(const ServeOptions& options) {
 }
 
 }  // namespace
+
+void write_port_file(const std::string& path, int port) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary);
+    if (!out) {
+      throw Error(
+          ErrorKind::kInvalidArgument,
+          fmt::format("--port-file \"{}\": cannot write it (does its folder exist?)", path));
+    }
+    out << port << "\n";
+  }
+  std::rename(temporary.c_str(), path.c_str());
+}
 
 void add_bso(CLI::App& app, Action& action) {
   CLI::App* bso = app.add_subcommand("bso", "The batch-size optimizer (server)");

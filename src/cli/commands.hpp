@@ -35,11 +35,16 @@ void add_plo(CLI::App& app, Action& action);
 void add_bso(CLI::App& app, Action& action);
 void add_demo(CLI::App& app, Action& action);
 void add_report(CLI::App& app, Action& action);
+void add_exporter(CLI::App& app, Action& action);
 
 // A --selector value of `zeus plo show` and `zeus report`: zeus-cost[:ETA], energy, time or
 // max-slowdown[:FACTOR] (src/cli/plo.cpp). Throws kInvalidArgument naming the syntax.
 std::shared_ptr<const optimizer::OptimumSelector> parse_selector(const std::string& text,
                                                                  int world_size);
-void add_exporter(CLI::App& app, Action& action);
+
+// --port-file of the serving commands: writes `port` and a newline to `path` atomically (a
+// temporary file, then rename), so that a reader never sees a partial file (src/cli/bso.cpp).
+// Throws kInvalidArgument naming the file when it cannot be written.
+void write_port_file(const std::string& path, int port);
 
 }  // namespace zeus::cli

@@ -3,9 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
-#include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -28,20 +26,6 @@ struct ExporterArgs {
   std::string duration;
   std::string port_file;
 };
-
-void write_port_file(const std::string& path, int port) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary);
-    if (!out) {
-      throw Error(
-          ErrorKind::kInvalidArgument,
-          fmt::format("--port-file \"{}\": cannot write it (does its folder exist?)", path));
-    }
-    out << port << "\n";
-  }
-  std::rename(temporary.c_str(), path.c_str());
-}
 
 int run(const ExporterArgs& args) {
   if (args.port < 0 || args.port > 65535) {

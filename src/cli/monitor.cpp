@@ -111,17 +111,7 @@ bool domain_supported(const Gpus& gpus, const std::vector<int>& indices, PowerDo
   for (const int index : indices) {
     Gpu& gpu = gpus.at(index);
     try {
-      switch (domain) {
-        case PowerDomain::kDeviceInstant:
-          gpu.instant_power_mw();
-          break;
-        case PowerDomain::kDeviceAverage:
-          gpu.average_power_mw();
-          break;
-        case PowerDomain::kMemoryAverage:
-          gpu.average_memory_power_mw();
-          break;
-      }
+      read_power_mw(gpu, domain);
     } catch (const Error& error) {
       if (error.kind() == ErrorKind::kNotSupported) {
         return false;

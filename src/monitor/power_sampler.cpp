@@ -12,7 +12,6 @@
 #include "zeus/common/log.hpp"
 
 namespace zeus {
-namespace {
 
 std::uint32_t read_power_mw(Gpu& gpu, PowerDomain domain) {
   switch (domain) {
@@ -25,8 +24,6 @@ std::uint32_t read_power_mw(Gpu& gpu, PowerDomain domain) {
   }
   return 0;
 }
-
-}  // namespace
 
 std::string_view power_domain_name(PowerDomain domain) {
   switch (domain) {

@@ -194,6 +194,19 @@ DeviceMetrics::DeviceMetrics(const Gpus& gpus, std::vector<std::shared_ptr<Cpu>>
     } catch (const std::exception& error) {
       log().warn("metrics: GPU {}: {}", index, error.what());
     }
+    for (const PowerDomain domain :
+         {PowerDomain::kDeviceInstant, PowerDomain::kDeviceAverage, PowerDomain::kMemoryAverage}) {
+      try {
+        read_power_mw(*state.gpu, domain);
+        state.power_domains.push_back(domain);
+      } catch (const Error& error) {
+        if (error.kind() != ErrorKind::kNotSupported) {
+          state.power_domains.push_back(domain);  // a transient failure: keep trying
+        }
+      } catch (const std::exception&) {
+        state.power_domains.push_back(domain);
+      }
+    }
     gpus_.push_back(std::move(state));
   }
   for (auto& cpu : cpus) {
@@ -237,7 +250,7 @@ void DeviceMetrics::sample_once() {
   // Read outside the lock; a scrape only waits for the copy into the state.
   struct GpuReading {
     std::optional<std::uint64_t> counter_mj;
-    std::vector<std::pair<std::string, double>> power_w;
+    std::vector<std::pair<PowerDomain, double>> power_w;
     std::optional<double> limit_w;
     std::optional<double> temperature_c;
     bool failed = false;
@@ -260,18 +273,9 @@ void DeviceMetrics::sample_once() {
     if (gpus_[i].has_counter) {
       attempt([&] { reading.counter_mj = gpu.total_energy_mj(); });
     }
-    attempt([&] {
-      reading.power_w.emplace_back(std::string(power_domain_name(PowerDomain::kDeviceInstant)),
-                                   gpu.instant_power_mw() / 1000.0);
-    });
-    attempt([&] {
-      reading.power_w.emplace_back(std::string(power_domain_name(PowerDomain::kDeviceAverage)),
-                                   gpu.average_power_mw() / 1000.0);
-    });
-    attempt([&] {
-      reading.power_w.emplace_back(std::string(power_domain_name(PowerDomain::kMemoryAverage)),
-                                   gpu.average_memory_power_mw() / 1000.0);
-    });
+    for (const PowerDomain domain : gpus_[i].power_domains) {
+      attempt([&] { reading.power_w.emplace_back(domain, read_power_mw(gpu, domain) / 1000.0); });
+    }
     attempt([&] { reading.limit_w = gpu.power_limit_mw() / 1000.0; });
     attempt([&] { reading.temperature_c = gpu.temperature_c(); });
   }
@@ -376,7 +380,7 @@ void DeviceMetrics::render(std::string& out) const {
   for (const GpuState& gpu : gpus_) {
     for (const auto& [domain, watts] : gpu.power_w) {
       line("power_monitor_gpu_power_watts",
-           fmt::format("index=\"{}\",domain=\"{}\"", gpu.index, domain), watts);
+           fmt::format("index=\"{}\",domain=\"{}\"", gpu.index, power_domain_name(domain)), watts);
     }
   }
   write_family_header(out, "zeus_gpu_power_limit_watts", "gauge", "GPU power limit, in watts");

@@ -26,6 +26,7 @@ import pytest
 import bso_scenario
 import bso_wire
 from bso_wire import WireClient, expect_ok, job_spec
+from reference_checkout import reference_src
 
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "reference_client_run.py"
@@ -33,17 +34,7 @@ RUN_TIMEOUT_S = 120
 
 
 def _reference_src() -> Path:
-    configured = os.environ.get("ZEUS_REFERENCE_SRC")
-    if not configured:
-        pytest.skip(
-            "the real reference client needs a checkout of https://github.com/ml-energy/zeus: "
-            "set ZEUS_REFERENCE_SRC=/path/to/zeus (the directory holding zeus/optimizer/"
-            "batch_size/client.py); see docs/bso-compatibility.md"
-        )
-    path = Path(configured).resolve()
-    if not (path / "zeus" / "optimizer" / "batch_size" / "client.py").is_file():
-        pytest.fail(f"ZEUS_REFERENCE_SRC={configured} has no zeus/optimizer/batch_size/client.py")
-    return path
+    return reference_src("zeus/optimizer/batch_size/client.py", "the real reference client", "docs/bso-compatibility.md")
 
 
 def _driver_environment() -> dict:

@@ -22,6 +22,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from reference_checkout import reference_src
+
 HERE = Path(__file__).resolve().parent
 DRIVER = HERE / "zeusd_reference_run.py"
 RUN_TIMEOUT_S = 120
@@ -30,17 +32,7 @@ MAX_POWER_MW = 400_000
 
 
 def _reference_src() -> Path:
-    configured = os.environ.get("ZEUS_REFERENCE_SRC")
-    if not configured:
-        pytest.skip(
-            "the real reference zeusd client needs a checkout of https://github.com/ml-energy/zeus: "
-            "set ZEUS_REFERENCE_SRC=/path/to/zeus (the directory holding zeus/utils/zeusd.py); "
-            "see docs/zeusd.md"
-        )
-    path = Path(configured).resolve()
-    if not (path / "zeus" / "utils" / "zeusd.py").is_file():
-        pytest.fail(f"ZEUS_REFERENCE_SRC={configured} has no zeus/utils/zeusd.py")
-    return path
+    return reference_src("zeus/utils/zeusd.py", "the real reference zeusd client", "docs/zeusd.md")
 
 
 def _run_driver(reference: Path, scenario: str, socket_path: Path, token: str | None) -> dict:

@@ -30,6 +30,9 @@ enum class PowerDomain {
 
 // "device_instant", "device_average", "memory_average" (the reference's names).
 std::string_view power_domain_name(PowerDomain domain);
+// One reading of `domain` (Gpu::instant_power_mw, average_power_mw or average_memory_power_mw).
+std::uint32_t read_power_mw(Gpu& gpu, PowerDomain domain);
+
 // Accepts those names and the short forms "instant", "average", "memory". Throws
 // Error(kInvalidArgument) listing them.
 PowerDomain parse_power_domain(std::string_view text);

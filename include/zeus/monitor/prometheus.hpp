@@ -20,6 +20,7 @@
 #include "zeus/device/cpu.hpp"
 #include "zeus/device/gpus.hpp"
 #include "zeus/monitor/measurement.hpp"
+#include "zeus/monitor/power_sampler.hpp"
 
 namespace zeus::metrics {
 
@@ -123,9 +124,10 @@ class DeviceMetrics {
     std::string name;
     std::string uuid;
     bool has_counter = false;
+    std::vector<PowerDomain> power_domains;        // those the GPU supports (probed once)
     std::optional<std::uint64_t> counter_base_mj;  // first hardware reading
     double energy_j = 0.0;
-    std::vector<std::pair<std::string, double>> power_w;  // domain -> watts
+    std::vector<std::pair<PowerDomain, double>> power_w;  // per supported domain
     std::optional<double> power_limit_w;
     std::optional<double> temperature_c;
     std::uint64_t errors = 0;
