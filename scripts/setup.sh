@@ -8,7 +8,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libopenmpi-dev openmpi-bin
   postgresql libpq-dev
-  libcpp-httplib-dev libsqlite3-dev libssl-dev
+  libcpp-httplib-dev libsqlite3-dev libssl-dev libboost1.81-dev zlib1g-dev ccache
   python3-httpx python3-pydantic python3-pytest
   pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pip
   prometheus chromium libjs-chart.js
