@@ -17,7 +17,9 @@ endfunction()
 
 # zeus_add_gtest(<name> SOURCES ... DEPS ... [LABELS ...])
 # Paths a test needs (fake libraries, the CLI) are passed as compile definitions, not environment.
-# One GoogleTest binary, registered test by test with CTest. Label `unit` unless given.
+# One GoogleTest binary, registered test by test with CTest. Label `unit` unless given; several
+# labels ("unit;threaded") are set by an include file that runs after the discovered tests are
+# added (gtest_discover_tests cannot pass a list in PROPERTIES).
 function(zeus_add_gtest name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
   if(NOT ARG_LABELS)
@@ -27,6 +29,69 @@ function(zeus_add_gtest name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main GTest::gmock zeus_warnings)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   include(GoogleTest)
-  gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}"
-                       DISCOVERY_TIMEOUT 60)
+  list(LENGTH ARG_LABELS label_count)
+  if(label_count EQUAL 1)
+    gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" DISCOVERY_TIMEOUT 60)
+  else()
+    gtest_discover_tests(${name} TEST_LIST ${name}_TESTS DISCOVERY_TIMEOUT 60)
+    set(labels_file ${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake)
+    file(WRITE ${labels_file}
+         "if(${name}_TESTS)\n"
+         "  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${ARG_LABELS}\")\n"
+         "endif()\n")
+    set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_file})
+  endif()
+  foreach(label IN LISTS ARG_LABELS)
+    set_property(GLOBAL APPEND PROPERTY ZEUS_TEST_TARGETS_${label} ${name})
+  endforeach()
+  _zeus_collect_labelled_tests_later()
+endfunction()
+
+# Tests registered with add_test under the name of the executable they run (server_postgres_test,
+# bso_concurrency_test) get their labels from set_tests_properties, later in the same file: this
+# reads them at the end of the directory, where get_test_property sees them.
+function(_zeus_collect_labelled_tests_later)
+  get_property(scheduled DIRECTORY PROPERTY ZEUS_LABEL_SCAN_SCHEDULED)
+  if(NOT scheduled)
+    set_property(DIRECTORY PROPERTY ZEUS_LABEL_SCAN_SCHEDULED ON)
+    cmake_language(DEFER CALL _zeus_collect_labelled_tests)
+  endif()
+endfunction()
+
+function(_zeus_collect_labelled_tests)
+  get_property(tests DIRECTORY PROPERTY TESTS)
+  foreach(test IN LISTS tests)
+    get_test_property(${test} LABELS labels)
+    if(labels AND TARGET ${test})
+      foreach(label IN LISTS labels)
+        set_property(GLOBAL APPEND PROPERTY ZEUS_TEST_TARGETS_${label} ${test})
+      endforeach()
+    endif()
+  endforeach()
+endfunction()
+
+# zeus_add_label_target(<target> <label>)
+# A target that builds every test executable with the CTest label <label> (zeus_add_gtest's, and
+# add_test's named after their executable), with what they depend on. Call after the tests.
+function(zeus_add_label_target target label)
+  get_property(targets GLOBAL PROPERTY ZEUS_TEST_TARGETS_${label})
+  list(REMOVE_DUPLICATES targets)
+  add_custom_target(${target})
+  if(targets)
+    add_dependencies(${target} ${targets})
+  endif()
+  list(JOIN targets " " names)
+  message(STATUS "zeus: ${target} builds the tests labelled `${label}`: ${names}")
+endfunction()
+
+# zeus_add_fuzzer(<name> SOURCES ... DEPS ...)
+# A libFuzzer target (ZEUS_BUILD_FUZZERS, Clang): fuzz_<name>, run by scripts/fuzz.sh over
+# fuzz/corpus/<name> and fuzz/regressions/<name>.
+function(zeus_add_fuzzer name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  set(target fuzz_${name})
+  add_executable(${target} ${ARG_SOURCES})
+  target_link_libraries(${target} PRIVATE ${ARG_DEPS} zeus_warnings)
+  target_link_options(${target} PRIVATE -fsanitize=fuzzer)
+  set_property(GLOBAL APPEND PROPERTY ZEUS_FUZZERS ${target})
 endfunction()
