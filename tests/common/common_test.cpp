@@ -8,6 +8,7 @@
 #include "zeus/common/dynamic_library.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/sysfs.hpp"
+#include "zeus/common/utf8.hpp"
 
 namespace {
 
@@ -99,6 +100,28 @@ TEST(DynamicLibrary, FindsSymbolsAndReportsMissingOnesAsNull) {
 TEST(ErrorKindName, IsStable) {
   EXPECT_EQ(zeus::error_kind_name(zeus::ErrorKind::kNoPermission), "no_permission");
   EXPECT_EQ(zeus::error_kind_name(zeus::ErrorKind::kGpuLost), "gpu_lost");
+}
+
+TEST(Utf8, AcceptsWellFormedTextAndFindsTheFirstBadByte) {
+  EXPECT_TRUE(zeus::is_valid_utf8(""));
+  EXPECT_TRUE(zeus::is_valid_utf8("plain ascii"));
+  EXPECT_TRUE(zeus::is_valid_utf8("\xC3\xBC \xE2\x82\xAC \xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF"));
+  EXPECT_EQ(zeus::first_invalid_utf8("ab\xFF"), 2u);
+  EXPECT_EQ(zeus::first_invalid_utf8("\xC0\xAF"), 0u);          // overlong '/'
+  EXPECT_EQ(zeus::first_invalid_utf8("x\xE0\x80\xAF"), 1u);     // overlong, 3 bytes
+  EXPECT_EQ(zeus::first_invalid_utf8("\xED\xA0\x80"), 0u);      // surrogate U+D800
+  EXPECT_EQ(zeus::first_invalid_utf8("\xF4\x90\x80\x80"), 0u);  // above U+10FFFF
+  EXPECT_EQ(zeus::first_invalid_utf8("\xE2\x82"), 0u);          // truncated
+  EXPECT_EQ(zeus::first_invalid_utf8("\x80"), 0u);              // lone continuation
+  EXPECT_EQ(zeus::first_invalid_utf8(std::string("a\0b", 3)), std::string::npos);
+}
+
+TEST(Utf8, ToValidReplacesEachBadByte) {
+  EXPECT_EQ(zeus::to_valid_utf8("ok \xC3\xBC"), "ok \xC3\xBC");
+  const std::string replacement = "\xEF\xBF\xBD";  // U+FFFD
+  EXPECT_EQ(zeus::to_valid_utf8(std::string("a\xFF\xFE") + "b"),
+            "a" + replacement + replacement + "b");
+  EXPECT_TRUE(zeus::is_valid_utf8(zeus::to_valid_utf8("\xE2\x82 \xED\xA0\x80 \xC0")));
 }
 
 }  // namespace
