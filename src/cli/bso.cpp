@@ -1,12 +1,17 @@
 // `zeus bso serve`: the batch-size-optimizer server (docs/bso-server.md).
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <thread>
@@ -28,19 +33,62 @@ struct ServeOptions {
   std::string token_file;
   std::string port_file;
   int threads = 64;
-  std::size_t max_body_bytes = 1 << 20;
+  long long max_body_bytes = 1 << 20;
+  bool skip_integrity_check = false;
 };
 
+constexpr long long kMaxBodyBytesLimit = 1LL << 30;  // 1 GiB
+constexpr std::size_t kMaxTokenFileBytes = 4096;     // the first line is read, no more
+
 std::string read_token(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "--token-file " + path +
-                    ": cannot read it (does it exist, and may this user "
-                    "read it?)");
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    throw Error(ErrorKind::kInvalidArgument, "--token-file " + path +
+                                                 ": cannot read it: " + std::strerror(errno) +
+                                                 " (does it exist, and may this user read it?)");
   }
-  std::string token;
-  std::getline(in, token);
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    const char* kind = S_ISDIR(info.st_mode)                            ? "a directory"
+                       : S_ISFIFO(info.st_mode)                         ? "a FIFO"
+                       : S_ISCHR(info.st_mode) || S_ISBLK(info.st_mode) ? "a device"
+                       : S_ISSOCK(info.st_mode)                         ? "a socket"
+                                                                        : "not a regular file";
+    ::close(fd);
+    throw Error(ErrorKind::kInvalidArgument,
+                "--token-file " + path + " is " + kind +
+                    "; give a regular file whose first line is the token (e.g. `openssl rand "
+                    "-hex 32 > token && chmod 600 token`)");
+  }
+  std::string head(kMaxTokenFileBytes, '\0');
+  std::size_t size = 0;
+  while (size < head.size()) {
+    const ssize_t got = ::read(fd, head.data() + size, head.size() - size);
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got < 0) {
+      const int error = errno;
+      ::close(fd);
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--token-file " + path + ": cannot read it: " + std::strerror(error));
+    }
+    if (got == 0) {
+      break;
+    }
+    size += static_cast<std::size_t>(got);
+  }
+  ::close(fd);
+  head.resize(size);
+  const std::size_t newline = head.find('\n');
+  if (newline == std::string::npos && size == kMaxTokenFileBytes) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "--token-file " + path + ": its first line is longer than " +
+                    std::to_string(kMaxTokenFileBytes) +
+                    " bytes; put the token (16 to a few hundred characters) on the first line");
+  }
+  std::string token = head.substr(0, newline);
   while (!token.empty() && (token.back() == '\r' || token.back() == ' ' || token.back() == '\t')) {
     token.pop_back();
   }
@@ -61,11 +109,17 @@ int serve(const ServeOptions& options) {
   if (options.threads < 1 || options.threads > 4096) {
     throw Error(ErrorKind::kInvalidArgument, "--threads must be between 1 and 4096");
   }
+  if (options.max_body_bytes < 1 || options.max_body_bytes > kMaxBodyBytesLimit) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("--max-body-bytes must be between 1 and {} (1 GiB), not {}; the "
+                            "largest request of the protocol is a few KiB",
+                            kMaxBodyBytesLimit, options.max_body_bytes));
+  }
   server::HttpServerOptions http;
   http.host = options.host;
   http.port = options.port;
   http.threads = options.threads;
-  http.max_body_bytes = options.max_body_bytes;
+  http.max_body_bytes = static_cast<std::size_t>(options.max_body_bytes);
   if (!options.token_file.empty()) {
     http.token = read_token(options.token_file);
   }
@@ -80,6 +134,7 @@ int serve(const ServeOptions& options) {
 
   server::StoreOptions store_options;
   store_options.pool_size = std::min(options.threads, 16);
+  store_options.check_integrity = !options.skip_integrity_check;
   const std::unique_ptr<server::Store> store = server::open_store(options.db, store_options);
   server::BsoService service(*store);
   server::HttpServer http_server(service, http);
@@ -158,8 +213,12 @@ void add_bso(CLI::App& app, Action& action) {
       ->capture_default_str();
   serve_command
       ->add_option("--max-body-bytes", options->max_body_bytes,
-                   "Larger request bodies are refused with 413")
+                   "Larger request bodies are refused with 413 (1 to 1073741824)")
       ->capture_default_str();
+  serve_command->add_flag(
+      "--skip-integrity-check", options->skip_integrity_check,
+      "SQLite: serve the file without the PRAGMA quick_check run at start (which refuses a "
+      "corrupt file)");
   serve_command->callback([options, &action] { action = [options] { return serve(*options); }; });
 }
 

@@ -116,8 +116,14 @@ HttpServer::HttpServer(BsoService& service, HttpServerOptions options)
           send_detail(res, 405, "Method Not Allowed");
           return;
         }
-        service.store().schema_version();  // the database answers
-        send_json(res, 200, R"({"status":"ok"})");
+        const StoreHealth health = service.store().health();
+        if (health.ok) {
+          send_json(res, 200, R"({"status":"ok"})");
+        } else {
+          send_json(res, 503,
+                    json{{"status", "unavailable"}, {"storage", health.message}}.dump(
+                        -1, ' ', false, json::error_handler_t::replace));
+        }
         return;
       }
       if (!options_.token.empty()) {

@@ -195,12 +195,25 @@ StoreFailure failure_for(std::string_view sqlstate) {
     return StoreFailure::kReadOnly;
   }
   // 08: connection exceptions; 53: insufficient resources (too many connections, disk full);
-  // 57P01-57P03: the server is shutting down or starting; 55P03: lock_timeout expired.
+  // 57P01-57P03: the server is shutting down or starting; 55P03: lock_timeout expired; 58030:
+  // the server's I/O failed.
   if (sqlstate.starts_with("08") || sqlstate.starts_with("53") || sqlstate == "57P01" ||
-      sqlstate == "57P02" || sqlstate == "57P03" || sqlstate == "55P03") {
+      sqlstate == "57P02" || sqlstate == "57P03" || sqlstate == "55P03" || sqlstate == "58030") {
     return StoreFailure::kUnavailable;
   }
+  // XX001 data_corrupted, XX002 index_corrupted.
+  if (sqlstate == "XX001" || sqlstate == "XX002") {
+    return StoreFailure::kCorrupt;
+  }
   return StoreFailure::kOther;
+}
+
+// The server's storage failed (rather than a lock, a connection or a statement): what health()
+// remembers until a write succeeds. 25006 read-only, 53100 disk full, 58030 I/O error, XX001 and
+// XX002 corruption.
+bool storage_failure(std::string_view sqlstate) {
+  return sqlstate == "25006" || sqlstate == "53100" || sqlstate == "58030" || sqlstate == "XX001" ||
+         sqlstate == "XX002";
 }
 
 // Text parameters for PQexecParams; nullopt is SQL NULL.
@@ -408,6 +421,9 @@ class PgTransaction final : public StoreTransaction {
  public:
   explicit PgTransaction(Session& session) : session_(session) {}
 
+  // Whether a write statement ran (for the store's health).
+  bool wrote() const { return wrote_; }
+
   std::optional<JobRecord> lock_job(const std::string& job_id) override {
     return select_job(job_id, true);
   }
@@ -421,6 +437,7 @@ class PgTransaction final : public StoreTransaction {
     }
     const std::string& job_id = *job.spec.job_id;
     const std::string what = "inserting job '" + job_id + "'";
+    wrote_ = true;
     const Result inserted = session_.exec(
         "INSERT INTO bso_job (job_id, job_id_prefix, spec, policy_state, stage, min_cost, "
         "min_cost_batch_size, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
@@ -451,6 +468,7 @@ class PgTransaction final : public StoreTransaction {
   }
 
   void update_job(const JobRecord& job) override {
+    wrote_ = true;
     const std::string job_id = job.spec.job_id.value_or("");
     session_.exec(
         "UPDATE bso_job SET policy_state = $2, stage = $3, min_cost = $4, "
@@ -465,6 +483,7 @@ class PgTransaction final : public StoreTransaction {
   }
 
   bool delete_job(const std::string& job_id) override {
+    wrote_ = true;
     // The foreign keys cascade to bso_batch_size and bso_trial.
     const Result result = session_.exec("DELETE FROM bso_job WHERE job_id = $1",
                                         Params().text(job_id), "deleting job '" + job_id + "'");
@@ -496,6 +515,7 @@ class PgTransaction final : public StoreTransaction {
   }
 
   void insert_trial(const TrialRecord& trial) override {
+    wrote_ = true;
     session_.exec(
         "INSERT INTO bso_trial (job_id, trial_number, batch_size, type, status, start_ms, end_ms, "
         "time_s, energy_j, metric, epochs, converged) "
@@ -517,6 +537,7 @@ class PgTransaction final : public StoreTransaction {
   }
 
   void update_trial(const TrialRecord& trial) override {
+    wrote_ = true;
     session_.exec(
         "UPDATE bso_trial SET status = $3, end_ms = $4, time_s = $5, energy_j = $6, metric = $7, "
         "epochs = $8, converged = $9 WHERE job_id = $1 AND trial_number = $2",
@@ -559,6 +580,7 @@ class PgTransaction final : public StoreTransaction {
   }
 
   Session& session_;
+  bool wrote_ = false;
 };
 
 class PostgresStore final : public Store {
@@ -587,13 +609,102 @@ class PostgresStore final : public Store {
   PostgresStore& operator=(const PostgresStore&) = delete;
 
   void transact(const std::function<void(StoreTransaction&)>& body) override {
+    try {
+      if (transact_with_retries(body)) {
+        forget_failure();  // a write went through: the storage works again
+      }
+    } catch (const PgError& error) {
+      if (storage_failure(error.sqlstate())) {
+        remember_failure(error.what(), error.failure() == StoreFailure::kCorrupt);
+      }
+      throw;
+    }
+  }
+
+  std::string describe() const override { return description_; }
+
+  int schema_version() override {
+    Lease lease(*this);
+    Session session(lease.get(), description_, password_);
+    return read_version(session).value_or(0);
+  }
+
+  StoreHealth health() override {
+    try {
+      std::optional<Failure> failure;
+      {
+        std::lock_guard lock(failure_mutex_);
+        failure = failure_;
+      }
+      if (failure && failure->corruption) {
+        return {false, "the last transaction failed: " + failure->message};
+      }
+      // A connection lost since its last use (a server restart) is replaced once, as transact
+      // does.
+      for (int attempt = 0;; ++attempt) {
+        Lease lease(*this);
+        Session session(lease.get(), description_, password_);
+        try {
+          if (failure) {
+            session.exec("BEGIN ISOLATION LEVEL READ COMMITTED", "starting a transaction");
+            session.exec("UPDATE zeus_schema SET version = version", Params(),
+                         "probing whether writes work");
+            session.exec("COMMIT", "committing the write probe");
+            forget_failure();
+            return {true, {}};
+          }
+          const Result read_only =
+              session.exec("SELECT current_setting('transaction_read_only')", Params(),
+                           "checking whether the database takes writes");
+          if (std::string_view(PQgetvalue(read_only.get(), 0, 0)) == "on") {
+            return {false, "PostgreSQL at " + description_ +
+                               " is read-only (transaction_read_only is on: a standby, or "
+                               "default_transaction_read_only): every write fails"};
+          }
+          read_version(session);
+          return {true, {}};
+        } catch (const PgError& error) {
+          rollback_quietly(session);
+          if (error.connection_lost() && attempt == 0) {
+            drop_idle();
+            continue;
+          }
+          if (failure) {
+            remember_failure(error.what(), false);
+            return {false, std::string("writes fail: ") + error.what()};
+          }
+          throw;
+        }
+      }
+    } catch (const std::exception& error) {
+      return {false, error.what()};
+    }
+  }
+
+ private:
+  // A failure of the storage, remembered for health() until a write succeeds.
+  struct Failure {
+    std::string message;
+    bool corruption = false;  // only a real write clears it: a probe proves nothing there
+  };
+
+  void remember_failure(const std::string& message, bool corruption) {
+    std::lock_guard lock(failure_mutex_);
+    failure_ = Failure{message, corruption};
+  }
+  void forget_failure() {
+    std::lock_guard lock(failure_mutex_);
+    failure_.reset();
+  }
+
+  // True when the committed transaction wrote.
+  bool transact_with_retries(const std::function<void(StoreTransaction&)>& body) {
     bool reconnected = false;
     for (int attempt = 0;; ++attempt) {
       Lease lease(*this);
       Session session(lease.get(), description_, password_);
       try {
-        run_once(session, body);
-        return;
+        return run_once(session, body);
       } catch (const PgError& error) {
         rollback_quietly(session);
         if (error.connection_lost()) {
@@ -625,15 +736,6 @@ class PostgresStore final : public Store {
     }
   }
 
-  std::string describe() const override { return description_; }
-
-  int schema_version() override {
-    Lease lease(*this);
-    Session session(lease.get(), description_, password_);
-    return read_version(session).value_or(0);
-  }
-
- private:
   // A pooled connection, returned to the pool when healthy and idle, closed otherwise.
   class Lease {
    public:
@@ -765,7 +867,8 @@ class PostgresStore final : public Store {
     log().debug("PostgreSQL: {}", one_line(message));
   }
 
-  static void run_once(Session& session, const std::function<void(StoreTransaction&)>& body) {
+  // True when the transaction wrote.
+  static bool run_once(Session& session, const std::function<void(StoreTransaction&)>& body) {
     session.exec("BEGIN ISOLATION LEVEL READ COMMITTED", "starting a transaction");
     PgTransaction transaction(session);
     body(transaction);
@@ -786,6 +889,7 @@ class PostgresStore final : public Store {
       }
       throw;
     }
+    return transaction.wrote();
   }
 
   static void rollback_quietly(Session& session) {
@@ -888,6 +992,9 @@ class PostgresStore final : public Store {
   std::condition_variable pool_freed_;
   std::vector<Connection> idle_;
   int open_ = 0;  // idle plus leased
+
+  std::mutex failure_mutex_;
+  std::optional<Failure> failure_;  // under failure_mutex_
 };
 
 }  // namespace

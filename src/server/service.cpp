@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <mutex>
 #include <random>
@@ -128,12 +129,63 @@ ordered_json optional_json(const std::optional<T>& value) {
   return value ? ordered_json(*value) : ordered_json(nullptr);
 }
 
+// A job id to look up, from the query string or the path: whatever bytes the client sent,
+// percent-decoded. Only ids that are not UTF-8 are refused here (none can be stored); others
+// are simply looked up.
+void check_lookup_id(const std::string& job_id, const char* where) {
+  if (const std::size_t bad = first_invalid_utf8(job_id); bad != std::string::npos) {
+    throw bso::ValidationError(
+        {{{where, "job_id"},
+          fmt::format("job_id is not valid UTF-8 (byte 0x{:02X} at offset {}); send the id's "
+                      "UTF-8 bytes, percent-encoded",
+                      static_cast<unsigned char>(job_id[bad]), bad),
+          "value_error.str.utf8",
+          nullptr}});
+  }
+}
+
+// A cost the policy core can learn from: finite, and small enough that its statistics (sums of
+// squared costs) cannot overflow.
+void check_cost(double cost, const bso::TrainingResult& result, const bso::JobSpec& spec) {
+  if (std::isfinite(cost) && cost <= BsoService::kMaxCost) {
+    return;
+  }
+  const std::string message = fmt::format(
+      "time {} s and energy {} J make the cost eta*energy + (1-eta)*max_power*time = {} (eta_knob "
+      "{}, max_power {} W), which is {}; report the cumulative time in seconds and energy in "
+      "joules",
+      bso::python_float_repr(result.time_s), bso::python_float_repr(result.energy_j),
+      bso::python_float_repr(cost), bso::python_float_repr(spec.eta_knob),
+      bso::python_float_repr(spec.max_power_w),
+      std::isfinite(cost) ? "above the limit " + bso::python_float_repr(BsoService::kMaxCost)
+                          : std::string("not a finite number"));
+  const nlohmann::json ctx = {{"limit_value", BsoService::kMaxCost}};
+  throw bso::ValidationError({{{"body", "time"}, message, "value_error.number.cost", ctx},
+                              {{"body", "energy"}, message, "value_error.number.cost", ctx}});
+}
+
 }  // namespace
 
 BsoService::BsoService(Store& store, std::function<std::int64_t()> now_ms)
     : store_(store), now_ms_(now_ms ? std::move(now_ms) : system_now_ms) {}
 
 RegisterResult BsoService::register_job(bso::JobSpec spec) {
+  // The wire format checks these too; callers that build a JobSpec themselves are checked here.
+  std::vector<bso::FieldError> bad_ids;
+  if (spec.job_id) {
+    if (const std::string problem = bso::job_id_problem(*spec.job_id); !problem.empty()) {
+      bad_ids.push_back({{"body", "job_id"}, "job_id " + problem, "value_error.job_id", nullptr});
+    }
+  }
+  if (const std::string problem =
+          bso::job_id_problem(spec.job_id_prefix, bso::kMaxJobIdPrefixBytes);
+      !problem.empty()) {
+    bad_ids.push_back(
+        {{"body", "job_id_prefix"}, "job_id_prefix " + problem, "value_error.job_id", nullptr});
+  }
+  if (!bad_ids.empty()) {
+    throw bso::ValidationError(std::move(bad_ids));
+  }
   // The policy core is the judge of what it can run (the wire validation covers the rest).
   const std::uint64_t seed =
       spec.mab_seed ? static_cast<std::uint64_t>(*spec.mab_seed) : random_u64();
@@ -185,6 +237,7 @@ RegisterResult BsoService::register_job(bso::JobSpec spec) {
 }
 
 bso::TrialId BsoService::next_batch_size(const std::string& job_id) {
+  check_lookup_id(job_id, "query");
   bso::TrialId trial;
   store_.transact([&](StoreTransaction& tx) {
     std::optional<JobRecord> job = tx.lock_job(job_id);
@@ -218,6 +271,7 @@ bso::TrialId BsoService::next_batch_size(const std::string& job_id) {
 bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
   bso::ReportResponse response;
   const std::string& job_id = result.trial.job_id;
+  check_lookup_id(job_id, "body");
   store_.transact([&](StoreTransaction& tx) {
     std::optional<JobRecord> job = tx.lock_job(job_id);
     if (!job) {
@@ -246,6 +300,7 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
     BatchSizePolicy policy = load_policy(*job);
     const double cost =
         optimizer::zeus_cost(result.energy_j, result.time_s, spec.eta_knob, spec.max_power_w);
+    check_cost(cost, result, spec);
     const std::optional<double> threshold = policy.cost_threshold();
     const bool within = !threshold || cost <= *threshold;
     const bool converged = spec.higher_is_better_metric ? result.metric >= spec.target_metric
@@ -283,6 +338,7 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
 }
 
 void BsoService::end_trial(const bso::TrialId& trial_id) {
+  check_lookup_id(trial_id.job_id, "body");
   store_.transact([&](StoreTransaction& tx) {
     std::optional<JobRecord> job = tx.lock_job(trial_id.job_id);
     std::optional<TrialRecord> trial;
@@ -306,12 +362,14 @@ void BsoService::end_trial(const bso::TrialId& trial_id) {
 }
 
 bool BsoService::delete_job(const std::string& job_id) {
+  check_lookup_id(job_id, "query");
   bool deleted = false;
   store_.transact([&](StoreTransaction& tx) { deleted = tx.delete_job(job_id); });
   return deleted;
 }
 
 std::optional<nlohmann::ordered_json> BsoService::job_state(const std::string& job_id) {
+  check_lookup_id(job_id, "path");
   std::optional<JobRecord> job;
   std::vector<TrialRecord> trials;
   store_.transact([&](StoreTransaction& tx) {

@@ -5,6 +5,8 @@
 #include <sqlite3.h>
 
 #include <mutex>
+#include <optional>
+#include <string>
 #include <unordered_map>
 
 #include "schema.hpp"
@@ -33,13 +35,74 @@ StoreFailure failure_for(int code) {
   }
 }
 
+// A failure SQLite reported, with its result code (what the store's health remembers).
+class SqliteError : public StoreError {
+ public:
+  SqliteError(int code, const std::string& message)
+      : StoreError(failure_for(code), message), code_(code) {}
+  int code() const noexcept { return code_; }
+  // The storage itself failed (rather than a lock, a constraint or a statement).
+  bool storage_failure() const noexcept {
+    switch (code_ & 0xff) {
+      case SQLITE_FULL:
+      case SQLITE_IOERR:
+      case SQLITE_READONLY:
+      case SQLITE_CANTOPEN:
+      case SQLITE_CORRUPT:
+      case SQLITE_NOTADB:
+        return true;
+      default:
+        return false;
+    }
+  }
+  bool corruption() const noexcept {
+    return (code_ & 0xff) == SQLITE_CORRUPT || (code_ & 0xff) == SQLITE_NOTADB;
+  }
+
+ private:
+  int code_;
+};
+
+// The file's absolute path, as SQLite opened it.
+std::string file_of(sqlite3* db) {
+  const char* file = sqlite3_db_filename(db, "main");
+  return file == nullptr || *file == '\0' ? std::string(":memory:") : std::string(file);
+}
+
+// What to do about a failure of the storage.
+std::string advice_for(int code) {
+  switch (code & 0xff) {
+    case SQLITE_FULL:
+      return " (the file system that holds it is full: free some space)";
+    case SQLITE_IOERR:
+      return " (the operating system failed a read or write of the file: check the disk, the "
+             "kernel log and the free space)";
+    case SQLITE_READONLY:
+      return " (the file refuses writes: check that this user may write it and its directory, "
+             "that the file system is not mounted read-only, and that the file was not replaced "
+             "or deleted while the server ran)";
+    case SQLITE_CANTOPEN:
+      return " (check that the file and its directory exist and that this user may write them)";
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return " (the file is damaged or is not an SQLite database: restore it from a backup, or "
+             "recover what is readable with `sqlite3 FILE .recover`)";
+    default:
+      return "";
+  }
+}
+
+// Every message names the file: one server may serve several, and the operator needs it.
+SqliteError sqlite_error(sqlite3* db, int code, const std::string& what) {
+  return SqliteError(code, "SQLite database \"" + file_of(db) + "\": " + what + advice_for(code));
+}
+
 sqlite3_stmt* prepare(sqlite3* db, const std::string& sql) {
   sqlite3_stmt* stmt = nullptr;
   const int rc = sqlite3_prepare_v3(db, sql.c_str(), static_cast<int>(sql.size() + 1),
                                     SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
   if (rc != SQLITE_OK) {
-    throw StoreError(failure_for(rc),
-                     std::string("SQLite: cannot prepare a statement: ") + sqlite3_errmsg(db));
+    throw sqlite_error(db, rc, std::string("cannot prepare a statement: ") + sqlite3_errmsg(db));
   }
   return stmt;
 }
@@ -129,7 +192,7 @@ class Statement {
     if (rc == SQLITE_DONE) {
       return false;
     }
-    throw StoreError(failure_for(rc), std::string("SQLite: ") + sqlite3_errmsg(db_));
+    throw sqlite_error(db_, rc, sqlite3_errmsg(db_));
   }
 
   bool is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
@@ -152,7 +215,7 @@ class Statement {
  private:
   void check(int rc) {
     if (rc != SQLITE_OK) {
-      throw StoreError(failure_for(rc), std::string("SQLite: ") + sqlite3_errmsg(db_));
+      throw sqlite_error(db_, rc, sqlite3_errmsg(db_));
     }
   }
 
@@ -167,7 +230,7 @@ void exec(sqlite3* db, const std::string& sql) {
   if (rc != SQLITE_OK) {
     const std::string text = message != nullptr ? message : sqlite3_errstr(rc);
     sqlite3_free(message);
-    throw StoreError(failure_for(rc), "SQLite: " + text);
+    throw sqlite_error(db, rc, text);
   }
 }
 
@@ -352,6 +415,7 @@ class SqliteStore final : public Store {
                        "cannot open the SQLite database \"" + path_ + "\": " + message +
                            " (check that its directory exists and is writable)");
     }
+    bool checking = false;  // a failure then is one the check found: skipping it may serve
     try {
       sqlite3_busy_timeout(db_, options_.busy_timeout_ms);
       exec(db_, "PRAGMA foreign_keys = ON");
@@ -369,10 +433,31 @@ class SqliteStore final : public Store {
         }
       }
       exec(db_, synchronous_full ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
+      if (options_.check_integrity) {
+        checking = true;
+        check_integrity();
+        checking = false;
+      }
       migrate();
-    } catch (const StoreError& error) {
+    } catch (const SqliteError& error) {
+      const std::string file = file_of(db_);
+      const bool read_only = sqlite3_db_readonly(db_, "main") == 1;
       sqlite3_close(db_);
       db_ = nullptr;
+      if (error.corruption()) {
+        throw corrupt_file(
+            file, (checking ? "PRAGMA quick_check failed: " : "") + std::string(error.what()),
+            checking);
+      }
+      if (read_only) {
+        throw StoreError(StoreFailure::kReadOnly,
+                         "cannot open the SQLite database \"" + file +
+                             "\": this user may only read it (the file or its directory is not "
+                             "writable, or its file system is read-only), and SQLite cannot read "
+                             "a database in WAL mode without writing beside it; give this user "
+                             "write access to the file and its directory (" +
+                             error.what() + ")");
+      }
       if (error.failure() != StoreFailure::kConflict) {
         throw;
       }
@@ -398,7 +483,16 @@ class SqliteStore final : public Store {
   // lock when SQLITE_BUSY comes back.
   void transact(const std::function<void(StoreTransaction&)>& body) override {
     std::lock_guard lock(mutex_);
-    run_once(body);
+    try {
+      if (run_once(body)) {
+        failure_.reset();  // a write went through: the storage works again
+      }
+    } catch (const SqliteError& error) {
+      if (error.storage_failure()) {
+        failure_ = Failure{error.what(), error.corruption()};
+      }
+      throw;
+    }
   }
 
   std::string describe() const override { return "sqlite:///" + path_; }
@@ -408,12 +502,63 @@ class SqliteStore final : public Store {
     return read_version();
   }
 
+  StoreHealth health() override {
+    std::lock_guard lock(mutex_);
+    try {
+      if (sqlite3_db_readonly(db_, "main") == 1) {
+        return {false, "SQLite database \"" + file_of(db_) +
+                           "\" is open read-only (this user may not write the file or its "
+                           "directory, or its file system is read-only): every write fails"};
+      }
+      if (failure_) {
+        if (failure_->corruption) {
+          return {false, "the last transaction failed: " + failure_->message};
+        }
+        try {
+          probe_write();
+        } catch (const SqliteError& error) {
+          failure_->message = error.what();
+          return {false, std::string("writes fail: ") + error.what()};
+        }
+        failure_.reset();
+      }
+      read_version();
+      return {true, {}};
+    } catch (const std::exception& error) {
+      return {false, error.what()};
+    }
+  }
+
  private:
-  void run_once(const std::function<void(StoreTransaction&)>& body) {
+  // A failure of the storage, remembered for health() until a write succeeds.
+  struct Failure {
+    std::string message;
+    bool corruption = false;  // only a real write clears it: a probe proves nothing there
+  };
+
+  // True when the transaction changed rows.
+  bool run_once(const std::function<void(StoreTransaction&)>& body) {
     exec(db_, "BEGIN IMMEDIATE");
     try {
+      const int changes_before = sqlite3_total_changes(db_);
       SqliteTransaction transaction(db_, cache_);
       body(transaction);
+      const bool wrote = sqlite3_total_changes(db_) != changes_before;
+      exec(db_, "COMMIT");
+      return wrote;
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+  }
+
+  // One small committed write that leaves the schema version as it was: a page appended to the
+  // WAL (SQLite skips writing a row rewritten with its own content, hence the two updates).
+  void probe_write() {
+    exec(db_, "BEGIN IMMEDIATE");
+    try {
+      exec(db_, "UPDATE zeus_schema SET version = version + 1");
+      exec(db_, "UPDATE zeus_schema SET version = version - 1");
       exec(db_, "COMMIT");
     } catch (...) {
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
@@ -424,6 +569,39 @@ class SqliteStore final : public Store {
   int read_version() {
     Statement query(db_, "SELECT version FROM zeus_schema");
     return query.step() ? static_cast<int>(query.int64(0)) : 0;
+  }
+
+  // PRAGMA quick_check: every page's structure and every record's format (not the indexes'
+  // content), in one read of the file.
+  void check_integrity() {
+    Statement check(db_, "PRAGMA quick_check(8)");
+    std::string problems;
+    while (check.step()) {
+      const std::string line = check.text(0);
+      if (line != "ok") {
+        problems += (problems.empty() ? "" : "; ") + line;
+      }
+    }
+    if (!problems.empty()) {
+      throw corrupt_file(file_of(db_), "PRAGMA quick_check found: " + problems, true);
+    }
+  }
+
+  // `found_by_check`: the integrity check found it, so skipping the check serves the file.
+  static StoreError corrupt_file(const std::string& file, const std::string& detail,
+                                 bool found_by_check) {
+    return StoreError(
+        StoreFailure::kCorrupt,
+        "the SQLite database \"" + file + "\" is corrupt (" + detail +
+            "). zeus bso serve refuses to serve it: stop every process that uses it and keep a "
+            "copy of the file, then restore it from a backup, or recover what is readable with "
+            "`sqlite3 '" +
+            file + "' .recover | sqlite3 '" + file + ".recovered'` and serve the recovered file" +
+            (found_by_check
+                 ? std::string("; --skip-integrity-check (StoreOptions::check_integrity = false) "
+                               "serves it as it is, and requests that touch the damaged pages "
+                               "fail")
+                 : std::string()));
   }
 
   void migrate() {
@@ -457,6 +635,7 @@ class SqliteStore final : public Store {
   sqlite3* db_ = nullptr;
   StatementCache cache_;
   std::mutex mutex_;
+  std::optional<Failure> failure_;  // under mutex_
 };
 
 }  // namespace

@@ -29,7 +29,8 @@ inline bso::JobSpec spec_from_text(const std::string& text, const std::string& j
   }
   bso::JobSpec spec;
   try {
-    spec = bso::job_spec_from_json(nlohmann::json::parse(text), "stored");
+    // Rows may hold ids registered before the job-id rules existed: still readable.
+    spec = bso::job_spec_from_json(nlohmann::json::parse(text), "stored", false);
   } catch (const std::exception& error) {
     throw StoreError(StoreFailure::kCorrupt,
                      "the stored spec of job " + job_id + " is unreadable: " + error.what());

@@ -186,9 +186,15 @@ TEST(BsoDatabaseFailures, UnreachableAndReadOnlyDatabasesGet503AndTheServerRecov
   EXPECT_EQ(res->status, 503) << res->body;
   EXPECT_NE(res->body.find("read-only"), std::string::npos) << res->body;
   EXPECT_EQ(server.request("GET", "/jobs/peer-f")->status, 200);  // reads still work
+  const auto health = server.request("GET", "/healthz");
+  EXPECT_EQ(health->status, 503) << health->body;
+  EXPECT_NE(json::parse(health->body).at("storage").get<std::string>().find("read-only"),
+            std::string::npos)
+      << health->body;
   postgres->execute("postgres",
                     "ALTER DATABASE bso_failures SET default_transaction_read_only = off");
   postgres->query_value("postgres", kick);
+  EXPECT_EQ(server.request("GET", "/healthz")->status, 200);
   EXPECT_EQ(server.request("POST", "/jobs", peer_job_spec("peer-g").dump())->status, 201);
 }
 

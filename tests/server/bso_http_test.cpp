@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/server_harness.hpp"
+#include "support/file_size_limit.hpp"
 
 namespace {
 
@@ -306,6 +307,194 @@ TEST(BsoHttp, BearerTokenWhenConfigured) {
   client.set_bearer_token_auth(options.token.c_str());
   EXPECT_EQ(client.Post("/jobs", peer_job_spec("peer-t").dump(), "")->status, 201);
   EXPECT_EQ(server.request("GET", "/healthz")->status, 200);  // health needs no token
+}
+
+// Every answer must be JSON (never a 500 from a serialiser choking on client bytes).
+json body_json(const httplib::Result& res) {
+  EXPECT_TRUE(res) << "no answer";
+  return json::parse(res->body);
+}
+
+// The first entry of a 422's detail list whose loc is `loc`, or null.
+json detail_at(const httplib::Result& res, const json& loc) {
+  const json answer = body_json(res);
+  for (const json& entry : answer.at("detail")) {
+    if (entry.at("loc") == loc) {
+      return entry;
+    }
+  }
+  ADD_FAILURE() << "no detail at " << loc.dump() << " in " << res->body;
+  return nullptr;
+}
+
+TEST(BsoHttp, NumbersBeyondADoubleAre422NamingWhereTheyAre) {
+  ServerHarness server;
+  std::string text = peer_job_spec("peer-big").dump();
+  text.replace(text.find("700.0"), 5, "1e999");
+  auto res = server.request("POST", "/jobs", text);
+  ASSERT_EQ(res->status, 422) << res->body;
+  json entry = detail_at(res, {"body", "max_power"});
+  EXPECT_EQ(entry.at("type"), "value_error.number.out_of_range");
+  EXPECT_NE(entry.at("msg").get<std::string>().find("1e999 is out of range"), std::string::npos)
+      << entry;
+  // Inside a list, negative, and in a report.
+  res = server.request("POST", "/jobs", R"({"batch_sizes": [16, -1e400]})");
+  ASSERT_EQ(res->status, 422) << res->body;
+  EXPECT_EQ(detail_at(res, {"body", "batch_sizes", 1}).at("type"),
+            "value_error.number.out_of_range");
+  res = server.request("POST", "/report", R"({"job_id": "x", "time": 1e999})");
+  ASSERT_EQ(res->status, 422) << res->body;
+  detail_at(res, {"body", "time"});
+  res = server.request("POST", "/report", "1e999");
+  ASSERT_EQ(res->status, 422) << res->body;
+  detail_at(res, {"body"});
+  // In a string, and integers beyond 64 bits.
+  json spec = peer_job_spec("peer-big");
+  spec["max_power"] = "1e999";
+  spec["mab_seed"] = 18446744073709551615ULL;
+  res = server.request("POST", "/jobs", spec.dump());
+  ASSERT_EQ(res->status, 422) << res->body;
+  EXPECT_EQ(detail_at(res, {"body", "max_power"}).at("type"), "value_error.number.out_of_range");
+  EXPECT_EQ(detail_at(res, {"body", "mab_seed"}).at("type"), "value_error.number.not_le");
+  EXPECT_EQ(server.request("POST", "/jobs", peer_job_spec("peer-big").dump())->status, 201);
+}
+
+TEST(BsoHttp, InvalidUtf8Is422NamingTheField) {
+  ServerHarness server;
+  // In a string value.
+  std::string text = peer_job_spec("peer-utf").dump();
+  text.replace(text.find("\"peer-utf\""), 10, "\"peer-\xff\"");
+  auto res = server.request("POST", "/jobs", text);
+  ASSERT_EQ(res->status, 422) << res->body;
+  json entry = detail_at(res, {"body", "job_id"});
+  EXPECT_EQ(entry.at("type"), "value_error.str.utf8");
+  EXPECT_NE(entry.at("msg").get<std::string>().find("byte 0xFF"), std::string::npos) << entry;
+  // In a key: the key as far as it is readable.
+  res = server.request("POST", "/jobs",
+                       "{\"job_\xff"
+                       "id\": \"x\"}");
+  ASSERT_EQ(res->status, 422) << res->body;
+  EXPECT_EQ(detail_at(res, {"body", "job_\xEF\xBF\xBD"}).at("type"), "value_error.str.utf8");
+  // Inside a list, in a report.
+  res = server.request("POST", "/report", "{\"job_id\": \"a\", \"x\": [1, \"\xc3\x28\"]}");
+  ASSERT_EQ(res->status, 422) << res->body;
+  detail_at(res, {"body", "x", 1});
+  // A syntax error whose text quotes the bad bytes is still a JSON answer.
+  res = server.request("POST", "/jobs", "\xff\xfe");
+  ASSERT_EQ(res->status, 422) << res->body;
+  EXPECT_EQ(body_json(res).at("detail")[0].at("type"), "value_error.jsondecode");
+  // In the query string and the path (the handler gets the percent-decoded bytes).
+  res = server.request("GET", "/jobs/batch_size?job_id=%ff");
+  ASSERT_EQ(res->status, 422) << res->body;
+  EXPECT_EQ(detail_at(res, {"query", "job_id"}).at("type"), "value_error.str.utf8");
+  res = server.request("DELETE", "/jobs?job_id=ab%c3");
+  ASSERT_EQ(res->status, 422) << res->body;
+  detail_at(res, {"query", "job_id"});
+  res = server.request("GET", "/jobs/%ff%fe");
+  ASSERT_EQ(res->status, 422) << res->body;
+  detail_at(res, {"path", "job_id"});
+  EXPECT_EQ(server.request("GET", "/healthz")->status, 200);
+}
+
+TEST(BsoHttp, AReportWhoseCostOverflowsIs422NamingTimeAndEnergy) {
+  ServerHarness server;
+  ASSERT_EQ(server.request("POST", "/jobs", peer_job_spec("peer-cost").dump())->status, 201);
+  json report = body_json(server.request("GET", "/jobs/batch_size?job_id=peer-cost"));
+  report["metric"] = 0.5;
+  report["current_epoch"] = 1;
+  for (const double value : {1.7e308, 1e200}) {
+    report["time"] = value;
+    report["energy"] = value;
+    const auto res = server.request("POST", "/report", report.dump());
+    ASSERT_EQ(res->status, 422) << res->body;
+    const json time = detail_at(res, {"body", "time"});
+    detail_at(res, {"body", "energy"});
+    EXPECT_NE(time.at("msg").get<std::string>().find("cost"), std::string::npos) << time;
+    EXPECT_NE(time.at("msg").get<std::string>().find(value > 1e300 ? "not a finite number"
+                                                                   : "above the limit 1e+100"),
+              std::string::npos)
+        << time;
+  }
+  // The job took no harm: a sane report goes through and the state reads back.
+  report["time"] = 10.0;
+  report["energy"] = 4000.0;
+  EXPECT_EQ(server.request("POST", "/report", report.dump())->status, 200);
+  EXPECT_EQ(server.request("GET", "/jobs/peer-cost")->status, 200);
+}
+
+TEST(BsoHttp, JobIdsThatCouldNotBeReadBackAreRefusedAtRegistration) {
+  ServerHarness server;
+  const std::vector<std::string> bad_ids = {
+      "peer/a",
+      "peer\nb",
+      std::string("peer\0c", 6),
+      "peer\x7f",
+      "peer\xc2\x85",  // U+0085, a C1 control
+      "",
+      "peer-" + std::string(zeus::bso::kMaxJobIdBytes - 4, 'x'),  // 257 bytes
+  };
+  for (const std::string& id : bad_ids) {
+    const auto res = server.request("POST", "/jobs", peer_job_spec(id).dump());
+    ASSERT_EQ(res->status, 422) << json(id).dump() << ": " << res->body;
+    const json entry = detail_at(res, {"body", "job_id"});
+    EXPECT_EQ(entry.at("type"), "value_error.job_id") << entry;
+    EXPECT_EQ(entry.at("msg").get<std::string>().rfind("job_id ", 0), 0u) << entry;
+  }
+  // Prefixes of generated ids.
+  json spec = peer_job_spec();
+  spec["job_id"] = nullptr;
+  for (const std::string& prefix :
+       {std::string("a/b"), std::string(zeus::bso::kMaxJobIdPrefixBytes + 1, 'p')}) {
+    spec["job_id_prefix"] = prefix;
+    const auto res = server.request("POST", "/jobs", spec.dump());
+    ASSERT_EQ(res->status, 422) << res->body;
+    detail_at(res, {"body", "job_id_prefix"});
+  }
+  // The longest ids, and ids beyond ASCII, register and read back.
+  const std::string longest = "peer-" + std::string(zeus::bso::kMaxJobIdBytes - 5, 'x');
+  ASSERT_EQ(server.request("POST", "/jobs", peer_job_spec(longest).dump())->status, 201);
+  EXPECT_EQ(server.request("GET", "/jobs/" + longest)->status, 200);
+  spec["job_id_prefix"] = std::string(zeus::bso::kMaxJobIdPrefixBytes, 'p');
+  const auto generated = server.request("POST", "/jobs", spec.dump());
+  ASSERT_EQ(generated->status, 201) << generated->body;
+  const std::string id = body_json(generated).at("job_id");
+  EXPECT_EQ(id.size(), zeus::bso::kMaxJobIdBytes);
+  EXPECT_EQ(server.request("GET", "/jobs/" + id)->status, 200);
+  const std::string unicode = "peer-\xc3\xbcnicode-\xe2\x82\xac";
+  ASSERT_EQ(server.request("POST", "/jobs", peer_job_spec(unicode).dump())->status, 201);
+  EXPECT_EQ(server.request("GET", "/jobs/" + unicode)->status, 200);
+}
+
+TEST(BsoHttp, HealthzIs503WhileWritesFailAndOkOnceTheyWorkAgain) {
+  ServerHarness server;
+  ASSERT_EQ(server.request("POST", "/jobs", peer_job_spec("peer-full").dump())->status, 201);
+  EXPECT_EQ(server.request("GET", "/healthz")->body, R"({"status":"ok"})");
+  const std::filesystem::path db = server.dir() / "bso.db";
+  {
+    zeus::testing::FileSizeLimit full(
+        zeus::testing::FileSizeLimit::largest({db, db.string() + "-wal"}) + 100);
+    int status = 0;
+    for (int i = 0; i < 200 && status != 503; ++i) {
+      status =
+          server.request("POST", "/jobs", peer_job_spec("peer-full-" + std::to_string(i)).dump())
+              ->status;
+    }
+    ASSERT_EQ(status, 503) << "no write failed";
+    for (int probe = 0; probe < 2; ++probe) {
+      const auto health = server.request("GET", "/healthz");
+      EXPECT_EQ(health->status, 503) << health->body;
+      const json answer = body_json(health);
+      EXPECT_EQ(answer.at("status"), "unavailable");
+      EXPECT_NE(answer.at("storage").get<std::string>().find(db.string()), std::string::npos)
+          << answer;
+    }
+    full.lift();
+  }
+  const auto health = server.request("GET", "/healthz");
+  EXPECT_EQ(health->status, 200) << health->body;
+  EXPECT_EQ(health->body, R"({"status":"ok"})");
+  EXPECT_EQ(server.request("POST", "/jobs", peer_job_spec("peer-full-after").dump())->status, 201);
+  EXPECT_EQ(server.request("GET", "/jobs/peer-full")->status, 200);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -168,6 +169,21 @@ TEST(BsoProcess, NoAcknowledgedReportIsLostToSigkill) {
   std::filesystem::remove_all(dir);
 }
 
+// Runs `zeus bso serve ARGS` (killed after 20 s: a server that starts is a failure here) and
+// returns its exit code and output.
+std::pair<int, std::string> run_serve(const std::string& args) {
+  const std::string command =
+      std::string("timeout -s KILL 20 ") + ZEUS_CLI_PATH + " bso serve " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string out;
+  char buffer[512];
+  while (fgets(buffer, sizeof(buffer), pipe) != nullptr) {
+    out += buffer;
+  }
+  const int status = pclose(pipe);
+  return {WEXITSTATUS(status), out};
+}
+
 TEST(BsoProcess, BadStartupsFailWithAClearMessage) {
   const auto dir = zeus::test::make_temp_dir("zeus-bso-bad");
   const std::string cli = ZEUS_CLI_PATH;
@@ -244,6 +260,88 @@ TEST(BsoProcess, ABlockedDatabaseGets503AndTheServerKeepsServing) {
   release = true;
   lock_holder.join();
   EXPECT_EQ(http.Get("/jobs/batch_size?job_id=peer-ro")->status, 200);
+  EXPECT_EQ(http.Get("/healthz")->status, 200);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BsoProcess, BodyLimitsOutsideOneByteToOneGibAreRefused) {
+  const auto dir = zeus::test::make_temp_dir("zeus-bso-limits");
+  const std::string db = " --db sqlite:///" + (dir / "bso.db").string() + " --port 0";
+  for (const char* value : {"-1", "0", "1073741825", "99999999999999"}) {
+    const auto [code, out] = run_serve(std::string("--max-body-bytes ") + value + db);
+    EXPECT_EQ(code, 2) << value << ": " << out;
+    EXPECT_NE(out.find("--max-body-bytes must be between 1 and 1073741824"), std::string::npos)
+        << out;
+  }
+  // The bounds themselves are fine.
+  ServerProcess small(dir, "sqlite:///" + (dir / "a.db").string(), {"--max-body-bytes", "1"});
+  EXPECT_EQ(httplib::Client("127.0.0.1", small.port()).Get("/healthz")->status, 200);
+  ServerProcess large(dir, "sqlite:///" + (dir / "b.db").string(),
+                      {"--max-body-bytes", "1073741824"});
+  EXPECT_EQ(httplib::Client("127.0.0.1", large.port()).Get("/healthz")->status, 200);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BsoProcess, TokenFilesThatAreNotRegularFilesAreRefused) {
+  const auto dir = zeus::test::make_temp_dir("zeus-bso-token");
+  const std::string db = " --db sqlite:///" + (dir / "bso.db").string() + " --port 0";
+  const std::string fifo = (dir / "fifo").string();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/dev/zero", "is a device"}, {fifo, "is a FIFO"}, {dir.string(), "is a directory"}};
+  for (const auto& [path, kind] : cases) {
+    const auto started = std::chrono::steady_clock::now();
+    const auto [code, out] = run_serve("--token-file " + path + db);
+    EXPECT_EQ(code, 2) << path << ": " << out;
+    EXPECT_NE(out.find("--token-file " + path + " " + kind), std::string::npos) << out;
+    EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10)) << path;
+  }
+  // A first line longer than 4096 bytes is refused without reading the rest.
+  const auto long_line = dir / "long";
+  std::ofstream(long_line) << std::string(5000, 'a') << "\n";
+  auto [code, out] = run_serve("--token-file " + long_line.string() + db);
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("longer than 4096 bytes"), std::string::npos) << out;
+  // A token on the first line of a large file is read.
+  const auto good = dir / "token";
+  {
+    std::ofstream file(good);
+    file << "0123456789abcdef-process-token\n" << std::string(1 << 20, '#') << "\n";
+  }
+  ServerProcess server(dir, "sqlite:///" + (dir / "a.db").string(),
+                       {"--token-file", good.string()});
+  httplib::Client client("127.0.0.1", server.port());
+  EXPECT_EQ(client.Get("/jobs")->status, 401);
+  client.set_bearer_token_auth("0123456789abcdef-process-token");
+  EXPECT_EQ(client.Get("/jobs")->status, 200);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BsoProcess, ACorruptSqliteFileIsRefusedAtStartUnlessTheCheckIsSkipped) {
+  const auto dir = zeus::test::make_temp_dir("zeus-bso-corrupt");
+  const auto file = dir / "bso.db";
+  {
+    zeus::test::ServerHarness seed("sqlite:///" + file.string());
+    ASSERT_EQ(seed.request("POST", "/jobs", zeus::test::peer_job_spec("peer-c").dump())->status,
+              201);
+  }
+  // Garbage over the last page, which holds job rows or their index.
+  const auto size = std::filesystem::file_size(file);
+  ASSERT_GE(size, 8192u);
+  {
+    std::fstream out(file, std::ios::in | std::ios::out | std::ios::binary);
+    out.seekp(static_cast<std::streamoff>(size - 4096));
+    const std::string garbage(4096, '\xAB');
+    out.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  const auto [code, out] = run_serve("--db sqlite:///" + file.string() + " --port 0");
+  EXPECT_EQ(code, 1) << out;
+  EXPECT_NE(out.find("\"" + file.string() + "\" is corrupt"), std::string::npos) << out;
+  EXPECT_NE(out.find(".recover"), std::string::npos) << out;
+  EXPECT_NE(out.find("--skip-integrity-check"), std::string::npos) << out;
+  // Skipped: it serves (the damaged page holds no row that the health check reads).
+  ServerProcess server(dir, "sqlite:///" + file.string(), {"--skip-integrity-check"});
+  httplib::Client http("127.0.0.1", server.port());
   EXPECT_EQ(http.Get("/healthz")->status, 200);
   std::filesystem::remove_all(dir);
 }

@@ -4,6 +4,7 @@
 // constraints, and written with the reference's key order.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -68,7 +69,9 @@ struct FieldError {
   nlohmann::json ctx;  // null when absent
 };
 
-// Bad input caught by validation: becomes HTTP 422 {"detail": [...]}.
+// Bad input caught by validation: becomes HTTP 422 {"detail": [...]}. Text in the errors that is
+// not valid UTF-8 (client bytes quoted in a message) is cleaned (U+FFFD), so that to_json() can
+// always be dumped.
 class ValidationError : public Error {
  public:
   explicit ValidationError(std::vector<FieldError> errors);
@@ -80,15 +83,30 @@ class ValidationError : public Error {
   std::vector<FieldError> errors_;
 };
 
+// Job ids are path segments (GET /jobs/{job_id}) and database keys: at most this many bytes of
+// UTF-8, without '/' or control characters. A job_id_prefix leaves room for the "-<8 hex>" that
+// the server appends when it generates an id.
+inline constexpr std::size_t kMaxJobIdBytes = 256;
+inline constexpr std::size_t kMaxJobIdPrefixBytes = kMaxJobIdBytes - 9;
+
+// Why `id` cannot be a job id (empty, longer than `max_bytes`, not UTF-8, a '/' or a control
+// character), as a sentence for an error message; empty when it can.
+std::string job_id_problem(const std::string& id, std::size_t max_bytes = kMaxJobIdBytes);
+
 // Parses a request body. `where` is the first element of each error's "loc" ("body"). Throws
-// ValidationError listing every bad field (not only the first).
-JobSpec job_spec_from_json(const nlohmann::json& body, const std::string& where = "body");
+// ValidationError listing every bad field (not only the first). `check_job_ids` applies
+// job_id_problem to job_id and job_id_prefix; off for rows stored before that rule existed.
+JobSpec job_spec_from_json(const nlohmann::json& body, const std::string& where = "body",
+                           bool check_job_ids = true);
 TrialId trial_id_from_json(const nlohmann::json& body, const std::string& where = "body");
 TrainingResult training_result_from_json(const nlohmann::json& body,
                                          const std::string& where = "body");
 ReportResponse report_response_from_json(const nlohmann::json& body);
 
-// Parses text as JSON like the reference: a syntax error is a 422 "value_error.jsondecode".
+// Parses text as JSON like the reference: a syntax error is a 422 "value_error.jsondecode". A
+// number beyond a double's range ("value_error.number.out_of_range") and text that is not UTF-8
+// ("value_error.str.utf8") are 422 too, with the "loc" of the value (["body", "max_power"],
+// ["body", "batch_sizes", 2]) or of the key.
 nlohmann::json parse_body(const std::string& text, const std::string& where = "body");
 
 // The reference's key order (pydantic's), so responses and requests match it byte for byte

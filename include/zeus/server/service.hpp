@@ -12,16 +12,17 @@
 
 #include "zeus/bso/wire.hpp"
 #include "zeus/common/clock.hpp"
+#include "zeus/common/utf8.hpp"
 #include "zeus/server/store.hpp"
 
 namespace zeus::server {
 
 // A logic error with its HTTP status (400, 404, 409 or 500) and the reference's message;
-// sent as {"message": ...}.
+// sent as {"message": ...}. The message is made valid UTF-8 (it may quote client bytes).
 class ServiceError : public Error {
  public:
   ServiceError(int status, const std::string& message)
-      : Error(ErrorKind::kInvalidArgument, message), status_(status) {}
+      : Error(ErrorKind::kInvalidArgument, to_valid_utf8(message)), status_(status) {}
   int status() const noexcept { return status_; }
 
  private:
@@ -40,12 +41,16 @@ class BsoService {
   explicit BsoService(Store& store, std::function<std::int64_t()> now_ms = {});
 
   // POST /jobs. Throws bso::ValidationError (422) for specs the policy core cannot run
-  // (num_pruning_rounds 0), ServiceError 409 when the job exists with another spec.
+  // (num_pruning_rounds 0) and for job ids that could not be read back (bso::job_id_problem),
+  // ServiceError 409 when the job exists with another spec.
   RegisterResult register_job(bso::JobSpec spec);
   // GET /jobs/batch_size: dispatches a new trial. 400 unknown job; 500 when pruning found no
-  // batch size that converges.
+  // batch size that converges. A job_id that is not UTF-8 is a bso::ValidationError (422) at
+  // ["query", "job_id"], as for delete_job; job_state's is at ["path", "job_id"].
   bso::TrialId next_batch_size(const std::string& job_id);
-  // POST /report.
+  // POST /report. A report whose cost (eta * energy + (1 - eta) * max_power * time) is not
+  // finite or above kMaxCost is a bso::ValidationError (422) at ["body", "time"] and
+  // ["body", "energy"].
   bso::ReportResponse report(const bso::TrainingResult& result);
   // PATCH /trials: a trial still running is marked failed (explored again). 404 unknown trial.
   void end_trial(const bso::TrialId& trial);
@@ -53,6 +58,10 @@ class BsoService {
   bool delete_job(const std::string& job_id);
   // GET /jobs/{id}: spec, stage, min cost, arms and trials. nullopt when unknown.
   std::optional<nlohmann::ordered_json> job_state(const std::string& job_id);
+
+  // The largest cost a report may make: far above any real training run (1e100 J), and low
+  // enough that the bandit's sums of squared costs cannot overflow.
+  static constexpr double kMaxCost = 1e100;
 
   Store& store() { return store_; }
 

@@ -12,6 +12,7 @@
 
 #include "zeus/bso/wire.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/utf8.hpp"
 
 namespace zeus::server {
 
@@ -50,10 +51,12 @@ enum class StoreFailure {
   kOther,
 };
 
+// The message names the database (file, or host and database; never a password) and is valid
+// UTF-8.
 class StoreError : public Error {
  public:
   StoreError(StoreFailure failure, const std::string& message)
-      : Error(ErrorKind::kIo, message), failure_(failure) {}
+      : Error(ErrorKind::kIo, to_valid_utf8(message)), failure_(failure) {}
   StoreFailure failure() const noexcept { return failure_; }
 
  private:
@@ -86,6 +89,12 @@ class StoreTransaction {
   virtual std::vector<TrialRecord> list_trials(const std::string& job_id) = 0;
 };
 
+// Whether the database can serve requests now (GET /healthz).
+struct StoreHealth {
+  bool ok = true;
+  std::string message;  // why not, naming the database (never a password); empty when ok
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -100,6 +109,15 @@ class Store {
   virtual std::string describe() const = 0;
   // The schema version now in the database (the number of migrations applied).
   virtual int schema_version() = 0;
+
+  // Whether reads and writes work now. Not ok when a cheap read fails, when the database is
+  // read-only (an SQLite file opened read-only; a PostgreSQL standby or
+  // default_transaction_read_only), or when the last transaction that failed because of the
+  // storage (disk full, I/O error, read-only, corruption) has not been followed by a write that
+  // succeeded. While such a failure is remembered, each call tries a one-row write (except after
+  // corruption, which only a real write clears), so health comes back once writes work. Never
+  // throws; safe to call from many threads, at any rate (it runs one or two small statements).
+  virtual StoreHealth health() = 0;
 };
 
 struct StoreOptions {
@@ -107,13 +125,16 @@ struct StoreOptions {
   // How long to wait for a lock before giving up (503). Below the reference client's 5 s timeout.
   int busy_timeout_ms = 2000;
   int max_retries = 10;  // reruns of a transaction after a serialization failure
+  // SQLite: run PRAGMA quick_check when opening (one read of the whole file) and refuse a
+  // corrupt file with StoreError(kCorrupt). `zeus bso serve --skip-integrity-check` clears it.
+  bool check_integrity = true;
 };
 
 // Opens (and creates) the database at `url` and applies the built-in schema migrations:
 //   sqlite:///relative/or/absolute/path.db, sqlite:////abs/path.db, sqlite://:memory:
 //   postgresql://user:password@host:port/dbname?... (also postgres://)
 // Throws zeus::Error(kInvalidArgument) for an unknown scheme, StoreError when the database
-// cannot be opened or migrated.
+// cannot be opened or migrated, or (SQLite, with check_integrity) is corrupt.
 std::unique_ptr<Store> open_store(const std::string& url, const StoreOptions& options = {});
 
 std::unique_ptr<Store> open_sqlite_store(const std::string& path, const StoreOptions& options);
