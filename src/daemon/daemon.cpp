@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <httplib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -23,9 +22,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "peer_server.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/log.hpp"
+#include "zeus/http/host.hpp"
 
 namespace zeus::daemon {
 namespace {
@@ -72,22 +71,18 @@ std::string expected_fields(const std::vector<std::string_view>& fields) {
 
 class Query {
  public:
-  Query(const httplib::Request& req, std::vector<std::string_view> fields) : req_(req) {
+  Query(const http::Request& req, std::vector<std::string_view> fields) : req_(req) {
     for (const auto& [key, value] : req.params) {
       if (std::find(fields.begin(), fields.end(), key) == fields.end()) {
         throw query_error(fmt::format("unknown field `{}`, {}", key, expected_fields(fields)));
       }
-      if (req.get_param_value_count(key) > 1) {
+      if (req.param_count(key) > 1) {
         throw query_error(fmt::format("duplicate field `{}`", key));
       }
     }
   }
 
-  std::optional<std::string> optional(const std::string& name) const {
-    if (!req_.has_param(name))
-      return std::nullopt;
-    return req_.get_param_value(name);
-  }
+  std::optional<std::string> optional(const std::string& name) const { return req_.param(name); }
   std::string required(const std::string& name) const {
     auto value = optional(name);
     if (!value)
@@ -123,7 +118,7 @@ class Query {
   }
 
  private:
-  const httplib::Request& req_;
+  const http::Request& req_;
 };
 
 // "0,2,1" -> {0,1,2} (sorted, deduplicated). `kind` is "GPU" or "CPU".
@@ -358,7 +353,9 @@ struct Daemon::Impl {
   DaemonConfig config;
   Gpus gpus;
   std::vector<std::shared_ptr<Cpu>> cpus;
-  PeerServer server;
+  std::unique_ptr<http::Host> host;
+  // path -> method -> handler
+  std::map<std::string, std::map<std::string, http::Handler>> routes;
   std::vector<std::unique_ptr<GpuWorker>> workers;
   bool bound = false;
   bool created_socket = false;
@@ -373,37 +370,72 @@ struct Daemon::Impl {
     }
     for (std::size_t i = 0; i < gpus.size(); ++i)
       workers.push_back(std::make_unique<GpuWorker>());
-    // Keep-alive clients and SSE streams each hold a thread for as long as they are connected.
-    server.new_task_queue = [] { return new httplib::ThreadPool(kServerThreads); };
     install_routes();
+    http::HostOptions options;
+    options.name = "zeusd";
+    // Requests handled at once; idle, slow and streaming connections hold none of them.
+    options.worker_threads = kWorkerThreads;
+    options.listen_backlog = SOMAXCONN;
+    // zeusd's requests carry everything in the query string.
+    options.limits.max_body_bytes = 64 * 1024;
+    // On the Unix socket a peer is a uid: one local user cannot take every connection (the
+    // host's default share, 256 of 1024).
+    options.error_body = [](int status, const std::string& message, http::Response& res) {
+      res.status = status;
+      res.content_type = "application/json";
+      res.body = Json{{"error", message}}.dump(-1, ' ', false, Json::error_handler_t::replace);
+    };
+    host = std::make_unique<http::Host>(
+        std::move(options),
+        [this](const http::Request& req, http::Response& res) { handle(req, res); });
   }
 
-  static constexpr std::size_t kServerThreads = 64;
+  static constexpr int kWorkerThreads = 16;
 
-  // Sleeps `seconds` in short slices; false when the daemon is stopping.
-  bool sleep_unless_stopping(double seconds) const {
-    using std::chrono::steady_clock;
-    const auto until = steady_clock::now() + std::chrono::duration_cast<steady_clock::duration>(
-                                                 std::chrono::duration<double>(seconds));
-    while (!stopping) {
-      const steady_clock::duration left = until - steady_clock::now();
-      if (left <= steady_clock::duration::zero())
-        return true;
-      const steady_clock::duration slice = std::chrono::milliseconds(50);
-      std::this_thread::sleep_for(std::min(left, slice));
+  void add_route(const std::string& method, const std::string& path, http::Handler handler) {
+    routes[path][method] = std::move(handler);
+  }
+
+  void handle(const http::Request& req, http::Response& res) {
+    if (pre_route(req, res))
+      return;
+    // Like the reference (actix with per-method route macros): an unknown path, or a known one
+    // with another method, is a 404 with an empty body.
+    const auto by_path = routes.find(req.path);
+    const auto route = by_path == routes.end() ? decltype(by_path->second.end()){}
+                                               : by_path->second.find(req.method);
+    if (by_path == routes.end() || route == by_path->second.end()) {
+      res.status = 404;
+      res.content_type = "text/plain; charset=utf-8";
+      res.body.clear();
+      return;
     }
-    return false;
+    route->second(req, res);
   }
 
-  static bool send_event(httplib::DataSink& sink, const Json& event) {
-    const std::string text = "data: " + event.dump() + "\n\n";
-    return sink.write(text.data(), text.size());
+  static PeerCredentials peer_of(const http::Request& req) {
+    PeerCredentials peer;
+    if (req.peer.credentials) {
+      peer.known = true;
+      peer.pid = req.peer.credentials->pid;
+      peer.uid = req.peer.credentials->uid;
+      peer.gid = req.peer.credentials->gid;
+    }
+    return peer;
+  }
+
+  static std::chrono::milliseconds period_of(double hz) {
+    return std::chrono::milliseconds(std::max<long long>(1, std::llround(1000.0 / hz)));
+  }
+
+  static void send_event(std::string& out, const Json& event) {
+    out += "data: " + event.dump() + "\n\n";
   }
 
   // ---- SSE power streams ----
   void install_gpu_stream() {
-    server.Get(
-        "/gpu/stream_power", wrap([this](const httplib::Request& req, httplib::Response& res) {
+    add_route(
+        "GET", "/gpu/stream_power", wrap([this](const http::Request& req, http::Response& res) {
           Query query(req, {"gpu_ids"});
           std::vector<int> ids;
           if (const auto value = query.optional("gpu_ids")) {
@@ -425,49 +457,39 @@ struct Daemon::Impl {
             for (std::size_t i = 0; i < gpus.size(); ++i)
               ids.push_back(static_cast<int>(i));
           }
-          const double period_s =
-              1.0 / (config.gpu_power_poll_hz > 0 ? config.gpu_power_poll_hz : 20.0);
           auto last_mw = std::make_shared<std::vector<std::optional<std::uint32_t>>>(ids.size());
-          auto first = std::make_shared<bool>(true);
-          res.set_header("Cache-Control", "no-cache");
-          res.set_chunked_content_provider(
-              "text/event-stream",
-              [this, ids, period_s, last_mw, first](std::size_t, httplib::DataSink& sink) {
-                // The current values right away, then only changes.
-                if (!*first && !sleep_unless_stopping(period_s))
-                  return false;
-                *first = false;
-                if (!sink.is_writable())
-                  return false;
-                for (std::size_t i = 0; i < ids.size(); ++i) {
-                  std::uint32_t power_mw = 0;
-                  try {
-                    power_mw = gpus.at(ids[i]).instant_power_mw();
-                  } catch (const std::exception& e) {
-                    log().debug("zeusd: stream: GPU {} power: {}", ids[i], e.what());
-                    continue;
-                  }
-                  if ((*last_mw)[i] == power_mw)
-                    continue;
-                  (*last_mw)[i] = power_mw;
-                  if (!send_event(sink, {{"timestamp_ms", unix_time_ms()},
-                                         {"gpu_id", ids[i]},
-                                         {"power_mw", power_mw}})) {
-                    return false;
-                  }
-                }
-                return true;
-              });
+          res.headers.emplace_back("Cache-Control", "no-cache");
+          res.content_type = "text/event-stream";
+          res.stream = std::make_shared<http::StreamSource>();
+          res.stream->period =
+              period_of(config.gpu_power_poll_hz > 0 ? config.gpu_power_poll_hz : 20.0);
+          // The current values right away, then only changes, once a period.
+          res.stream->next = [this, ids, last_mw](std::string& out) {
+            for (std::size_t i = 0; i < ids.size(); ++i) {
+              std::uint32_t power_mw = 0;
+              try {
+                power_mw = gpus.at(ids[i]).instant_power_mw();
+              } catch (const std::exception& e) {
+                log().debug("zeusd: stream: GPU {} power: {}", ids[i], e.what());
+                continue;
+              }
+              if ((*last_mw)[i] == power_mw)
+                continue;
+              (*last_mw)[i] = power_mw;
+              send_event(
+                  out,
+                  {{"timestamp_ms", unix_time_ms()}, {"gpu_id", ids[i]}, {"power_mw", power_mw}});
+            }
+            return true;
+          };
         }));
   }
 
   void install_cpu_stream() {
-    server.Get(
-        "/cpu/stream_power", wrap([this](const httplib::Request& req, httplib::Response& res) {
+    add_route(
+        "GET", "/cpu/stream_power", wrap([this](const http::Request& req, http::Response& res) {
           Query query(req, {"cpu_ids"});
           const auto selected = read_cpus(query);
-          const double period_s =
-              1.0 / (config.cpu_power_poll_hz > 0 ? config.cpu_power_poll_hz : 10.0);
           struct Baseline {
             std::chrono::steady_clock::time_point time;
             std::uint64_t cpu_uj = 0;
@@ -475,51 +497,45 @@ struct Daemon::Impl {
             bool primed = false;
           };
           auto baselines = std::make_shared<std::vector<Baseline>>(selected.size());
-          auto started = std::make_shared<bool>(false);
-          res.set_header("Cache-Control", "no-cache");
-          res.set_chunked_content_provider(
-              "text/event-stream",
-              [this, selected, period_s, baselines, started](std::size_t, httplib::DataSink& sink) {
-                // The first call only reads the baselines; every later one waits a period first.
-                if (*started && !sleep_unless_stopping(period_s))
-                  return false;
-                *started = true;
-                if (!sink.is_writable())
-                  return false;
-                for (std::size_t i = 0; i < selected.size(); ++i) {
-                  Baseline now;
-                  try {
-                    now.time = std::chrono::steady_clock::now();
-                    now.cpu_uj = selected[i]->package_energy_uj();
-                    if (selected[i]->has_dram())
-                      now.dram_uj = selected[i]->dram_energy_uj();
-                    now.primed = true;
-                  } catch (const std::exception& e) {
-                    log().debug("zeusd: stream: CPU {} energy: {}", selected[i]->index(), e.what());
-                    continue;
-                  }
-                  Baseline& before = (*baselines)[i];
-                  if (before.primed) {
-                    const double us =
-                        std::chrono::duration<double, std::micro>(now.time - before.time).count();
-                    auto to_mw = [us](std::uint64_t a, std::uint64_t b) {
-                      return static_cast<std::uint32_t>(b >= a && us > 0 ? (b - a) * 1000.0 / us
-                                                                         : 0.0);
-                    };
-                    Json event{{"timestamp_ms", unix_time_ms()},
-                               {"cpu_id", selected[i]->index()},
-                               {"cpu_mw", to_mw(before.cpu_uj, now.cpu_uj)},
-                               {"dram_mw", nullptr}};
-                    if (before.dram_uj && now.dram_uj) {
-                      event["dram_mw"] = to_mw(*before.dram_uj, *now.dram_uj);
-                    }
-                    if (!send_event(sink, event))
-                      return false;
-                  }
-                  before = now;
+          res.headers.emplace_back("Cache-Control", "no-cache");
+          res.content_type = "text/event-stream";
+          res.stream = std::make_shared<http::StreamSource>();
+          res.stream->period =
+              period_of(config.cpu_power_poll_hz > 0 ? config.cpu_power_poll_hz : 10.0);
+          // The first call only reads the baselines; every later one (a period later) reports.
+          res.stream->next = [selected, baselines](std::string& out) {
+            for (std::size_t i = 0; i < selected.size(); ++i) {
+              Baseline now;
+              try {
+                now.time = std::chrono::steady_clock::now();
+                now.cpu_uj = selected[i]->package_energy_uj();
+                if (selected[i]->has_dram())
+                  now.dram_uj = selected[i]->dram_energy_uj();
+                now.primed = true;
+              } catch (const std::exception& e) {
+                log().debug("zeusd: stream: CPU {} energy: {}", selected[i]->index(), e.what());
+                continue;
+              }
+              Baseline& before = (*baselines)[i];
+              if (before.primed) {
+                const double us =
+                    std::chrono::duration<double, std::micro>(now.time - before.time).count();
+                auto to_mw = [us](std::uint64_t a, std::uint64_t b) {
+                  return static_cast<std::uint32_t>(b >= a && us > 0 ? (b - a) * 1000.0 / us : 0.0);
+                };
+                Json event{{"timestamp_ms", unix_time_ms()},
+                           {"cpu_id", selected[i]->index()},
+                           {"cpu_mw", to_mw(before.cpu_uj, now.cpu_uj)},
+                           {"dram_mw", nullptr}};
+                if (before.dram_uj && now.dram_uj) {
+                  event["dram_mw"] = to_mw(*before.dram_uj, *now.dram_uj);
                 }
-                return true;
-              });
+                send_event(out, event);
+              }
+              before = now;
+            }
+            return true;
+          };
         }));
   }
 
@@ -529,51 +545,57 @@ struct Daemon::Impl {
   }
 
   // Wraps a handler: HttpError and stray exceptions become replies.
-  httplib::Server::Handler wrap(
-      std::function<void(const httplib::Request&, httplib::Response&)> fn) {
-    return [fn = std::move(fn)](const httplib::Request& req, httplib::Response& res) {
+  http::Handler wrap(std::function<void(const http::Request&, http::Response&)> fn) {
+    return [fn = std::move(fn)](const http::Request& req, http::Response& res) {
       try {
         fn(req, res);
       } catch (const HttpError& e) {
         res.status = e.status;
-        res.set_content(e.body, e.content_type.c_str());
+        res.body = e.body;
+        res.content_type = e.content_type;
       } catch (const std::exception& e) {
         const DeviceFailure failure = failure_of(e);
         res.status = failure.status;
-        res.set_content(Json{{"error", failure.message}}.dump(), "application/json");
+        res.body =
+            Json{{"error", failure.message}}.dump(-1, ' ', false, Json::error_handler_t::replace);
+        res.content_type = "application/json";
       }
     };
   }
 
-  static void reply_json(httplib::Response& res, const Json& body) {
+  static void reply_json(http::Response& res, const Json& body) {
     res.status = 200;
-    res.set_content(body.dump(), "application/json");
+    res.body = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+    res.content_type = "application/json";
   }
 
   // ---- Middleware: group, then auth ----
-  httplib::Server::HandlerResponse pre_route(const httplib::Request& req, httplib::Response& res) {
+  // True when the request was answered here (refused, or /auth/whoami).
+  bool pre_route(const http::Request& req, http::Response& res) {
     auto refuse = [&](const HttpError& e) {
       res.status = e.status;
-      res.set_content(e.body, e.content_type.c_str());
-      return httplib::Server::HandlerResponse::Handled;
+      res.body = e.body;
+      res.content_type = e.content_type;
+      return true;
     };
     if (const auto group = required_group(req.path); group && !enabled(*group)) {
       return refuse(json_error(404, fmt::format("API group '{}' is not enabled on this server.",
                                                 api_group_name(*group))));
     }
     if (req.path == "/discover" || req.path == "/time") {
-      return httplib::Server::HandlerResponse::Unhandled;
+      return false;
     }
     if (!owner.authorize) {
       if (req.path.rfind("/auth/", 0) == 0) {
         return refuse(json_error(404, "Authentication is not enabled on this server."));
       }
-      return httplib::Server::HandlerResponse::Unhandled;
+      return false;
     }
-    AuthResult result = owner.authorize(req.path, req.get_header_value("Authorization"));
+    AuthResult result =
+        owner.authorize(req.path, std::string(req.header("authorization").value_or("")));
     if (!result.allowed) {
       if (result.www_authenticate)
-        res.set_header("WWW-Authenticate", "Bearer realm=\"zeusd\"");
+        res.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"zeusd\"");
       return refuse(json_error(result.status, result.error_message));
     }
     if (req.path == "/auth/whoami") {
@@ -581,13 +603,13 @@ struct Daemon::Impl {
       if (result.expires_unix_s)
         body["exp"] = *result.expires_unix_s;
       reply_json(res, body);
-      return httplib::Server::HandlerResponse::Handled;
+      return true;
     }
-    return httplib::Server::HandlerResponse::Unhandled;
+    return false;
   }
 
   // ---- Server routes ----
-  void discover(const httplib::Request& req, httplib::Response& res) {
+  void discover(const http::Request& req, http::Response& res) {
     Query query(req, {});
     Json gpu_list = Json::array();
     if (enabled(ApiGroup::kGpuRead) || enabled(ApiGroup::kGpuControl)) {
@@ -649,10 +671,10 @@ struct Daemon::Impl {
   }
 
   void gpu_read_route(const std::string& path, std::function<Json(Gpu&)> fn) {
-    server.Get(path, wrap([this, fn](const httplib::Request& req, httplib::Response& res) {
-                 Query query(req, {"gpu_ids"});
-                 reply_json(res, read_each(read_gpu_ids(query), fn));
-               }));
+    add_route("GET", path, wrap([this, fn](const http::Request& req, http::Response& res) {
+                Query query(req, {"gpu_ids"});
+                reply_json(res, read_each(read_gpu_ids(query), fn));
+              }));
   }
 
   // ---- GPU writes ----
@@ -669,8 +691,8 @@ struct Daemon::Impl {
 
   // Validates on every GPU first (no device changes on a bad request), then runs the writes on
   // the GPUs' workers; waits for them when `block`.
-  void run_writes(httplib::Response& res, const std::vector<int>& ids, bool block,
-                  const std::function<std::optional<std::string>(Gpu&)>& validate,
+  void run_writes(const http::Request& req, http::Response& res, const std::vector<int>& ids,
+                  bool block, const std::function<std::optional<std::string>(Gpu&)>& validate,
                   const WriteCommand& command) {
     std::map<int, DeviceFailure> failures;
     for (int id : ids) {
@@ -685,11 +707,11 @@ struct Daemon::Impl {
     if (!failures.empty()) {
       log().warn("zeusd: refused {} = {} on GPU(s) {} ({}): invalid request", command.setting,
                  command.new_value, fmt::format("{}", fmt::join(ids, ",")),
-                 peer_text(PeerServer::current_peer()));
+                 peer_text(peer_of(req)));
       throw errors_reply(failures);
     }
 
-    const PeerCredentials peer = PeerServer::current_peer();
+    const PeerCredentials peer = peer_of(req);
     std::vector<std::future<std::optional<DeviceFailure>>> results;
     for (int id : ids) {
       auto promise = std::make_shared<std::promise<std::optional<DeviceFailure>>>();
@@ -749,38 +771,38 @@ struct Daemon::Impl {
   }
 
   void install_write_routes() {
-    server.Post(
-        "/gpu/set_power_limit", wrap([this](const httplib::Request& req, httplib::Response& res) {
-          Query query(req, {"gpu_ids", "power_limit_mw", "block"});
-          const std::uint32_t limit_mw = query.u32("power_limit_mw");
-          const bool block = query.boolean("block");
-          // Every field parses before the ids are checked (serde's order).
-          const auto ids = write_gpu_ids(query);
-          run_writes(
-              res, ids, block,
-              [limit_mw](Gpu& gpu) -> std::optional<std::string> {
-                const PowerLimitConstraints c = gpu.power_limit_constraints_mw();
-                if (limit_mw < c.min_mw || limit_mw > c.max_mw) {
-                  return fmt::format("Power limit {} mW is outside the valid range {}-{} mW",
-                                     limit_mw, c.min_mw, c.max_mw);
-                }
-                return std::nullopt;
-              },
-              WriteCommand{"power_limit_mw", std::to_string(limit_mw),
-                           [](Gpu& gpu) { return std::to_string(gpu.power_limit_mw()); },
-                           [limit_mw](Gpu& gpu) { gpu.set_power_limit_mw(limit_mw); }});
-        }));
+    add_route("POST", "/gpu/set_power_limit",
+              wrap([this](const http::Request& req, http::Response& res) {
+                Query query(req, {"gpu_ids", "power_limit_mw", "block"});
+                const std::uint32_t limit_mw = query.u32("power_limit_mw");
+                const bool block = query.boolean("block");
+                // Every field parses before the ids are checked (serde's order).
+                const auto ids = write_gpu_ids(query);
+                run_writes(
+                    req, res, ids, block,
+                    [limit_mw](Gpu& gpu) -> std::optional<std::string> {
+                      const PowerLimitConstraints c = gpu.power_limit_constraints_mw();
+                      if (limit_mw < c.min_mw || limit_mw > c.max_mw) {
+                        return fmt::format("Power limit {} mW is outside the valid range {}-{} mW",
+                                           limit_mw, c.min_mw, c.max_mw);
+                      }
+                      return std::nullopt;
+                    },
+                    WriteCommand{"power_limit_mw", std::to_string(limit_mw),
+                                 [](Gpu& gpu) { return std::to_string(gpu.power_limit_mw()); },
+                                 [limit_mw](Gpu& gpu) { gpu.set_power_limit_mw(limit_mw); }});
+              }));
 
-    server.Post(
-        "/gpu/set_persistence_mode",
-        wrap([this](const httplib::Request& req, httplib::Response& res) {
+    add_route(
+        "POST", "/gpu/set_persistence_mode",
+        wrap([this](const http::Request& req, http::Response& res) {
           Query query(req, {"gpu_ids", "enabled", "block"});
           const bool enabled_mode = query.boolean("enabled");
           const bool block = query.boolean("block");
           // Every field parses before the ids are checked (serde's order).
           const auto ids = write_gpu_ids(query);
           run_writes(
-              res, ids, block, [](Gpu&) -> std::optional<std::string> { return std::nullopt; },
+              req, res, ids, block, [](Gpu&) -> std::optional<std::string> { return std::nullopt; },
               WriteCommand{
                   "persistence_mode", enabled_mode ? "true" : "false",
                   [](Gpu& gpu) -> std::string { return gpu.persistence_mode() ? "true" : "false"; },
@@ -788,50 +810,51 @@ struct Daemon::Impl {
         }));
 
     auto set_clocks = [this](const std::string& path, bool memory) {
-      server.Post(path, wrap([this, memory](const httplib::Request& req, httplib::Response& res) {
-                    Query query(req, {"gpu_ids", "min_clock_mhz", "max_clock_mhz", "block"});
-                    const std::uint32_t min_mhz = query.u32("min_clock_mhz");
-                    const std::uint32_t max_mhz = query.u32("max_clock_mhz");
-                    const bool block = query.boolean("block");
-                    // Every field parses before the ids are checked (serde's order).
-                    const auto ids = write_gpu_ids(query);
-                    run_writes(
-                        res, ids, block,
-                        [=](Gpu& gpu) {
-                          return memory ? check_clocks("Memory", min_mhz, max_mhz,
-                                                       gpu.supported_memory_clocks_mhz())
-                                        : check_clocks(
-                                              "Graphics", min_mhz, max_mhz,
-                                              gpu.supported_graphics_clocks_mhz(std::nullopt));
-                        },
-                        WriteCommand{memory ? "mem_locked_clocks_mhz" : "gpu_locked_clocks_mhz",
-                                     fmt::format("{}-{}", min_mhz, max_mhz),
-                                     [](Gpu&) -> std::string { return "unknown"; },
-                                     [=](Gpu& gpu) {
-                                       if (memory) {
-                                         gpu.set_memory_locked_clocks_mhz(min_mhz, max_mhz);
-                                       } else {
-                                         gpu.set_gpu_locked_clocks_mhz(min_mhz, max_mhz);
-                                       }
-                                     }});
-                  }));
+      add_route("POST", path, wrap([this, memory](const http::Request& req, http::Response& res) {
+                  Query query(req, {"gpu_ids", "min_clock_mhz", "max_clock_mhz", "block"});
+                  const std::uint32_t min_mhz = query.u32("min_clock_mhz");
+                  const std::uint32_t max_mhz = query.u32("max_clock_mhz");
+                  const bool block = query.boolean("block");
+                  // Every field parses before the ids are checked (serde's order).
+                  const auto ids = write_gpu_ids(query);
+                  run_writes(
+                      req, res, ids, block,
+                      [=](Gpu& gpu) {
+                        return memory
+                                   ? check_clocks("Memory", min_mhz, max_mhz,
+                                                  gpu.supported_memory_clocks_mhz())
+                                   : check_clocks("Graphics", min_mhz, max_mhz,
+                                                  gpu.supported_graphics_clocks_mhz(std::nullopt));
+                      },
+                      WriteCommand{memory ? "mem_locked_clocks_mhz" : "gpu_locked_clocks_mhz",
+                                   fmt::format("{}-{}", min_mhz, max_mhz),
+                                   [](Gpu&) -> std::string { return "unknown"; },
+                                   [=](Gpu& gpu) {
+                                     if (memory) {
+                                       gpu.set_memory_locked_clocks_mhz(min_mhz, max_mhz);
+                                     } else {
+                                       gpu.set_gpu_locked_clocks_mhz(min_mhz, max_mhz);
+                                     }
+                                   }});
+                }));
     };
     set_clocks("/gpu/set_gpu_locked_clocks", false);
     set_clocks("/gpu/set_mem_locked_clocks", true);
 
     auto reset_clocks = [this](const std::string& path, std::string setting,
                                std::function<void(Gpu&)> apply) {
-      server.Post(
-          path, wrap([this, setting, apply](const httplib::Request& req, httplib::Response& res) {
-            Query query(req, {"gpu_ids", "block"});
-            const bool block = query.boolean("block");
-            // Every field parses before the ids are checked (serde's order).
-            const auto ids = write_gpu_ids(query);
-            run_writes(
-                res, ids, block, [](Gpu&) -> std::optional<std::string> { return std::nullopt; },
-                WriteCommand{setting, "reset", [](Gpu&) -> std::string { return "unknown"; },
-                             apply});
-          }));
+      add_route("POST", path,
+                wrap([this, setting, apply](const http::Request& req, http::Response& res) {
+                  Query query(req, {"gpu_ids", "block"});
+                  const bool block = query.boolean("block");
+                  // Every field parses before the ids are checked (serde's order).
+                  const auto ids = write_gpu_ids(query);
+                  run_writes(
+                      req, res, ids, block,
+                      [](Gpu&) -> std::optional<std::string> { return std::nullopt; },
+                      WriteCommand{setting, "reset", [](Gpu&) -> std::string { return "unknown"; },
+                                   apply});
+                }));
     };
     reset_clocks("/gpu/reset_gpu_locked_clocks", "gpu_locked_clocks_mhz",
                  [](Gpu& gpu) { gpu.reset_gpu_locked_clocks(); });
@@ -858,33 +881,33 @@ struct Daemon::Impl {
   }
 
   void install_cpu_routes() {
-    server.Get("/cpu/get_cumulative_energy",
-               wrap([this](const httplib::Request& req, httplib::Response& res) {
-                 Query query(req, {"cpu_ids", "cpu", "dram"});
-                 const bool want_cpu = query.boolean("cpu");
-                 const bool want_dram = query.boolean("dram");
-                 const auto selected = read_cpus(query);
-                 Json out = Json::object();
-                 std::map<int, DeviceFailure> failures;
-                 for (const auto& cpu : selected) {
-                   try {
-                     Json entry{{"cpu_energy_uj", nullptr}, {"dram_energy_uj", nullptr}};
-                     if (want_cpu)
-                       entry["cpu_energy_uj"] = cpu->package_energy_uj();
-                     if (want_dram && cpu->has_dram())
-                       entry["dram_energy_uj"] = cpu->dram_energy_uj();
-                     out[std::to_string(cpu->index())] = entry;
-                   } catch (const std::exception& e) {
-                     failures.emplace(cpu->index(), failure_of(e));
-                   }
-                 }
-                 if (!failures.empty())
-                   throw errors_reply(failures);
-                 reply_json(res, out);
-               }));
+    add_route("GET", "/cpu/get_cumulative_energy",
+              wrap([this](const http::Request& req, http::Response& res) {
+                Query query(req, {"cpu_ids", "cpu", "dram"});
+                const bool want_cpu = query.boolean("cpu");
+                const bool want_dram = query.boolean("dram");
+                const auto selected = read_cpus(query);
+                Json out = Json::object();
+                std::map<int, DeviceFailure> failures;
+                for (const auto& cpu : selected) {
+                  try {
+                    Json entry{{"cpu_energy_uj", nullptr}, {"dram_energy_uj", nullptr}};
+                    if (want_cpu)
+                      entry["cpu_energy_uj"] = cpu->package_energy_uj();
+                    if (want_dram && cpu->has_dram())
+                      entry["dram_energy_uj"] = cpu->dram_energy_uj();
+                    out[std::to_string(cpu->index())] = entry;
+                  } catch (const std::exception& e) {
+                    failures.emplace(cpu->index(), failure_of(e));
+                  }
+                }
+                if (!failures.empty())
+                  throw errors_reply(failures);
+                reply_json(res, out);
+              }));
 
-    server.Get(
-        "/cpu/get_power", wrap([this](const httplib::Request& req, httplib::Response& res) {
+    add_route(
+        "GET", "/cpu/get_power", wrap([this](const http::Request& req, http::Response& res) {
           Query query(req, {"cpu_ids"});
           const auto selected = read_cpus(query);
           struct Sample {
@@ -924,22 +947,12 @@ struct Daemon::Impl {
   }
 
   void install_routes() {
-    server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      return pre_route(req, res);
-    });
-    server.set_exception_handler(
-        [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-          res.status = 500;
-          res.set_content(Json{{"error", "internal error"}}.dump(), "application/json");
-        });
-
-    server.Get("/discover", wrap([this](const httplib::Request& req, httplib::Response& res) {
-                 discover(req, res);
-               }));
-    server.Get("/time", wrap([](const httplib::Request& req, httplib::Response& res) {
-                 Query query(req, {});
-                 reply_json(res, {{"timestamp_ms", unix_time_ms()}});
-               }));
+    add_route("GET", "/discover",
+              wrap([this](const http::Request& req, http::Response& res) { discover(req, res); }));
+    add_route("GET", "/time", wrap([](const http::Request& req, http::Response& res) {
+                Query query(req, {});
+                reply_json(res, {{"timestamp_ms", unix_time_ms()}});
+              }));
 
     if (enabled(ApiGroup::kGpuRead)) {
       gpu_read_route("/gpu/get_cumulative_energy", [](Gpu& gpu) -> Json {
@@ -955,13 +968,13 @@ struct Daemon::Impl {
       gpu_read_route("/gpu/get_persistence_mode", [](Gpu& gpu) -> Json {
         return {{"enabled", gpu.persistence_mode()}};
       });
-      server.Get("/gpu/get_power",
-                 wrap([this](const httplib::Request& req, httplib::Response& res) {
-                   Query query(req, {"gpu_ids"});
-                   Json power = read_each(read_gpu_ids(query),
-                                          [](Gpu& gpu) -> Json { return gpu.instant_power_mw(); });
-                   reply_json(res, {{"timestamp_ms", unix_time_ms()}, {"power_mw", power}});
-                 }));
+      add_route("GET", "/gpu/get_power",
+                wrap([this](const http::Request& req, http::Response& res) {
+                  Query query(req, {"gpu_ids"});
+                  Json power = read_each(read_gpu_ids(query),
+                                         [](Gpu& gpu) -> Json { return gpu.instant_power_mw(); });
+                  reply_json(res, {{"timestamp_ms", unix_time_ms()}, {"power_mw", power}});
+                }));
     }
     if (enabled(ApiGroup::kGpuRead)) {
       install_gpu_stream();
@@ -994,14 +1007,15 @@ void Daemon::bind() {
   if (d.config.mode == TransportMode::kUds) {
     const std::string path = d.config.socket_path.string();
     prepare_socket_path(d.config.socket_path);
-    d.server.set_address_family(AF_UNIX);
     // Never world-accessible, not even between bind() and chmod().
     const mode_t old_mask = ::umask(0177);
-    const bool ok = d.server.bind_to_port(path, 80);
-    ::umask(old_mask);
-    if (!ok) {
-      throw Error(ErrorKind::kIo, fmt::format("cannot bind the Unix socket {}", path));
+    try {
+      d.host->bind_unix(path);
+    } catch (const http::BindError& e) {
+      ::umask(old_mask);
+      throw Error(ErrorKind::kIo, e.what());
     }
+    ::umask(old_mask);
     d.created_socket = true;
     if (::chmod(path.c_str(), d.config.socket_permissions) != 0) {
       throw Error(ErrorKind::kIo,
@@ -1039,23 +1053,20 @@ void Daemon::bind() {
     if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
       host = host.substr(1, host.size() - 2);
     }
-    if (port == 0) {
-      port = d.server.bind_to_any_port(host);
-      if (port < 0)
-        throw Error(ErrorKind::kIo, fmt::format("cannot bind TCP {}", address));
-    } else if (!d.server.bind_to_port(host, port)) {
-      throw Error(ErrorKind::kIo, fmt::format("cannot bind TCP {} (in use?)", address));
+    try {
+      port = d.host->bind_tcp(host, port);
+    } catch (const http::BindError& e) {
+      throw Error(ErrorKind::kIo, fmt::format("cannot bind TCP {}: {}{}", address, e.what(),
+                                              e.error_number() == EADDRINUSE ? " (in use?)" : ""));
     }
     d.port = port;
+    log().info("zeusd: listening on tcp {}:{}", host, port);
     if (!d.owner.authorize) {
       log().warn(
           "zeusd: TCP mode without authentication: anyone who can reach {}:{} may use "
           "every enabled API group",
           host, port);
     }
-  }
-  if (!d.server.raise_listen_backlog(SOMAXCONN)) {
-    log().warn("zeusd: cannot raise the listen backlog: {}", std::strerror(errno));
   }
   d.bound = true;
 }
@@ -1084,13 +1095,13 @@ int Daemon::tcp_port() const {
 void Daemon::serve() {
   if (!impl_->bound)
     bind();
-  impl_->server.listen_after_bind();
+  impl_->host->serve();
 }
 
 void Daemon::stop() {
   std::lock_guard lock(impl_->stop_mutex);
   impl_->stopping = true;
-  impl_->server.stop();
+  impl_->host->stop();
   if (impl_->created_socket) {
     ::unlink(impl_->config.socket_path.c_str());
     impl_->created_socket = false;
@@ -1098,7 +1109,7 @@ void Daemon::stop() {
 }
 
 bool Daemon::is_running() const {
-  return impl_->server.is_running();
+  return impl_->host->running();
 }
 
 }  // namespace zeus::daemon

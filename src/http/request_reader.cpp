@@ -18,8 +18,8 @@ Refusal refusal_for(const boost::system::error_code& code, const HostLimits& lim
                      " bytes"};
   }
   if (code == error::body_limit) {
-    return {413, "the request body is larger than the limit of " +
-                     std::to_string(limits.max_body_bytes) + " bytes"};
+    return {413, "Request body too large: the limit is " + std::to_string(limits.max_body_bytes) +
+                     " bytes (chunked bodies included)"};
   }
   if (code == error::bad_method)
     return {400, "malformed request line: bad method"};

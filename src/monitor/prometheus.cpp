@@ -1,7 +1,6 @@
 #include "zeus/monitor/prometheus.hpp"
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -11,6 +10,7 @@
 
 #include "zeus/common/error.hpp"
 #include "zeus/common/log.hpp"
+#include "zeus/http/host.hpp"
 #include "zeus/monitor/power_sampler.hpp"
 
 namespace zeus::metrics {
@@ -436,46 +436,56 @@ void DeviceMetrics::render(std::string& out) const {
 
 // -- MetricsServer ------------------------------------------------------------------------------
 
-struct MetricsServer::Impl {
-  httplib::Server server;
-};
-
 MetricsServer::MetricsServer(const std::string& host, int port, std::vector<Source> sources)
-    : host_(host), sources_(std::move(sources)), impl_(std::make_unique<Impl>()) {
+    : host_(host), sources_(std::move(sources)) {
   if (port < 0 || port > 65535) {
     throw Error(ErrorKind::kInvalidArgument,
                 fmt::format("metrics port {} is out of range; use 1-65535 (or 0 for any)", port));
   }
-  // SO_REUSEADDR only: the library's default SO_REUSEPORT would let a second exporter bind the
-  // same port and silently share the scrapes.
-  impl_->server.set_socket_options([](socket_t fd) {
-    int yes = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  impl_->server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    scrapes_.fetch_add(1, std::memory_order_relaxed);
-    res.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  impl_->server.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(
-        "<html><head><title>zeus exporter</title></head><body><h1>zeus exporter</h1>"
-        "<p><a href=\"/metrics\">/metrics</a></p></body></html>\n",
-        "text/html; charset=utf-8");
-  });
-  errno = 0;
-  if (port == 0) {
-    port_ = impl_->server.bind_to_any_port(host);
-  } else {
-    port_ = impl_->server.bind_to_port(host, port) ? port : -1;
-  }
-  if (port_ < 0) {
-    const int saved = errno;
+  http::HostOptions options;
+  options.name = "zeus exporter";
+  options.worker_threads = 2;
+  // Scrapes carry no body.
+  options.limits.max_body_bytes = 4096;
+  options.limits.max_connections = 256;
+  options.limits.max_connections_per_peer = 64;
+  options.error_body = [](int status, const std::string& message, http::Response& res) {
+    res.status = status;
+    res.content_type = "text/plain; charset=utf-8";
+    res.body = message + "\n";
+  };
+  server_ = std::make_unique<http::Host>(
+      std::move(options), [this](const http::Request& req, http::Response& res) {
+        if (req.method != "GET" && req.method != "HEAD") {
+          res.status = 405;
+          res.content_type = "text/plain; charset=utf-8";
+          res.body = "only GET is served\n";
+          res.headers.emplace_back("Allow", "GET");
+          return;
+        }
+        if (req.path == "/metrics") {
+          scrapes_.fetch_add(1, std::memory_order_relaxed);
+          res.content_type = "text/plain; version=0.0.4; charset=utf-8";
+          res.body = render();
+        } else if (req.path == "/") {
+          res.content_type = "text/html; charset=utf-8";
+          res.body =
+              "<html><head><title>zeus exporter</title></head><body><h1>zeus exporter</h1>"
+              "<p><a href=\"/metrics\">/metrics</a></p></body></html>\n";
+        } else {
+          res.status = 404;
+          res.content_type = "text/plain; charset=utf-8";
+          res.body = "not found; metrics are at /metrics\n";
+        }
+      });
+  try {
+    port_ = server_->bind_tcp(host, port);
+  } catch (const http::BindError& e) {
     const std::string reason =
-        saved == EADDRINUSE
+        e.error_number() == EADDRINUSE
             ? "the address is already in use (another exporter or program listens there); "
               "choose another --port, or stop that program"
-            : fmt::format("{}; check the host name or address and the port",
-                          saved != 0 ? std::strerror(saved) : "cannot bind");
+            : fmt::format("{}; check the host name or address and the port", e.what());
     throw Error(ErrorKind::kIo,
                 fmt::format("cannot serve metrics on {}:{}: {}", host, port, reason));
   }
@@ -486,24 +496,12 @@ MetricsServer::~MetricsServer() {
 }
 
 void MetricsServer::start() {
-  if (thread_.joinable()) {
-    return;
-  }
-  thread_ = std::thread([this] {
-    impl_->server.listen_after_bind();
-    listen_returned_ = true;
-  });
-  // Return once requests are answered (or listening failed).
-  for (int i = 0; i < 5000 && !impl_->server.is_running() && !listen_returned_; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  server_->start();
 }
 
 void MetricsServer::stop() {
-  impl_->server.stop();
-  if (thread_.joinable()) {
-    thread_.join();
-  }
+  server_->stop();
+  server_->join();
 }
 
 std::string MetricsServer::render() const {

@@ -22,6 +22,10 @@
 #include "zeus/monitor/measurement.hpp"
 #include "zeus/monitor/power_sampler.hpp"
 
+namespace zeus::http {
+class Host;
+}
+
 namespace zeus::metrics {
 
 // A label value escaped for the text format: backslash, double quote and line feed.
@@ -155,7 +159,8 @@ class DeviceMetrics {
   std::thread thread_;
 };
 
-// An HTTP server answering GET /metrics (and / with a link) from its sources, concatenated.
+// An HTTP server answering GET /metrics (and / with a link) from its sources, concatenated,
+// on the hardened HTTP host (zeus::http).
 class MetricsServer {
  public:
   using Source = std::function<void(std::string& out)>;
@@ -176,14 +181,11 @@ class MetricsServer {
   std::string render() const;
 
  private:
-  struct Impl;
   std::string host_;
   int port_ = 0;
   std::vector<Source> sources_;
-  std::unique_ptr<Impl> impl_;
-  std::thread thread_;
-  std::atomic<bool> listen_returned_{false};
   std::atomic<std::uint64_t> scrapes_{0};
+  std::unique_ptr<http::Host> server_;  // last: stopped before the sources go
 };
 
 }  // namespace zeus::metrics
