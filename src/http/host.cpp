@@ -349,7 +349,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       close();
       return;
     }
-    if (buffer_.size() > 0) {  // a pipelined request is already here
+    error_code available_error;
+    if (buffer_.size() > 0 || socket_.available(available_error) > 0) {
+      // A pipelined request, or the next one, is already here: no need to wait for it.
       read_head();
       return;
     }

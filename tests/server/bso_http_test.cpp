@@ -231,7 +231,9 @@ TEST(BsoHttp, BadInputGetsPrecise4xxAndTheServerKeepsServing) {
   // Oversized body.
   res = server.request("POST", "/report", std::string(2 << 20, ' '));
   EXPECT_EQ(res->status, 413);
-  EXPECT_EQ(json::parse(res->body).at("detail"), "Request body too large");
+  EXPECT_EQ(
+      json::parse(res->body).at("detail").get<std::string>().rfind("Request body too large", 0),
+      0u);
   // Still serving.
   EXPECT_EQ(server.request("GET", "/healthz")->status, 200);
   EXPECT_EQ(server.request("DELETE", "/jobs?job_id=peer-ok")->body, "null");

@@ -1,8 +1,8 @@
 // The batch-size-optimizer's HTTP front: the reference's routes (POST /jobs,
 // GET /jobs/batch_size, POST /report, PATCH /trials, DELETE /jobs) plus GET /jobs/{id},
-// GET /jobs and GET /healthz, over cpp-httplib. JSON bodies are parsed whatever the
-// Content-Type; every error is JSON ({"message"} for logic errors, {"detail"} for validation,
-// routing and auth errors).
+// GET /jobs and GET /healthz, served by the hardened HTTP host (zeus::http). JSON bodies are
+// parsed whatever the Content-Type; every error is JSON ({"message"} for logic errors,
+// {"detail"} for validation, routing, auth and transport errors).
 #pragma once
 
 #include <atomic>
@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "zeus/http/host.hpp"
 #include "zeus/server/service.hpp"
 
 namespace zeus::server {
@@ -19,9 +20,12 @@ struct HttpServerOptions {
   int port = 8000;  // 0: any free port (see port())
   // When set, every route but /healthz needs "Authorization: Bearer <token>".
   std::string token;
-  std::size_t max_body_bytes = 1 << 20;  // larger bodies get 413
-  int threads = 64;                      // connections served at once
+  std::size_t max_body_bytes = 1 << 20;  // larger bodies get 413 (chunked ones too)
+  int threads = 64;  // requests handled at once (connections are not bounded by it)
   int listen_backlog = 1024;
+  // Deadlines, header and connection limits of the host; max_body_bytes above overrides its
+  // body limit.
+  http::HostLimits limits;
   // GET/POST/PATCH /_noop answer "null" without touching the database: the HTTP stack's own
   // ceiling, for benchmarks.
   bool noop_route = false;
@@ -39,20 +43,25 @@ class HttpServer {
   int bind();
   // Serves until stop(); bind() first.
   void serve();
-  // Stops accepting, finishes requests in flight, and makes serve() return. Thread-safe; may be
-  // called before serve().
+  // Stops accepting, finishes requests in flight (within the host's shutdown grace), and makes
+  // serve() return. Thread-safe; may be called before serve().
   void stop();
   int port() const { return port_; }
   bool running() const;
 
   // Requests answered so far (for logs and tests).
   std::uint64_t requests() const { return requests_.load(); }
+  http::HostStats stats() const;
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  void handle(const http::Request& request, http::Response& response);
+  bool check_token(const http::Request& head, http::Response& response) const;
+
+  BsoService& service_;
   HttpServerOptions options_;
+  std::unique_ptr<http::Host> host_;
   int port_ = 0;
+  bool bound_ = false;
   std::atomic<std::uint64_t> requests_{0};
 };
 
