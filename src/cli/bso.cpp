@@ -209,7 +209,9 @@ void add_bso(CLI::App& app, Action& action) {
                             "File whose first line is a bearer token every request must carry");
   serve_command->add_option("--port-file", options->port_file,
                             "Write the port listened on to this file once serving");
-  serve_command->add_option("--threads", options->threads, "Connections served at once")
+  serve_command
+      ->add_option("--threads", options->threads,
+                   "Requests handled at once (idle and slow connections hold none)")
       ->capture_default_str();
   serve_command
       ->add_option("--max-body-bytes", options->max_body_bytes,
