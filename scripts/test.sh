@@ -6,7 +6,9 @@
 # the ones that drive the reference's own BSO and zeusd clients run only with ZEUS_REFERENCE_SRC set
 # (docs/bso-compatibility.md, docs/zeusd.md). Last, the Python package's tests (tests/pybind)
 # against the `release` build (an ASan-built extension cannot load into an uninstrumented
-# interpreter).
+# interpreter). Then the threaded suites under ThreadSanitizer (the `tsan` preset builds only the
+# tests labelled `threaded`) and every fuzz target for 5 seconds (scripts/fuzz.sh), as
+# docs/testing.md describes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -21,3 +23,12 @@ cmake --preset release >/dev/null
 cmake --build --preset release
 ZEUS_CPP_PYTHONPATH="$PWD/build/release/python" ZEUS_CLI="$PWD/build/release/src/cli/zeus" \
   PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/pybind
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan
+# GCC 12's ThreadSanitizer cannot start with more than 28 bits of mmap randomisation.
+tsan_run=()
+if [ "$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo 28)" -gt 28 ]; then
+  tsan_run=(setarch "$(uname -m)" -R)
+fi
+"${tsan_run[@]}" ctest --preset tsan -j"$(nproc)"
+./scripts/fuzz.sh 5
