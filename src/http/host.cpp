@@ -427,8 +427,10 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       }
       if (handled) {
         // The body (if any) is not read: the connection closes after the answer.
-        if (!parser_->is_done())
+        if (!parser_->is_done()) {
           early.close = true;
+          linger_ = true;
+        }
         response_ = std::move(early);
         keep_alive_ = parser_->get().keep_alive();
         ++host_->requests;
@@ -525,6 +527,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     response.close = true;
     response_ = std::move(response);
     keep_alive_ = false;
+    linger_ = true;  // the client may still be sending what we did not read
     if (request_.method.empty()) {
       request_.method = "-";
       request_.target = "-";
@@ -581,8 +584,11 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
           }
           if (keep) {
             self->wait_for_request();
-          } else {
+          } else if (self->linger_) {
             self->linger();
+          } else {
+            // The whole request was read: nothing to drain.
+            self->close();
           }
         });
   }
@@ -784,6 +790,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   State state_ = State::kIdle;
   bool timed_out_ = false;
   bool stream_busy_ = false;  // a header or chunk write is under way
+  bool linger_ = false;       // drain what the client still sends before closing
   bool keep_alive_ = true;
   std::size_t served_ = 0;
   std::size_t drained_ = 0;

@@ -414,6 +414,8 @@ TEST(ZeusdTest, IdErrorsAreJson) {
       {false, "/gpu/get_power_limit?gpu_ids=5", "GPU 5 not found"},
       {false, "/gpu/get_power?gpu_ids=-1", "Invalid GPU index: -1"},
       {false, "/cpu/get_power?cpu_ids=7", "CPU 7 not found"},
+      // Invalid UTF-8 in the client's text is replaced, never a 500 from the JSON writer.
+      {false, "/gpu/get_power?gpu_ids=%ff", "Invalid GPU index: \xEF\xBF\xBD"},
   };
   for (const Case& c : cases) {
     Reply r = c.write ? post(d, c.target) : get(d, c.target);
