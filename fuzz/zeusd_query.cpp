@@ -2,7 +2,7 @@
 // (zeus/http/host.hpp): parse_query, percent_decode, bearer_token, iequals, and the UTF-8 checks
 // (zeus/common/utf8.hpp) that routes apply to decoded text. Each is checked against a small
 // independent model. Two lists: checks of raw bytes, and checks of the parameters of every query
-// that parses; a route's own query parser (zeusd's) is one more entry in kParamChecks.
+// that parses, including zeusd's own query parser (src/daemon/query.hpp).
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -10,7 +10,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "daemon/query.hpp"
 #include "fuzz_check.hpp"
 #include "zeus/common/utf8.hpp"
 #include "zeus/http/host.hpp"
@@ -237,13 +241,66 @@ void check_request_params(const Fields& params) {
   }
 }
 
+// zeusd's own query parser (src/daemon/query.hpp) under every route's field list: it either
+// accepts or throws its 400 reply, whose JSON bodies always parse.
+void check_zeusd_query(const Fields& params) {
+  zeus::http::Request request;
+  request.params = params;
+  const std::vector<std::vector<std::string_view>> routes = {
+      {},
+      {"gpu_ids"},
+      {"cpu_ids"},
+      {"gpu_ids", "block"},
+      {"gpu_ids", "enabled", "block"},
+      {"gpu_ids", "power_limit_mw", "block"},
+      {"gpu_ids", "min_clock_mhz", "max_clock_mhz", "block"},
+      {"cpu_ids", "cpu", "dram"}};
+  auto check_reply = [](const zeus::daemon::HttpError& error) {
+    ZEUS_FUZZ_CHECK(error.status == 400);
+    if (error.content_type == "application/json") {
+      ZEUS_FUZZ_CHECK(nlohmann::json::accept(error.body));
+    }
+  };
+  for (const auto& fields : routes) {
+    try {
+      const zeus::daemon::Query query(request, fields);
+      for (const std::string_view field : fields) {
+        const std::string name(field);
+        try {
+          if (name == "block" || name == "enabled" || name == "cpu" || name == "dram") {
+            const bool value = query.boolean(name);
+            ZEUS_FUZZ_CHECK(*query.optional(name) == (value ? "true" : "false"));
+          } else if (name.ends_with("_mhz") || name.ends_with("_mw")) {
+            const std::uint32_t value = query.u32(name);
+            std::string digits = *query.optional(name);
+            if (!digits.empty() && digits.front() == '+')
+              digits.erase(0, 1);
+            digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));
+            ZEUS_FUZZ_CHECK(digits == std::to_string(value));
+          } else if (const auto value = query.optional(name)) {
+            const std::vector<int> ids = zeus::daemon::parse_ids(name, *value, "GPU");
+            ZEUS_FUZZ_CHECK(!ids.empty());
+            ZEUS_FUZZ_CHECK(std::is_sorted(ids.begin(), ids.end()));
+            ZEUS_FUZZ_CHECK(std::adjacent_find(ids.begin(), ids.end()) == ids.end());
+            ZEUS_FUZZ_CHECK(ids.front() >= 0);
+          }
+        } catch (const zeus::daemon::HttpError& error) {
+          check_reply(error);
+        }
+      }
+    } catch (const zeus::daemon::HttpError& error) {
+      check_reply(error);
+    }
+  }
+}
+
 using BytesCheck = void (*)(std::string_view input);
 using ParamsCheck = void (*)(const Fields& params);
 
 constexpr std::array<BytesCheck, 5> kBytesChecks = {
     &check_percent_decode, &check_parse_query, &check_utf8, &check_bearer_token, &check_iequals};
 // Every parser of decoded query parameters.
-constexpr std::array<ParamsCheck, 1> kParamChecks = {&check_request_params};
+constexpr std::array<ParamsCheck, 2> kParamChecks = {&check_request_params, &check_zeusd_query};
 
 }  // namespace
 
