@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fuzz_check.hpp"
+#include "zeus/common/utf8.hpp"
 #include "zeus/monitor/measurement.hpp"
 #include "zeus/monitor/prometheus.hpp"
 
@@ -154,17 +155,20 @@ std::optional<Sample> parse_sample(std::string_view line) {
 void check_label_escaping(std::string_view input) {
   const std::string escaped = metrics::escape_label_value(input);
   ZEUS_FUZZ_CHECK(escaped.find('\n') == std::string::npos);
+  // Prometheus refuses a scrape with an invalid UTF-8 label value: bad bytes are replaced.
+  ZEUS_FUZZ_CHECK(zeus::is_valid_utf8(escaped));
   std::size_t at = 0;
   const std::string quoted = escaped + "\"";
   const auto back = read_label_value(quoted, at);
   // The first unescaped quote is the closing one: none inside.
-  ZEUS_FUZZ_CHECK(back.has_value() && at == escaped.size() && *back == input);
+  ZEUS_FUZZ_CHECK(back.has_value() && at == escaped.size() && *back == zeus::to_valid_utf8(input));
 }
 
 void check_help_escaping(std::string_view input) {
   const std::string escaped = metrics::escape_help(input);
+  ZEUS_FUZZ_CHECK(zeus::is_valid_utf8(escaped));
   const auto back = unescape_help(escaped);
-  ZEUS_FUZZ_CHECK(back.has_value() && *back == input);
+  ZEUS_FUZZ_CHECK(back.has_value() && *back == zeus::to_valid_utf8(input));
   std::string header;
   metrics::write_family_header(header, "zeus_fuzz_metric", "gauge", input);
   ZEUS_FUZZ_CHECK(header ==
@@ -214,8 +218,10 @@ void check_histograms(const std::string& window, double energy_j, double time_s)
     ZEUS_FUZZ_CHECK(sample.has_value());
     const auto label = sample->labels.find("window");
     ZEUS_FUZZ_CHECK(label != sample->labels.end());
-    ZEUS_FUZZ_CHECK(label->second == window || label->second == "other");
-    windows += label->second == window ? 1 : 0;
+    // The window's name as exposed: invalid UTF-8 replaced.
+    const std::string exposed = zeus::to_valid_utf8(window);
+    ZEUS_FUZZ_CHECK(label->second == exposed || label->second == "other");
+    windows += label->second == exposed ? 1 : 0;
     std::string& name = sample->name;
     if (name.ends_with("_bucket") && sample->labels["le"] == "+Inf") {
       sample->labels.erase("le");

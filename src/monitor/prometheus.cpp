@@ -10,12 +10,15 @@
 
 #include "zeus/common/error.hpp"
 #include "zeus/common/log.hpp"
+#include "zeus/common/utf8.hpp"
 #include "zeus/http/host.hpp"
 #include "zeus/monitor/power_sampler.hpp"
 
 namespace zeus::metrics {
 
-std::string escape_label_value(std::string_view value) {
+std::string escape_label_value(std::string_view raw) {
+  // Prometheus refuses a whole scrape over one invalid UTF-8 label value: replace bad bytes.
+  const std::string value = to_valid_utf8(raw);
   std::string out;
   out.reserve(value.size());
   for (const char c : value) {
@@ -32,7 +35,8 @@ std::string escape_label_value(std::string_view value) {
   return out;
 }
 
-std::string escape_help(std::string_view text) {
+std::string escape_help(std::string_view raw) {
+  const std::string text = to_valid_utf8(raw);
   std::string out;
   out.reserve(text.size());
   for (const char c : text) {

@@ -74,6 +74,9 @@ TEST(PrometheusFormat, EscapesLabelValuesAndHelp) {
                                "d"),
             R"(a\"b\\c\nd)");
   EXPECT_EQ(escape_help("x\\y\nz \"q\""), "x\\\\y\\nz \"q\"");
+  // Invalid UTF-8 (a GPU name, a window name) would make Prometheus refuse the whole scrape.
+  EXPECT_EQ(escape_label_value("gpu\xff"), "gpu\xEF\xBF\xBD");
+  EXPECT_EQ(escape_help("h\xc3"), "h\xEF\xBF\xBD");
   EXPECT_EQ(format_value(3.0), "3");
   EXPECT_EQ(format_value(0.25), "0.25");
   EXPECT_EQ(format_value(std::numeric_limits<double>::infinity()), "+Inf");
