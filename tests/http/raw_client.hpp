@@ -80,52 +80,38 @@ class RawClient {
   }
   void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
 
-  // Reads one response; nullopt if the connection closes or `timeout` passes first.
+  // Reads one response (skipping 100 Continue); nullopt if the connection closes or `timeout`
+  // passes first.
   std::optional<RawResponse> read_response(
       std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::size_t head_end = std::string::npos;
-    while ((head_end = pending_.find("\r\n\r\n")) == std::string::npos) {
-      if (!fill(deadline))
-        return std::nullopt;
-    }
-    RawResponse response;
-    response.head = pending_.substr(0, head_end);
-    pending_.erase(0, head_end + 4);
-    if (response.head.size() < 12)
+    auto response = read_head_only(timeout);
+    if (!response)
       return std::nullopt;
-    response.status = std::stoi(response.head.substr(9, 3));
-    if (response.status == 100)
+    if (response->status == 100)
       return read_response(timeout);
-    const std::optional<std::size_t> length = content_length(response.head);
-    if (response.has_header("transfer-encoding: chunked")) {
+    const std::optional<std::size_t> length = content_length(response->head);
+    if (response->has_header("transfer-encoding: chunked")) {
       while (true) {
-        std::size_t line_end;
-        while ((line_end = pending_.find("\r\n")) == std::string::npos) {
-          if (!fill(deadline))
-            return std::nullopt;
-        }
-        const std::size_t size = std::stoul(pending_.substr(0, line_end), nullptr, 16);
-        while (pending_.size() < line_end + 2 + size + 2) {
-          if (!fill(deadline))
-            return std::nullopt;
-        }
-        response.body += pending_.substr(line_end + 2, size);
-        pending_.erase(0, line_end + 2 + size + 2);
-        if (size == 0)
+        bool last = false;
+        auto chunk = next_chunk(deadline, last);
+        if (!chunk)
+          return std::nullopt;
+        if (last)
           break;
+        response->body += *chunk;
       }
     } else if (length) {
       while (pending_.size() < *length) {
         if (!fill(deadline))
           return std::nullopt;
       }
-      response.body = pending_.substr(0, *length);
+      response->body = pending_.substr(0, *length);
       pending_.erase(0, *length);
     } else {
       while (fill(deadline)) {
       }
-      response.body = std::move(pending_);
+      response->body = std::move(pending_);
       pending_.clear();
     }
     return response;
@@ -133,24 +119,13 @@ class RawClient {
 
   // Reads one chunk of a chunked stream (after read_head_only); nullopt at the end or timeout.
   std::optional<std::string> read_chunk(std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::size_t line_end;
-    while ((line_end = pending_.find("\r\n")) == std::string::npos) {
-      if (!fill(deadline))
-        return std::nullopt;
-    }
-    const std::size_t size = std::stoul(pending_.substr(0, line_end), nullptr, 16);
-    while (pending_.size() < line_end + 2 + size + 2) {
-      if (!fill(deadline))
-        return std::nullopt;
-    }
-    std::string chunk = pending_.substr(line_end + 2, size);
-    pending_.erase(0, line_end + 2 + size + 2);
-    if (size == 0)
+    bool last = false;
+    auto chunk = next_chunk(std::chrono::steady_clock::now() + timeout, last);
+    if (last)
       return std::nullopt;
     return chunk;
   }
-  // Reads a response head only (for streams).
+  // Reads a response head only (for streams and interim responses).
   std::optional<RawResponse> read_head_only(std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     std::size_t head_end;
@@ -161,6 +136,8 @@ class RawClient {
     RawResponse response;
     response.head = pending_.substr(0, head_end);
     pending_.erase(0, head_end + 4);
+    if (response.head.size() < 12)
+      return std::nullopt;
     response.status = std::stoi(response.head.substr(9, 3));
     return response;
   }
@@ -197,6 +174,25 @@ class RawClient {
     if (at == std::string::npos)
       return std::nullopt;
     return std::stoul(lower.substr(at + 15));
+  }
+
+  // One chunk: its data, or with `last` set the terminating zero-size chunk.
+  std::optional<std::string> next_chunk(std::chrono::steady_clock::time_point deadline,
+                                        bool& last) {
+    std::size_t line_end;
+    while ((line_end = pending_.find("\r\n")) == std::string::npos) {
+      if (!fill(deadline))
+        return std::nullopt;
+    }
+    const std::size_t size = std::stoul(pending_.substr(0, line_end), nullptr, 16);
+    while (pending_.size() < line_end + 2 + size + 2) {
+      if (!fill(deadline))
+        return std::nullopt;
+    }
+    std::string chunk = pending_.substr(line_end + 2, size);
+    pending_.erase(0, line_end + 2 + size + 2);
+    last = size == 0;
+    return chunk;
   }
 
   bool fill(std::chrono::steady_clock::time_point deadline) {
