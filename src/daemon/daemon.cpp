@@ -248,7 +248,6 @@ struct Daemon::Impl {
   bool created_socket = false;
   int port = 0;
   std::mutex stop_mutex;
-  std::atomic<bool> stopping{false};
 
   Impl(Daemon& daemon, DaemonConfig cfg, Gpus g, std::vector<std::shared_ptr<Cpu>> c)
       : owner(daemon), config(std::move(cfg)), gpus(std::move(g)), cpus(std::move(c)) {
@@ -987,7 +986,6 @@ void Daemon::serve() {
 
 void Daemon::stop() {
   std::lock_guard lock(impl_->stop_mutex);
-  impl_->stopping = true;
   impl_->host->stop();
   if (impl_->created_socket) {
     ::unlink(impl_->config.socket_path.c_str());

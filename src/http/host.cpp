@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "request_reader.hpp"
+#include "text.hpp"
 #include "zeus/common/log.hpp"
 
 namespace zeus::http {
@@ -59,16 +60,10 @@ bool accepts_gzip(std::string_view value) {
     std::string_view item = value.substr(start, end - start);
     start = end + 1;
     const std::size_t semicolon = item.find(';');
-    std::string_view coding = item.substr(0, semicolon);
-    while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t'))
-      coding.remove_prefix(1);
-    while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t'))
-      coding.remove_suffix(1);
+    const std::string_view coding = detail::trim_blanks(item.substr(0, semicolon));
     bool positive = true;
     if (semicolon != std::string_view::npos) {
-      std::string_view parameter = item.substr(semicolon + 1);
-      while (!parameter.empty() && parameter.front() == ' ')
-        parameter.remove_prefix(1);
+      const std::string_view parameter = detail::trim_blanks(item.substr(semicolon + 1));
       if (parameter.size() >= 2 && (parameter[0] == 'q' || parameter[0] == 'Q') &&
           parameter[1] == '=') {
         const std::string_view q = parameter.substr(2);
@@ -380,34 +375,34 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
         [self = this->shared_from_this()](error_code ec, std::size_t) { self->on_head(ec); });
   }
 
-  void on_head(error_code ec) {
+  // Whatever ends a read but success: the deadline (408), the client gone (closed), a parse
+  // error (its refusal). True when the read is over and answered.
+  bool read_failed(error_code ec, State phase, const char* part,
+                   std::chrono::milliseconds timeout) {
     disarm();
-    if (state_ != State::kHead)
-      return;
+    if (state_ != phase)
+      return true;
     if (timed_out_) {
-      refuse(408, "the request head did not arrive within " +
-                      std::to_string(limits().header_timeout.count()) + " ms");
-      return;
+      refuse(408, std::string("the request ") + part + " did not arrive within " +
+                      std::to_string(timeout.count()) + " ms");
+      return true;
     }
     if (ec == bhttp::error::end_of_stream || ec == net::error::operation_aborted ||
         ec == net::error::connection_reset || ec == net::error::eof) {
       close();
-      return;
-    }
-    if (ec == beast::error::timeout) {
-      refuse(408, "the request head did not arrive in time");
-      return;
-    }
-    if (ec == bhttp::error::buffer_overflow) {
-      refuse(431, "the request head is larger than " + std::to_string(limits().max_header_bytes) +
-                      " bytes");
-      return;
+      return true;
     }
     if (ec) {
       const detail::Refusal refusal = detail::refusal_for(ec, limits());
       refuse(refusal.status, refusal.message);
-      return;
+      return true;
     }
+    return false;
+  }
+
+  void on_head(error_code ec) {
+    if (read_failed(ec, State::kHead, "head", limits().header_timeout))
+      return;
     request_ = Request{};
     if (auto refusal = detail::check_head(parser_->get(), limits(), request_)) {
       refuse(refusal->status, refusal->message);
@@ -470,23 +465,8 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   }
 
   void on_body(error_code ec) {
-    disarm();
-    if (state_ != State::kBody)
+    if (read_failed(ec, State::kBody, "body", limits().body_timeout))
       return;
-    if (timed_out_) {
-      refuse(408, "the request body did not arrive within " +
-                      std::to_string(limits().body_timeout.count()) + " ms");
-      return;
-    }
-    if (ec == net::error::operation_aborted || ec == net::error::connection_reset) {
-      close();
-      return;
-    }
-    if (ec) {
-      const detail::Refusal refusal = detail::refusal_for(ec, limits());
-      refuse(refusal.status, refusal.message);
-      return;
-    }
     request_.body = std::move(parser_->get().body());
     dispatch();
   }
@@ -630,7 +610,6 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     state_ = State::kStreaming;
     ++served_;
     stream_ = response_.stream;
-    stream_->stopping = host_->stopping;
     stream_header_.emplace();
     stream_header_->version(11);
     stream_header_->result(static_cast<unsigned>(response_.status));
@@ -1026,10 +1005,6 @@ HostStats Host::stats() const {
   std::lock_guard lock(impl_->mutex);
   stats.open_connections = impl_->sessions.size();
   return stats;
-}
-
-const HostOptions& Host::options() const {
-  return impl_->options;
 }
 
 }  // namespace zeus::http

@@ -1,14 +1,11 @@
 // Request accessors and the text helpers of the HTTP host (percent-decoding, UTF-8, Bearer).
 #include <algorithm>
 
+#include "text.hpp"
 #include "zeus/http/host.hpp"
 
 namespace zeus::http {
 namespace {
-
-char lower(char c) {
-  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
-}
 
 int hex_value(char c) {
   if (c >= '0' && c <= '9')
@@ -23,8 +20,9 @@ int hex_value(char c) {
 }  // namespace
 
 bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
-                                            [](char x, char y) { return lower(x) == lower(y); });
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return detail::ascii_lower(x) == detail::ascii_lower(y);
+         });
 }
 
 std::optional<std::string_view> Request::header(std::string_view name) const {
@@ -100,21 +98,13 @@ std::optional<Fields> parse_query(std::string_view query) {
 
 std::optional<std::string_view> bearer_token(std::string_view authorization) {
   constexpr std::string_view kScheme = "bearer";
-  std::size_t start = 0;
-  while (start < authorization.size() &&
-         (authorization[start] == ' ' || authorization[start] == '\t'))
-    ++start;
-  authorization.remove_prefix(start);
+  authorization = detail::trim_blanks(authorization);
   if (authorization.size() <= kScheme.size() ||
       !iequals(authorization.substr(0, kScheme.size()), kScheme) ||
       (authorization[kScheme.size()] != ' ' && authorization[kScheme.size()] != '\t')) {
     return std::nullopt;
   }
-  std::string_view token = authorization.substr(kScheme.size());
-  while (!token.empty() && (token.front() == ' ' || token.front() == '\t'))
-    token.remove_prefix(1);
-  while (!token.empty() && (token.back() == ' ' || token.back() == '\t'))
-    token.remove_suffix(1);
+  const std::string_view token = detail::trim_blanks(authorization.substr(kScheme.size()));
   if (token.empty())
     return std::nullopt;
   return token;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "text.hpp"
+
 namespace zeus::http::detail {
 namespace beast_http = boost::beast::http;
 
@@ -13,7 +15,7 @@ void configure(RequestParser& parser, const HostLimits& limits) {
 
 Refusal refusal_for(const boost::system::error_code& code, const HostLimits& limits) {
   using beast_http::error;
-  if (code == error::header_limit) {
+  if (code == error::header_limit || code == error::buffer_overflow) {
     return {431, "the request head is larger than " + std::to_string(limits.max_header_bytes) +
                      " bytes"};
   }
@@ -55,23 +57,6 @@ bool is_token_char(char c) {
          std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
 }
 
-std::string lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z')
-      c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
-}
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t'))
-    text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t'))
-    text.remove_suffix(1);
-  return text;
-}
-
 }  // namespace
 
 std::optional<Refusal> check_head(const RequestParser::value_type& head, const HostLimits& limits,
@@ -100,19 +85,19 @@ std::optional<Refusal> check_head(const RequestParser::value_type& head, const H
     }
     if (field.name() == beast_http::field::host)
       ++hosts;
-    out.headers.emplace_back(lower(name), std::string(value));
+    out.headers.emplace_back(ascii_lower(name), std::string(value));
   }
   if (hosts > 1)
     return Refusal{400, "more than one Host header"};
 
   if (const auto te = out.header("transfer-encoding")) {
-    if (!iequals(trim(*te), "chunked")) {
+    if (!iequals(trim_blanks(*te), "chunked")) {
       return Refusal{501, "Transfer-Encoding \"" + std::string(*te) +
                               "\" is not supported (send the body as is, or \"chunked\")"};
     }
   }
   if (const auto ce = out.header("content-encoding")) {
-    if (!iequals(trim(*ce), "identity")) {
+    if (!iequals(trim_blanks(*ce), "identity")) {
       return Refusal{415, "compressed request bodies (Content-Encoding: " + std::string(*ce) +
                               ") are not accepted; send the body uncompressed"};
     }
@@ -136,7 +121,7 @@ std::optional<Refusal> check_head(const RequestParser::value_type& head, const H
 
 bool expects_continue(const RequestParser::value_type& head) {
   const auto it = head.find(beast_http::field::expect);
-  return it != head.end() && iequals(trim(it->value()), "100-continue");
+  return it != head.end() && iequals(trim_blanks(it->value()), "100-continue");
 }
 
 ParseOutcome parse_request(std::string_view bytes, const HostLimits& limits) {

@@ -273,8 +273,4 @@ bool HttpServer::running() const {
   return host_->running();
 }
 
-http::HostStats HttpServer::stats() const {
-  return host_->stats();
-}
-
 }  // namespace zeus::server

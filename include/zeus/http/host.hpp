@@ -12,7 +12,6 @@
 
 #include <sys/types.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -70,8 +69,6 @@ struct Request {
 struct StreamSource {
   std::chrono::milliseconds period{1000};
   std::function<bool(std::string& out)> next;
-  // Becomes true when the host stops: a long `next` may look at it to return early.
-  std::shared_ptr<const std::atomic<bool>> stopping;
 };
 
 struct Response {
@@ -175,7 +172,6 @@ class Host {
 
   bool running() const;
   HostStats stats() const;
-  const HostOptions& options() const;
 
   struct Impl;  // defined in host.cpp
 

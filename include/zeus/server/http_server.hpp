@@ -51,7 +51,6 @@ class HttpServer {
 
   // Requests answered so far (for logs and tests).
   std::uint64_t requests() const { return requests_.load(); }
-  http::HostStats stats() const;
 
  private:
   void handle(const http::Request& request, http::Response& response);
