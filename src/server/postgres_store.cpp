@@ -631,7 +631,7 @@ class PostgresStore final : public Store {
 
   StoreHealth health() override {
     try {
-      std::optional<Failure> failure;
+      std::optional<rows::StorageFailure> failure;
       {
         std::lock_guard lock(failure_mutex_);
         failure = failure_;
@@ -682,15 +682,9 @@ class PostgresStore final : public Store {
   }
 
  private:
-  // A failure of the storage, remembered for health() until a write succeeds.
-  struct Failure {
-    std::string message;
-    bool corruption = false;  // only a real write clears it: a probe proves nothing there
-  };
-
   void remember_failure(const std::string& message, bool corruption) {
     std::lock_guard lock(failure_mutex_);
-    failure_ = Failure{message, corruption};
+    failure_ = rows::StorageFailure{message, corruption};
   }
   void forget_failure() {
     std::lock_guard lock(failure_mutex_);
@@ -994,7 +988,7 @@ class PostgresStore final : public Store {
   int open_ = 0;  // idle plus leased
 
   std::mutex failure_mutex_;
-  std::optional<Failure> failure_;  // under failure_mutex_
+  std::optional<rows::StorageFailure> failure_;  // under failure_mutex_
 };
 
 }  // namespace

@@ -489,7 +489,7 @@ class SqliteStore final : public Store {
       }
     } catch (const SqliteError& error) {
       if (error.storage_failure()) {
-        failure_ = Failure{error.what(), error.corruption()};
+        failure_ = rows::StorageFailure{error.what(), error.corruption()};
       }
       throw;
     }
@@ -530,12 +530,6 @@ class SqliteStore final : public Store {
   }
 
  private:
-  // A failure of the storage, remembered for health() until a write succeeds.
-  struct Failure {
-    std::string message;
-    bool corruption = false;  // only a real write clears it: a probe proves nothing there
-  };
-
   // True when the transaction changed rows.
   bool run_once(const std::function<void(StoreTransaction&)>& body) {
     exec(db_, "BEGIN IMMEDIATE");
@@ -635,7 +629,7 @@ class SqliteStore final : public Store {
   sqlite3* db_ = nullptr;
   StatementCache cache_;
   std::mutex mutex_;
-  std::optional<Failure> failure_;  // under mutex_
+  std::optional<rows::StorageFailure> failure_;  // under mutex_
 };
 
 }  // namespace

@@ -10,6 +10,12 @@
 
 namespace zeus::server::rows {
 
+// A failure of the storage, remembered for Store::health() until a write succeeds.
+struct StorageFailure {
+  std::string message;
+  bool corruption = false;  // only a real write clears it: a probe proves nothing there
+};
+
 // A job's spec is stored as its wire JSON (the 18 keys).
 inline std::string spec_to_text(const bso::JobSpec& spec) {
   return bso::to_json(spec).dump();
