@@ -2,6 +2,7 @@
 // pool, every phase of a connection under a deadline (docs/security.md).
 #include "zeus/http/host.hpp"
 
+#include <fmt/format.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <zlib.h>
@@ -189,6 +190,8 @@ struct Host::Impl : std::enable_shared_from_this<Host::Impl> {
   std::mutex mutex;  // guards sessions and per_peer
   std::unordered_map<SessionBase*, std::weak_ptr<SessionBase>> sessions;
   std::unordered_map<std::string, std::size_t> per_peer;
+  Clock::time_point last_refusal_logged{};  // under mutex, with refusals_unlogged
+  std::uint64_t refusals_unlogged = 0;
 
   std::shared_ptr<std::atomic<bool>> stopping = std::make_shared<std::atomic<bool>>(false);
   std::atomic<bool> serving{false};
@@ -207,6 +210,19 @@ struct Host::Impl : std::enable_shared_from_this<Host::Impl> {
         drain_timer(control) {
     if (!options.error_body)
       options.error_body = default_error_body;
+  }
+
+  // Whether to log this refused connection: the count of those not logged since the last line
+  // logged, or nullopt to stay quiet (less than a second since it).
+  std::optional<std::uint64_t> refusals_to_log() {
+    std::lock_guard lock(mutex);
+    const auto now = Clock::now();
+    if (now - last_refusal_logged < std::chrono::seconds(1)) {
+      ++refusals_unlogged;
+      return std::nullopt;
+    }
+    last_refusal_logged = now;
+    return std::exchange(refusals_unlogged, 0);
   }
 
   // Admits a connection from `key`, or says why not.
@@ -841,8 +857,13 @@ void Host::Impl::accept_on(Acceptor& acceptor) {
     Peer peer = describe_peer(socket);
     const std::string key = peer_key(peer);
     if (auto reason = self->admit(key)) {
-      log().warn("{}: refused a connection from {}: {}", self->options.name, peer_text(peer),
-                 *reason);
+      // At most one line a second: a flood of connections must not flood the log too.
+      if (const auto unlogged = self->refusals_to_log()) {
+        log().warn(
+            "{}: refused a connection from {}: {}{}", self->options.name, peer_text(peer), *reason,
+            *unlogged > 0 ? fmt::format(" ({} more refused since the last such line)", *unlogged)
+                          : std::string());
+      }
       self->refuse_connection(std::move(socket), *reason);
     } else {
       auto session = std::make_shared<Session<SocketType>>(self, std::move(socket), peer);
