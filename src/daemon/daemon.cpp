@@ -241,8 +241,8 @@ struct Daemon::Impl {
   Gpus gpus;
   std::vector<std::shared_ptr<Cpu>> cpus;
   std::unique_ptr<http::Host> host;
-  // path -> method -> handler
-  std::map<std::string, std::map<std::string, http::Handler>> routes;
+  // "METHOD /path" -> handler
+  std::map<std::string, http::Handler> routes;
   std::vector<std::unique_ptr<GpuWorker>> workers;
   bool bound = false;
   bool created_socket = false;
@@ -279,7 +279,7 @@ struct Daemon::Impl {
   static constexpr int kWorkerThreads = 16;
 
   void add_route(const std::string& method, const std::string& path, http::Handler handler) {
-    routes[path][method] = std::move(handler);
+    routes[method + " " + path] = std::move(handler);
   }
 
   void handle(const http::Request& req, http::Response& res) {
@@ -287,10 +287,8 @@ struct Daemon::Impl {
       return;
     // Like the reference (actix with per-method route macros): an unknown path, or a known one
     // with another method, is a 404 with an empty body.
-    const auto by_path = routes.find(req.path);
-    const auto route = by_path == routes.end() ? decltype(by_path->second.end()){}
-                                               : by_path->second.find(req.method);
-    if (by_path == routes.end() || route == by_path->second.end()) {
+    const auto route = routes.find(req.method + " " + req.path);
+    if (route == routes.end()) {
       res.status = 404;
       res.content_type = "text/plain; charset=utf-8";
       res.body.clear();
