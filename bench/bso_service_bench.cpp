@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <random>
 
+#include "server/service.hpp"
+#include "server/store.hpp"
 #include "zeus/optimizer/batch_size_policy.hpp"
-#include "zeus/server/service.hpp"
-#include "zeus/server/store.hpp"
 
 namespace {
 

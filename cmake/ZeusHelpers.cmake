@@ -6,7 +6,10 @@ function(zeus_add_library layer)
   add_library(${target} STATIC ${ARG_SOURCES})
   add_library(zeus::${layer} ALIAS ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${layer} OUTPUT_NAME zeus_${layer})
+  # include/ holds the installed, public headers; src/ the internal ones (spelled "<layer>/x.hpp"),
+  # visible inside the build tree only.
   target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+                                              $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>
                                               $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
                                        PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_compile_features(${target} PUBLIC cxx_std_20)

@@ -1,4 +1,4 @@
-// zeusd's authentication (zeus/daemon/auth.hpp) on hostile input, with a fixed test key. The
+// zeusd's authentication (daemon/auth.hpp) on hostile input, with a fixed test key. The
 // first byte picks what the rest is:
 //   0: a token as sent                         -> verify_token
 //   1: header JSON '\n' claims JSON, signed here -> verify_token past the signature check, so
@@ -14,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
+#include "daemon/auth.hpp"
 #include "fuzz_check.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/daemon/auth.hpp"
 
 namespace {
 

@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/utf8.hpp"
 #include "fuzz_check.hpp"
-#include "zeus/common/utf8.hpp"
 #include "zeus/monitor/measurement.hpp"
 #include "zeus/monitor/prometheus.hpp"
 

@@ -1,6 +1,6 @@
 // Text a client controls in a request-target or a header -> the HTTP host's text helpers
-// (zeus/http/host.hpp): parse_query, percent_decode, bearer_token, iequals, and the UTF-8 checks
-// (zeus/common/utf8.hpp) that routes apply to decoded text. Each is checked against a small
+// (http/host.hpp): parse_query, percent_decode, bearer_token, iequals, and the UTF-8 checks
+// (common/utf8.hpp) that routes apply to decoded text. Each is checked against a small
 // independent model. Two lists: checks of raw bytes, and checks of the parameters of every query
 // that parses, including zeusd's own query parser (src/daemon/query.hpp).
 #include <algorithm>
@@ -14,10 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/utf8.hpp"
 #include "daemon/query.hpp"
 #include "fuzz_check.hpp"
-#include "zeus/common/utf8.hpp"
-#include "zeus/http/host.hpp"
+#include "http/host.hpp"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include <thread>
 #include <utility>
 
-#include "zeus/common/log.hpp"
+#include "common/log.hpp"
 #include "zeus/device/discovery.hpp"
 
 namespace zeus::bso {

@@ -9,7 +9,7 @@
 #include <limits>
 #include <set>
 
-#include "zeus/common/utf8.hpp"
+#include "common/utf8.hpp"
 
 namespace zeus::bso {
 namespace {

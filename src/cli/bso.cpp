@@ -17,11 +17,11 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "common/log.hpp"
+#include "server/http_server.hpp"
+#include "server/service.hpp"
+#include "server/store.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/log.hpp"
-#include "zeus/server/http_server.hpp"
-#include "zeus/server/service.hpp"
-#include "zeus/server/store.hpp"
 
 namespace zeus::cli {
 namespace {

@@ -32,10 +32,10 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "common/log.hpp"
 #include "zeus/bso/client.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/log.hpp"
 #include "zeus/device/gpus.hpp"
 #include "zeus/device/simulated_gpu.hpp"
 #include "zeus/monitor/zeus_monitor.hpp"

@@ -6,10 +6,10 @@
 #include <optional>
 
 #include "commands.hpp"
+#include "device/privileges.hpp"
 #include "zeus/common/env.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
-#include "zeus/device/privileges.hpp"
 
 namespace zeus::cli {
 namespace {

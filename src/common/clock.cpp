@@ -1,7 +1,9 @@
 #include "zeus/common/clock.hpp"
 
 #include <chrono>
-#include <stdexcept>
+#include <thread>
+
+#include "zeus/common/error.hpp"
 
 namespace zeus {
 
@@ -11,9 +13,22 @@ std::int64_t SteadyClock::now_ns() const {
       .count();
 }
 
+void SteadyClock::sleep_for_ns(std::int64_t duration_ns) const {
+  if (duration_ns > 0) {
+    std::this_thread::sleep_for(std::chrono::nanoseconds(duration_ns));
+  }
+}
+
+void ManualClock::sleep_for_ns(std::int64_t duration_ns) const {
+  const std::int64_t step = duration_ns > 0 ? duration_ns : 0;
+  sleeps_.fetch_add(1, std::memory_order_acq_rel);
+  slept_ns_.fetch_add(step, std::memory_order_acq_rel);
+  now_ns_.fetch_add(step, std::memory_order_acq_rel);
+}
+
 void ManualClock::advance_ns(std::int64_t delta_ns) {
   if (delta_ns < 0) {
-    throw std::invalid_argument("ManualClock cannot go backwards");
+    throw Error(ErrorKind::kInvalidArgument, "ManualClock cannot go backwards");
   }
   now_ns_.fetch_add(delta_ns, std::memory_order_acq_rel);
 }

@@ -1,4 +1,4 @@
-#include "zeus/common/dynamic_library.hpp"
+#include "common/dynamic_library.hpp"
 
 #include <dlfcn.h>
 #include <link.h>

@@ -46,6 +46,12 @@ std::string_view error_kind_name(ErrorKind kind) {
       return "init_error";
     case ErrorKind::kIo:
       return "io";
+    case ErrorKind::kConflict:
+      return "conflict";
+    case ErrorKind::kAlreadyExists:
+      return "already_exists";
+    case ErrorKind::kUnavailable:
+      return "unavailable";
     case ErrorKind::kUnknown:
       return "unknown";
   }

@@ -1,4 +1,4 @@
-#include "zeus/common/log.hpp"
+#include "common/log.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 

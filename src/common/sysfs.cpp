@@ -1,39 +1,17 @@
-#include "zeus/common/sysfs.hpp"
+#include "common/sysfs.hpp"
 
 #include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
+#include <cstdlib>
 
+#include "common/text.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus::sysfs {
 
 std::string read_text(const std::filesystem::path& path) {
-  errno = 0;
-  std::ifstream in(path);
-  if (!in) {
-    const int err = errno;
-    const std::string what = "cannot read " + path.string() + ": " + std::strerror(err);
-    if (err == EACCES || err == EPERM) {
-      throw Error(ErrorKind::kNoPermission, what);
-    }
-    if (err == ENOENT || err == ENOTDIR) {
-      throw Error(ErrorKind::kNotFound, what);
-    }
-    throw Error(ErrorKind::kIo, what);
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) {
-    throw Error(ErrorKind::kIo, "error while reading " + path.string());
-  }
-  std::string value = text.str();
-  while (!value.empty() && (value.back() == '\n' || value.back() == ' ' || value.back() == '\t' ||
-                            value.back() == '\r')) {
-    value.pop_back();
-  }
-  return value;
+  std::string content = text::read_file(path);
+  content.erase(content.find_last_not_of(text::kBlanks) + 1);  // trailing blanks only
+  return content;
 }
 
 std::uint64_t read_uint64(const std::filesystem::path& path) {

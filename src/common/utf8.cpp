@@ -1,4 +1,4 @@
-#include "zeus/common/utf8.hpp"
+#include "common/utf8.hpp"
 
 namespace zeus {
 namespace {

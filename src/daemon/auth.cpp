@@ -1,4 +1,4 @@
-#include "zeus/daemon/auth.hpp"
+#include "daemon/auth.hpp"
 
 #include <fcntl.h>
 #include <openssl/crypto.h>

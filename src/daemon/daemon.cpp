@@ -1,5 +1,5 @@
 // zeusd's routes, validation and per-GPU write serialisation (docs: the zeusd wire protocol).
-#include "zeus/daemon/daemon.hpp"
+#include "daemon/daemon.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -22,10 +22,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/log.hpp"
+#include "http/host.hpp"
 #include "query.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/log.hpp"
-#include "zeus/http/host.hpp"
 
 namespace zeus::daemon {
 namespace {

@@ -1,5 +1,5 @@
 // The settings ledger: records, pidfd watching, restoring. See ledger.hpp for the rules.
-#include "zeus/daemon/ledger.hpp"
+#include "daemon/ledger.hpp"
 
 #include <fmt/format.h>
 #include <poll.h>
@@ -14,8 +14,8 @@
 #include <set>
 #include <sstream>
 
+#include "common/log.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/log.hpp"
 
 #ifndef SYS_pidfd_open
 #define SYS_pidfd_open 434  // the same number on every architecture (Linux 5.3)

@@ -9,13 +9,13 @@
 #include <iostream>
 #include <thread>
 
+#include "common/log.hpp"
+#include "daemon/auth.hpp"
+#include "daemon/daemon.hpp"
+#include "daemon/ledger.hpp"
+#include "device/privileges.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/log.hpp"
-#include "zeus/daemon/auth.hpp"
-#include "zeus/daemon/daemon.hpp"
-#include "zeus/daemon/ledger.hpp"
 #include "zeus/device/discovery.hpp"
-#include "zeus/device/privileges.hpp"
 
 namespace {
 

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "zeus/http/host.hpp"
+#include "http/host.hpp"
 
 namespace zeus::daemon {
 

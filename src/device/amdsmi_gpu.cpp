@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "amdsmi_api.hpp"
-#include "zeus/common/dynamic_library.hpp"
+#include "common/dynamic_library.hpp"
+#include "common/log.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/log.hpp"
 #include "zeus/device/gpu.hpp"
 #include "zeus/device/gpu_provider.hpp"
 

@@ -2,11 +2,11 @@
 
 #include <filesystem>
 
+#include "common/log.hpp"
+#include "device/visible_devices.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/log.hpp"
 #include "zeus/device/gpu_provider.hpp"
 #include "zeus/device/simulated_gpu.hpp"
-#include "zeus/device/visible_devices.hpp"
 #include "zeus/device/zeusd_gpu.hpp"
 
 namespace zeus {

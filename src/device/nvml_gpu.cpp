@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "common/dynamic_library.hpp"
+#include "common/log.hpp"
 #include "nvml_api.hpp"
-#include "zeus/common/dynamic_library.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/log.hpp"
 #include "zeus/device/gpu_provider.hpp"
 
 namespace zeus {

@@ -1,4 +1,4 @@
-#include "zeus/device/privileges.hpp"
+#include "device/privileges.hpp"
 
 #include <unistd.h>
 

@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/log.hpp"
+#include "common/sysfs.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/log.hpp"
-#include "zeus/common/sysfs.hpp"
 
 namespace zeus {
 namespace {

@@ -1,10 +1,10 @@
-#include "zeus/device/visible_devices.hpp"
+#include "device/visible_devices.hpp"
 
 #include <algorithm>
 #include <cctype>
 
+#include "common/log.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/log.hpp"
 
 namespace zeus {
 namespace {

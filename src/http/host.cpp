@@ -1,6 +1,6 @@
 // The HTTP host: Boost.Asio connections on a few I/O threads, requests handled on a worker
 // pool, every phase of a connection under a deadline (docs/security.md).
-#include "zeus/http/host.hpp"
+#include "http/host.hpp"
 
 #include <fmt/format.h>
 #include <sys/resource.h>
@@ -16,9 +16,9 @@
 #include <thread>
 #include <unordered_map>
 
+#include "common/log.hpp"
 #include "request_reader.hpp"
 #include "text.hpp"
-#include "zeus/common/log.hpp"
 
 namespace zeus::http {
 namespace {

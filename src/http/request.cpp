@@ -1,8 +1,8 @@
 // Request accessors and the text helpers of the HTTP host (percent-decoding, UTF-8, Bearer).
 #include <algorithm>
 
+#include "http/host.hpp"
 #include "text.hpp"
-#include "zeus/http/host.hpp"
 
 namespace zeus::http {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "zeus/http/host.hpp"
+#include "http/host.hpp"
 
 namespace zeus::http::detail {
 

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <set>
 
+#include "common/log.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/log.hpp"
 
 namespace zeus {
 

@@ -8,10 +8,10 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/log.hpp"
+#include "common/utf8.hpp"
+#include "http/host.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/log.hpp"
-#include "zeus/common/utf8.hpp"
-#include "zeus/http/host.hpp"
 #include "zeus/monitor/power_sampler.hpp"
 
 namespace zeus::metrics {

@@ -6,8 +6,8 @@
 #include <chrono>
 #include <cmath>
 
+#include "common/log.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/log.hpp"
 #include "zeus/device/discovery.hpp"
 
 namespace zeus {

@@ -5,8 +5,8 @@
 #include <string>
 #include <type_traits>
 
+#include "common/log.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/log.hpp"
 
 namespace zeus {
 namespace {

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "device/privileges.hpp"
 #include "zeus/device/discovery.hpp"
 #include "zeus/device/gpus.hpp"
-#include "zeus/device/privileges.hpp"
 #include "zeus/device/simulated_gpu.hpp"
 
 namespace zeus::python {

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "common/log.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/log.hpp"
 
 namespace zeus {
 namespace {

@@ -9,8 +9,8 @@
 #include <mutex>
 #include <thread>
 
+#include "common/log.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/log.hpp"
 #include "zeus/runtime/power_limit_optimizer.hpp"
 
 namespace zeus {

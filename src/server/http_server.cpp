@@ -1,11 +1,11 @@
-#include "zeus/server/http_server.hpp"
+#include "server/http_server.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <cstring>
 
-#include "zeus/common/log.hpp"
-#include "zeus/common/utf8.hpp"
+#include "common/log.hpp"
+#include "common/utf8.hpp"
 
 namespace zeus::server {
 namespace {

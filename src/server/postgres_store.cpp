@@ -20,12 +20,12 @@
 #include <utility>
 #include <vector>
 
+#include "common/log.hpp"
 #include "schema.hpp"
+#include "server/store.hpp"
 #include "store_rows.hpp"
 #include "zeus/bso/wire.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/log.hpp"
-#include "zeus/server/store.hpp"
 
 namespace zeus::server {
 namespace {

@@ -1,4 +1,4 @@
-#include "zeus/server/service.hpp"
+#include "server/service.hpp"
 
 #include <fmt/format.h>
 

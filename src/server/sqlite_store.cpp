@@ -10,8 +10,8 @@
 #include <unordered_map>
 
 #include "schema.hpp"
+#include "server/store.hpp"
 #include "store_rows.hpp"
-#include "zeus/server/store.hpp"
 
 namespace zeus::server {
 namespace {

@@ -1,4 +1,4 @@
-#include "zeus/server/store.hpp"
+#include "server/store.hpp"
 
 namespace zeus::server {
 

@@ -5,8 +5,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "server/store.hpp"
 #include "zeus/bso/wire.hpp"
-#include "zeus/server/store.hpp"
 
 namespace zeus::server::rows {
 

@@ -4,11 +4,13 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/dynamic_library.hpp"
+#include "common/sysfs.hpp"
+#include "common/text.hpp"
+#include "common/utf8.hpp"
 #include "zeus/common/clock.hpp"
-#include "zeus/common/dynamic_library.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/sysfs.hpp"
-#include "zeus/common/utf8.hpp"
+#include "zeus/common/units.hpp"
 
 namespace {
 
@@ -39,7 +41,7 @@ TEST(ManualClock, MovesOnlyWhenAdvanced) {
   clock.advance_s(1.5);
   EXPECT_EQ(clock.now_ns(), 1'500'000'005);
   EXPECT_DOUBLE_EQ(clock.now_s(), 1.500000005);
-  EXPECT_THROW(clock.advance_ns(-1), std::invalid_argument);
+  EXPECT_THROW(clock.advance_ns(-1), zeus::Error);
 }
 
 TEST(SteadyClock, NeverGoesBackwards) {
@@ -125,3 +127,69 @@ TEST(Utf8, ToValidReplacesEachBadByte) {
 }
 
 }  // namespace
+
+TEST(ManualClock, SleepingAdvancesItAtOnce) {
+  zeus::ManualClock clock(100);
+  clock.sleep_for_ns(50);
+  clock.sleep_for_s(1.0);
+  clock.sleep_for_ns(-5);  // a negative sleep is no sleep
+  EXPECT_EQ(clock.now_ns(), 100 + 50 + 1'000'000'000);
+  EXPECT_EQ(clock.slept_ns(), 50 + 1'000'000'000);
+  EXPECT_EQ(clock.sleeps(), 3);
+}
+
+TEST(SteadyClock, SleepsAtLeastTheDuration) {
+  const auto clock = zeus::steady_clock();
+  const std::int64_t start = clock->now_ns();
+  clock->sleep_for_ns(2'000'000);
+  EXPECT_GE(clock->now_ns() - start, 2'000'000);
+}
+
+TEST(Text, TrimRemovesOnlyTheGivenCharactersAtTheEnds) {
+  EXPECT_EQ(zeus::text::trim("  a b \t\r\n"), "a b");
+  EXPECT_EQ(zeus::text::trim(" \t "), "");
+  EXPECT_EQ(zeus::text::trim(""), "");
+  EXPECT_EQ(zeus::text::trim("\"x\" ", "\" "), "x");
+}
+
+TEST(Text, SplitKeepsEmptyPiecesUnlessAsked) {
+  using V = std::vector<std::string_view>;
+  EXPECT_EQ(zeus::text::split("a,,b", ','), (V{"a", "", "b"}));
+  EXPECT_EQ(zeus::text::split("", ','), (V{""}));
+  EXPECT_EQ(zeus::text::split_trimmed(" a , ,b,", ','), (V{"a", "", "b", ""}));
+  EXPECT_EQ(zeus::text::split_trimmed(" a , ,b,", ',', true), (V{"a", "b"}));
+  EXPECT_EQ(zeus::text::split_to_strings("x; y", ';'), (std::vector<std::string>{"x", "y"}));
+}
+
+TEST(Text, ReadFileKeepsEveryByteAndNamesAMissingFile) {
+  TempDir dir;
+  const auto path = dir.path() / "f";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << std::string("a\0b\n ", 5);
+  }
+  EXPECT_EQ(zeus::text::read_file(path), std::string("a\0b\n ", 5));
+  try {
+    zeus::text::read_file(dir.path() / "missing");
+    FAIL() << "expected an error";
+  } catch (const zeus::Error& e) {
+    EXPECT_EQ(e.kind(), zeus::ErrorKind::kNotFound);
+    EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos);
+  }
+}
+
+TEST(Text, Fnv1aMatchesThePublishedVectors) {
+  EXPECT_EQ(zeus::text::fnv1a_32(""), 0x811c9dc5U);
+  EXPECT_EQ(zeus::text::fnv1a_32("a"), 0xe40c292cU);
+  EXPECT_EQ(zeus::text::fnv1a_64(""), 0xcbf29ce484222325ULL);
+  EXPECT_EQ(zeus::text::fnv1a_64("a"), 0xaf63dc4c8601ec8cULL);
+}
+
+TEST(Units, ConvertExactly) {
+  EXPECT_EQ(zeus::units::watts_from_milliwatts(300'000), 300.0);
+  EXPECT_EQ(zeus::units::whole_watts_from_milliwatts(299'999), 299);
+  EXPECT_EQ(zeus::units::joules_from_microjoules(2'500'000), 2.5);
+  EXPECT_EQ(zeus::units::seconds_from_nanoseconds(std::int64_t{1'500'000'000}), 1.5);
+  EXPECT_EQ(zeus::units::millijoules_at(1000.0, 2'000'000'000), 2000.0);
+  static_assert(zeus::units::milliwatts_from_watts(1.5) == 1500.0);
+}

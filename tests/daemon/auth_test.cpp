@@ -1,6 +1,6 @@
 // zeusd auth: base64url, HMAC, HS256 tokens, the signing-key file, `zeusd token issue`, and the
 // middleware decision matrix of the wire protocol §2.
-#include "zeus/daemon/auth.hpp"
+#include "daemon/auth.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,6 +1,6 @@
 // zeusd over a real Unix socket on simulated GPUs: every route, the three error shapes, the
 // socket rules (stale, live, non-socket, mode 0660), peer credentials and the hooks.
-#include "zeus/daemon/daemon.hpp"
+#include "daemon/daemon.hpp"
 #include "support/temp_dir.hpp"
 
 #include <gtest/gtest.h>

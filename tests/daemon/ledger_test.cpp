@@ -1,4 +1,4 @@
-#include "zeus/daemon/ledger.hpp"
+#include "daemon/ledger.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -1,4 +1,4 @@
-#include "zeus/device/visible_devices.hpp"
+#include "device/visible_devices.hpp"
 
 #include <gtest/gtest.h>
 

@@ -15,9 +15,9 @@
 #include <mutex>
 #include <thread>
 
+#include "daemon/daemon.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/daemon/daemon.hpp"
 #include "zeus/device/discovery.hpp"
 #include "zeus/device/rapl.hpp"
 #include "zeus/device/simulated_gpu.hpp"

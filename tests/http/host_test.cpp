@@ -1,5 +1,5 @@
 // The HTTP host against hostile and ordinary clients, over real sockets.
-#include "zeus/http/host.hpp"
+#include "http/host.hpp"
 
 #include <gtest/gtest.h>
 #include <zlib.h>

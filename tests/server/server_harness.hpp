@@ -12,9 +12,9 @@
 #include <string>
 #include <thread>
 
-#include "zeus/server/http_server.hpp"
-#include "zeus/server/service.hpp"
-#include "zeus/server/store.hpp"
+#include "server/http_server.hpp"
+#include "server/service.hpp"
+#include "server/store.hpp"
 
 namespace zeus::test {
 

@@ -1,7 +1,7 @@
 // One suite for the Store interface, run against SQLite (server_store_test) and against a real
 // PostgreSQL started for the test (server_postgres_test, label "postgres"; skipped when
 // PostgreSQL is not installed). ZEUS_STORE_TEST_POSTGRES picks the backend at compile time.
-#include "zeus/server/store.hpp"
+#include "server/store.hpp"
 
 #include <gtest/gtest.h>
 #include <sqlite3.h>

@@ -31,22 +31,36 @@ enum class ErrorKind {
   kOperatingSystem,     //
   kLibRmVersionMismatch,
   kMemory,
-  kInitError,  // a backend or device could not be initialised
-  kIo,         // reading or writing a file failed
+  kInitError,      // a backend or device could not be initialised
+  kIo,             // reading or writing a file failed
+  kConflict,       // the request contradicts the current state (e.g. a report for a closed trial)
+  kAlreadyExists,  // what the caller asked to create exists already
+  kUnavailable,    // a service or backend is down or failing; the caller may retry later
   kUnknown,
 };
 
 // Stable lower-case name of an error kind ("not_supported", ...), used in JSON and logs.
 std::string_view error_kind_name(ErrorKind kind);
 
+// The kind of device an error is about, when it is about one: the Python bindings raise the
+// reference's GPU or CPU exception family from it (ZeusGPU...Error, ZeusCPU...Error).
+enum class ErrorSubject {
+  kNone,
+  kGpu,
+  kCpu,
+};
+
 // Base of every zeus exception.
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  Error(ErrorKind kind, const std::string& message, ErrorSubject subject = ErrorSubject::kNone)
+      : std::runtime_error(message), kind_(kind), subject_(subject) {}
   ErrorKind kind() const noexcept { return kind_; }
+  ErrorSubject subject() const noexcept { return subject_; }
 
  private:
   ErrorKind kind_;
+  ErrorSubject subject_;
 };
 
 // An error returned by a vendor library (NVML, AMD SMI): keeps the library's own return code and
@@ -54,8 +68,8 @@ class Error : public std::runtime_error {
 class VendorError : public Error {
  public:
   VendorError(ErrorKind kind, std::string vendor, std::string call, long long vendor_code,
-              const std::string& message)
-      : Error(kind, message),
+              const std::string& message, ErrorSubject subject = ErrorSubject::kGpu)
+      : Error(kind, message, subject),
         vendor_(std::move(vendor)),
         call_(std::move(call)),
         vendor_code_(vendor_code) {}

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-#include "zeus/daemon/auth.hpp"
+#include "daemon/auth.hpp"
 #include "zeus/device/cpu.hpp"
 #include "zeus/device/gpu.hpp"
 #include "zeus/device/gpus.hpp"

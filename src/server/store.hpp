@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "common/utf8.hpp"
 #include "zeus/bso/wire.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/utf8.hpp"
 
 namespace zeus::server {
 

@@ -10,8 +10,8 @@
 #include <memory>
 #include <string>
 
-#include "zeus/http/host.hpp"
-#include "zeus/server/service.hpp"
+#include "http/host.hpp"
+#include "server/service.hpp"
 
 namespace zeus::server {
 

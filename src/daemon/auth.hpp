@@ -10,7 +10,7 @@
 //   (403). authorize() is that decision as a pure function; the HTTP layer only copies its status,
 //   body and headers into the response.
 //
-// Everything here is in zeus::daemon::auth; the daemon (zeus/daemon/daemon.hpp) uses its
+// Everything here is in zeus::daemon::auth; the daemon (daemon/daemon.hpp) uses its
 // ApiGroup, and has its own, HTTP-facing AuthResult.
 #pragma once
 

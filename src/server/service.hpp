@@ -10,10 +10,10 @@
 #include <optional>
 #include <string>
 
+#include "common/utf8.hpp"
+#include "server/store.hpp"
 #include "zeus/bso/wire.hpp"
 #include "zeus/common/clock.hpp"
-#include "zeus/common/utf8.hpp"
-#include "zeus/server/store.hpp"
 
 namespace zeus::server {
 

@@ -1,0 +1,58 @@
+// Text handling shared by every layer: trimming, splitting lists, reading a whole file, hashing
+// names. One home for each, so that the rules (which blanks are trimmed, whether empty pieces are
+// kept) are the same everywhere. CSV files are read with common/csv.hpp.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace zeus::text {
+
+// Blanks: space, tab, carriage return and newline.
+inline constexpr std::string_view kBlanks = " \t\r\n";
+
+// `text` without the leading and trailing characters in `chars`.
+std::string_view trim(std::string_view text, std::string_view chars = kBlanks);
+
+// The pieces of `text` between each `separator`, empty pieces kept: "a,,b" -> {"a", "", "b"},
+// "" -> {""}. The views point into `text`.
+std::vector<std::string_view> split(std::string_view text, char separator);
+
+// The pieces of `text` between each `separator`, each trimmed of `chars`; with `drop_empty`, the
+// pieces left empty are dropped ("a, ,b," -> {"a", "b"}).
+std::vector<std::string_view> split_trimmed(std::string_view text, char separator,
+                                            bool drop_empty = false,
+                                            std::string_view chars = kBlanks);
+
+// As split_trimmed, but owning the pieces.
+std::vector<std::string> split_to_strings(std::string_view text, char separator,
+                                          bool drop_empty = false,
+                                          std::string_view chars = kBlanks);
+
+// The whole file, byte for byte. Throws Error naming the file: kNoPermission (EACCES, EPERM),
+// kNotFound (ENOENT, ENOTDIR) or kIo.
+std::string read_file(const std::filesystem::path& path);
+
+// FNV-1a hashes (32 and 64 bits), for stable, seedable names-to-numbers (simulated UUIDs,
+// deterministic noise). Not for security.
+constexpr std::uint32_t fnv1a_32(std::string_view text) {
+  std::uint32_t hash = 2166136261U;
+  for (const char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 16777619U;
+  }
+  return hash;
+}
+constexpr std::uint64_t fnv1a_64(std::string_view text) {
+  std::uint64_t hash = 14695981039346656037ULL;
+  for (const char c : text) {
+    hash ^= static_cast<unsigned char>(c);
+    hash *= 1099511628211ULL;
+  }
+  return hash;
+}
+
+}  // namespace zeus::text
