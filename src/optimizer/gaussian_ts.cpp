@@ -115,12 +115,4 @@ int GaussianTs::predict(Rng& rng) const {
   return best_arm;
 }
 
-std::map<int, double> GaussianTs::expectations() const {
-  std::map<int, double> means;
-  for (const auto& [arm, state] : arms_) {
-    means[arm] = state.param_mean;
-  }
-  return means;
-}
-
 }  // namespace zeus::optimizer

@@ -48,13 +48,26 @@ ZeusCostSelector::ZeusCostSelector(double eta, int world_size)
   }
 }
 
+ZeusCostSelector ZeusCostSelector::with_max_power(double eta, double max_power_w) {
+  if (!(max_power_w > 0.0)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "max power must be positive (got " + std::to_string(max_power_w) + " W)");
+  }
+  ZeusCostSelector selector(eta);
+  selector.max_power_w_ = max_power_w;
+  return selector;
+}
+
 int ZeusCostSelector::select(const std::vector<PowerLimitMeasurement>& measurements) const {
   check_not_empty(measurements);
-  int max_limit_w = 0;
-  for (const auto& m : measurements) {
-    max_limit_w = std::max(max_limit_w, m.power_limit_w);
+  double max_power_w = max_power_w_;
+  if (max_power_w == 0.0) {
+    int max_limit_w = 0;
+    for (const auto& m : measurements) {
+      max_limit_w = std::max(max_limit_w, m.power_limit_w);
+    }
+    max_power_w = static_cast<double>(max_limit_w) * world_size_;
   }
-  const double max_power_w = static_cast<double>(max_limit_w) * world_size_;
   return argmin(measurements,
                 [&](const auto& m) { return zeus_cost(m.energy_j, m.time_s, eta_, max_power_w); });
 }

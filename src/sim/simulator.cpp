@@ -13,6 +13,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/optimizer/batch_size_policy.hpp"
 #include "zeus/optimizer/cost.hpp"
+#include "zeus/optimizer/power_limit_selector.hpp"
 #include "zeus/optimizer/rng.hpp"
 
 namespace zeus::sim {
@@ -46,20 +47,15 @@ const PowerPoint& point_at(const BatchSizeTrace& batch, int power_limit_w) {
   return *point;
 }
 
-// The power limit with the lowest epoch cost: what JIT profiling finds for a batch size.
+// What JIT profiling finds for a batch size: the production selector over one epoch at each
+// power limit, in profiling order (highest limit first, so that ties keep the higher one).
 int jit_power_limit(const BatchSizeTrace& batch, double eta, double max_power_w) {
-  int best_w = 0;
-  double best_cost = std::numeric_limits<double>::infinity();
-  // Profiling walks from the highest power limit down; ties keep the higher one.
+  std::vector<optimizer::PowerLimitMeasurement> measurements;
+  measurements.reserve(batch.power.size());
   for (auto it = batch.power.rbegin(); it != batch.power.rend(); ++it) {
-    const double cost =
-        optimizer::epoch_cost(it->average_power_w, it->time_per_epoch_s, eta, max_power_w);
-    if (cost < best_cost) {
-      best_cost = cost;
-      best_w = it->power_limit_w;
-    }
+    measurements.push_back({it->power_limit_w, it->energy_per_epoch_j(), it->time_per_epoch_s});
   }
-  return best_w;
+  return optimizer::ZeusCostSelector::with_max_power(eta, max_power_w).select(measurements);
 }
 
 int max_power_limit(const BatchSizeTrace& batch) {

@@ -1,16 +1,14 @@
 #include "zeus/sim/trace.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
-#include <fstream>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <set>
 #include <sstream>
 #include <unordered_map>
 
+#include "common/csv.hpp"
 #include "trace_internal.hpp"
 #include "zeus/common/error.hpp"
 
@@ -188,142 +186,9 @@ std::string key_label(const std::string& key) {
   return label;
 }
 
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
-
-std::optional<double> to_double(std::string_view text) {
-  double value = 0.0;
-  const char* last = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), last, value);
-  if (ec != std::errc() || ptr != last || text.empty()) {
-    return std::nullopt;
-  }
-  return value;
-}
-
-// A whole number, possibly written as a float ("3.0").
-std::optional<int> to_int(std::string_view text) {
-  int value = 0;
-  const char* last = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), last, value);
-  if (ec == std::errc() && ptr == last && !text.empty()) {
-    return value;
-  }
-  const std::optional<double> real = to_double(text);
-  if (!real || !std::isfinite(*real) || std::floor(*real) != *real ||
-      std::fabs(*real) > static_cast<double>(std::numeric_limits<int>::max())) {
-    return std::nullopt;
-  }
-  return static_cast<int>(*real);
-}
-
-// Reads a whole CSV file (no quoting: the trace files have none) and hands each data row's fields,
-// in the order of `columns`, to a callback. Errors name the file and the 1-based line.
-class CsvReader {
- public:
-  CsvReader(const std::filesystem::path& path, std::vector<std::string_view> columns)
-      : path_(path.string()), columns_(std::move(columns)) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      throw Error(ErrorKind::kNotFound, "cannot open the trace file " + path_);
-    }
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    text_ = std::move(buffer).str();
-  }
-
-  [[noreturn]] void fail(int line, const std::string& what) const {
-    throw Error(ErrorKind::kInvalidArgument, path_ + ":" + std::to_string(line) + ": " + what);
-  }
-
-  const std::string& path() const { return path_; }
-
-  // `row(line, fields)` is called once per non-empty data line; fields[i] is columns[i].
-  template <typename RowFn>
-  void for_each_row(RowFn&& row) {
-    std::size_t position = 0;
-    int line_number = 0;
-    std::vector<std::string_view> all_fields;
-    std::vector<std::string_view> picked(columns_.size());
-    bool have_header = false;
-    while (position < text_.size()) {
-      std::size_t end = text_.find('\n', position);
-      if (end == std::string::npos) {
-        end = text_.size();
-      }
-      const std::string_view line(text_.data() + position, end - position);
-      position = end + 1;
-      ++line_number;
-      if (trim(line).empty()) {
-        continue;
-      }
-      split(line, all_fields);
-      if (!have_header) {
-        read_header(line_number, all_fields);
-        have_header = true;
-        continue;
-      }
-      if (all_fields.size() != header_size_) {
-        fail(line_number, "expected " + std::to_string(header_size_) + " fields, found " +
-                              std::to_string(all_fields.size()));
-      }
-      for (std::size_t i = 0; i < columns_.size(); ++i) {
-        picked[i] = all_fields[indices_[i]];
-      }
-      row(line_number, picked);
-    }
-    if (!have_header) {
-      fail(1, "the file is empty; expected the header " + expected_header());
-    }
-  }
-
- private:
-  static void split(std::string_view line, std::vector<std::string_view>& fields) {
-    fields.clear();
-    while (true) {
-      const std::size_t comma = line.find(',');
-      fields.push_back(trim(line.substr(0, comma)));
-      if (comma == std::string_view::npos) {
-        return;
-      }
-      line.remove_prefix(comma + 1);
-    }
-  }
-
-  std::string expected_header() const {
-    std::string text;
-    for (const std::string_view column : columns_) {
-      text.append(text.empty() ? "" : ",").append(column);
-    }
-    return text;
-  }
-
-  void read_header(int line_number, const std::vector<std::string_view>& header) {
-    header_size_ = header.size();
-    indices_.clear();
-    for (const std::string_view column : columns_) {
-      const auto it = std::find(header.begin(), header.end(), column);
-      if (it == header.end()) {
-        fail(line_number, "the header has no column '" + std::string(column) +
-                              "' (expected the columns " + expected_header() + ")");
-      }
-      indices_.push_back(static_cast<std::size_t>(it - header.begin()));
-    }
-  }
-
-  std::string path_;
-  std::vector<std::string_view> columns_;
-  std::string text_;
-  std::size_t header_size_ = 0;
-  std::vector<std::size_t> indices_;
-};
+using csv::to_double;
+using csv::to_int;
+using CsvReader = csv::Reader;
 
 struct TrainRow {
   int batch_size = 0;
@@ -390,8 +255,10 @@ void check_names(const CsvReader& csv, int line, const std::vector<std::string_v
 }
 
 std::shared_ptr<const TrainTable> parse_train(const std::filesystem::path& path) {
-  CsvReader csv(path, {"dataset", "network", "batch_size", "optimizer", "learning_rate", "run",
-                       "target_metric", "target_epoch"});
+  const CsvReader csv(path,
+                      {"dataset", "network", "batch_size", "optimizer", "learning_rate", "run",
+                       "target_metric", "target_epoch"},
+                      "trace file");
   auto table = std::make_shared<TrainTable>();
   table->path = csv.path();
   GroupedRows<TrainRow> groups(table->rows);
@@ -428,8 +295,10 @@ std::shared_ptr<const TrainTable> parse_train(const std::filesystem::path& path)
 }
 
 std::shared_ptr<const PowerTable> parse_power(const std::filesystem::path& path) {
-  CsvReader csv(path, {"dataset", "network", "batch_size", "optimizer", "power_limit",
-                       "time_per_epoch", "average_power"});
+  const CsvReader csv(path,
+                      {"dataset", "network", "batch_size", "optimizer", "power_limit",
+                       "time_per_epoch", "average_power"},
+                      "trace file");
   auto table = std::make_shared<PowerTable>();
   table->path = csv.path();
   GroupedRows<PowerRow> groups(table->rows);

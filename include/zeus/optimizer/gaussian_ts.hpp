@@ -40,8 +40,6 @@ class GaussianTs {
   void observe(int arm, double reward);
   // The arm to run next: an under-explored arm in random order, else the Thompson draw's argmax.
   int predict(Rng& rng) const;
-  // The posterior means (what the policy believes).
-  std::map<int, double> expectations() const;
 
   const std::map<int, ArmState>& arms() const { return arms_; }
   const GaussianTsConfig& config() const { return config_; }

@@ -42,12 +42,16 @@ class ZeusCostSelector final : public OptimumSelector {
  public:
   // Throws kInvalidArgument unless 0 <= eta <= 1 and world_size >= 1.
   ZeusCostSelector(double eta, int world_size = 1);
+  // The same cost with a given max_power (e.g. the simulator's: the GPU's largest power limit,
+  // which a trace may hold for other batch sizes only). Throws unless max_power_w > 0.
+  static ZeusCostSelector with_max_power(double eta, double max_power_w);
   int select(const std::vector<PowerLimitMeasurement>& measurements) const override;
   std::string describe() const override;
 
  private:
   double eta_;
   int world_size_;
+  double max_power_w_ = 0.0;  // 0: the largest measured power limit times world_size
 };
 
 // The lowest power limit whose time is within `factor` of the time at the highest power limit.
