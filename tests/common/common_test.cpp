@@ -1,13 +1,23 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "common/dynamic_library.hpp"
+#include "common/process.hpp"
+#include "common/signals.hpp"
 #include "common/sysfs.hpp"
 #include "common/text.hpp"
 #include "common/utf8.hpp"
+#include "support/temp_dir.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
@@ -16,20 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("zeus-common-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  const fs::path& path() const { return path_; }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
+using zeus::testing::TempDir;
 
 void write(const fs::path& path, const std::string& text) {
   std::ofstream(path) << text;
@@ -124,6 +121,254 @@ TEST(Utf8, ToValidReplacesEachBadByte) {
   EXPECT_EQ(zeus::to_valid_utf8(std::string("a\xFF\xFE") + "b"),
             "a" + replacement + replacement + "b");
   EXPECT_TRUE(zeus::is_valid_utf8(zeus::to_valid_utf8("\xE2\x82 \xED\xA0\x80 \xC0")));
+}
+
+// ---- Signals (real signals, sent to this test process with kill()) ----
+
+bool same_handler(int signal, void (*handler)(int)) {
+  struct sigaction current {};
+  ::sigaction(signal, nullptr, &current);
+  return current.sa_handler == handler;
+}
+
+std::atomic<int> g_test_handler_calls{0};
+void count_signal(int /*signal*/) {
+  g_test_handler_calls.fetch_add(1);
+}
+
+// Installs `handler` for `signal` for the scope, and the disposition from before afterwards.
+class ScopedHandler {
+ public:
+  ScopedHandler(int signal, void (*handler)(int)) : signal_(signal) {
+    struct sigaction action {};
+    action.sa_handler = handler;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(signal, &action, &before_);
+  }
+  ~ScopedHandler() { ::sigaction(signal_, &before_, nullptr); }
+
+ private:
+  int signal_;
+  struct sigaction before_ {};
+};
+
+TEST(SignalWatch, RecordsTheFirstStopSignalAndWakesTheWait) {
+  const ScopedHandler keep(SIGTERM, count_signal);
+  {
+    zeus::SignalWatch watch;
+    EXPECT_FALSE(watch.stop_signal());
+    EXPECT_FALSE(watch.wait(0.01));
+    ASSERT_EQ(::kill(::getpid(), SIGTERM), 0);
+    EXPECT_TRUE(watch.wait(5.0));
+    ASSERT_EQ(::kill(::getpid(), SIGINT), 0);
+    EXPECT_TRUE(watch.wait(5.0));
+    EXPECT_EQ(watch.stop_signal(), SIGTERM);
+    EXPECT_FALSE(same_handler(SIGTERM, count_signal));
+  }
+  // The handler from before is back, and zeus's never called it.
+  EXPECT_TRUE(same_handler(SIGTERM, count_signal));
+  EXPECT_EQ(g_test_handler_calls.load(), 0);
+}
+
+TEST(SignalWatch, EveryAliveWatchHearsASignal) {
+  zeus::SignalWatch first;
+  {
+    zeus::SignalWatch second(zeus::SignalWatchOptions{.stop_signals = {SIGUSR1}});
+    ASSERT_EQ(::kill(::getpid(), SIGUSR1), 0);
+    EXPECT_EQ(second.next_signal(5.0), SIGUSR1);
+    EXPECT_EQ(second.stop_signal(), SIGUSR1);
+    EXPECT_FALSE(first.wait(0.01));  // first does not watch SIGUSR1
+    ASSERT_EQ(::kill(::getpid(), SIGINT), 0);
+    EXPECT_TRUE(first.wait(5.0));
+    EXPECT_FALSE(second.wait(0.01));
+  }
+  ASSERT_EQ(::kill(::getpid(), SIGTERM), 0);
+  EXPECT_TRUE(first.wait(5.0));
+  EXPECT_EQ(first.stop_signal(), SIGINT);
+}
+
+TEST(SignalWatch, ChildExitWakesTheWaitWithoutBeingAStopSignal) {
+  zeus::SignalWatch watch(zeus::SignalWatchOptions{.wake_on_child_exit = true});
+  auto started = zeus::ChildProcess::start({"true"});
+  ASSERT_TRUE(std::holds_alternative<zeus::ChildProcess>(started));
+  EXPECT_TRUE(watch.wait(5.0));
+  EXPECT_EQ(std::get<zeus::ChildProcess>(started).wait().exit_code, 0);
+  EXPECT_FALSE(watch.stop_signal());
+}
+
+TEST(SignalWatch, KeepIgnoredLeavesAnIgnoredSignalIgnored) {
+  const ScopedHandler ignored(SIGUSR2, SIG_IGN);
+  {
+    zeus::SignalWatch watch(
+        zeus::SignalWatchOptions{.stop_signals = {SIGUSR2}, .keep_ignored = true});
+    EXPECT_TRUE(same_handler(SIGUSR2, SIG_IGN));
+    ASSERT_EQ(::kill(::getpid(), SIGUSR2), 0);
+    EXPECT_FALSE(watch.wait(0.05));
+  }
+  zeus::SignalWatch watch(zeus::SignalWatchOptions{.stop_signals = {SIGUSR2}});
+  EXPECT_TRUE(zeus::forwarding::was_ignored(SIGUSR2));
+  ASSERT_EQ(::kill(::getpid(), SIGUSR2), 0);
+  EXPECT_TRUE(watch.wait(5.0));
+}
+
+TEST(SignalWatch, ReraiseRunsTheDispositionFromBefore) {
+  const ScopedHandler keep(SIGUSR1, count_signal);
+  g_test_handler_calls.store(0);
+  zeus::SignalWatch watch(zeus::SignalWatchOptions{.stop_signals = {SIGUSR1}});
+  ASSERT_EQ(::kill(::getpid(), SIGUSR1), 0);
+  ASSERT_EQ(watch.next_signal(5.0), SIGUSR1);
+  EXPECT_EQ(g_test_handler_calls.load(), 0);
+  zeus::SignalWatch::reraise(SIGUSR1);
+  EXPECT_EQ(g_test_handler_calls.load(), 1);
+  EXPECT_TRUE(same_handler(SIGUSR1, count_signal));
+}
+
+TEST(SignalWatch, ForwardsAStopSignalFromAnotherProcessToTheChild) {
+  zeus::SignalWatch watch(zeus::SignalWatchOptions{.forward_to_child = true});
+  auto started = zeus::ChildProcess::start({"sleep", "30"});
+  ASSERT_TRUE(std::holds_alternative<zeus::ChildProcess>(started));
+  auto& child = std::get<zeus::ChildProcess>(started);
+  ASSERT_EQ(::kill(::getpid(), SIGTERM), 0);
+  EXPECT_TRUE(watch.wait(5.0));
+  const zeus::ChildExit exit = child.wait();
+  EXPECT_EQ(exit.signal, SIGTERM);
+  EXPECT_EQ(exit.exit_code, 128 + SIGTERM);
+  EXPECT_EQ(watch.stop_signal(), SIGTERM);
+}
+
+// Blocks the stop signals in this thread for the scope (the threads it starts inherit that).
+class BlockedStopSignals {
+ public:
+  BlockedStopSignals() : before_(zeus::block_stop_signals()) {}
+  ~BlockedStopSignals() { ::pthread_sigmask(SIG_SETMASK, &before_, nullptr); }
+
+ private:
+  sigset_t before_;
+};
+
+TEST(ServeUntilSignal, StopsTheServerOnSigterm) {
+  const BlockedStopSignals blocked;
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool stopped = false;
+  int stops = 0;
+  int logged = 0;
+  std::thread sender([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ::kill(::getpid(), SIGTERM);
+  });
+  const int received = zeus::serve_until_signal(
+      [&] {
+        std::unique_lock lock(mutex);
+        changed.wait(lock, [&] { return stopped; });
+      },
+      [&] {
+        std::lock_guard lock(mutex);
+        stopped = true;
+        ++stops;
+        changed.notify_all();
+      },
+      zeus::ServeUntilSignalOptions{.on_signal = [&](int signal) { logged = signal; },
+                                    .repeat_stop_every_s = std::nullopt});
+  sender.join();
+  EXPECT_EQ(received, SIGTERM);
+  EXPECT_EQ(logged, SIGTERM);
+  EXPECT_EQ(stops, 1);
+}
+
+TEST(ServeUntilSignal, RepeatsStopUntilServeReturns) {
+  const BlockedStopSignals blocked;
+  std::atomic<int> stops{0};
+  std::thread sender([] { ::kill(::getpid(), SIGINT); });
+  const int received = zeus::serve_until_signal(
+      [&] {
+        // Deaf to the first stops, as a server that is not listening yet.
+        while (stops.load() < 3) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+      },
+      [&] { stops.fetch_add(1); });
+  sender.join();
+  EXPECT_EQ(received, SIGINT);
+  EXPECT_GE(stops.load(), 3);
+}
+
+TEST(ServeUntilSignal, ReturnsZeroWhenServeEndsOnItsOwn) {
+  const BlockedStopSignals blocked;
+  bool stopped = false;
+  EXPECT_EQ(zeus::serve_until_signal([] {}, [&] { stopped = true; }), 0);
+  EXPECT_FALSE(stopped);
+}
+
+TEST(WaitForStopSignal, TimesOutOrTakesTheSignal) {
+  const BlockedStopSignals blocked;
+  EXPECT_FALSE(zeus::wait_for_stop_signal(0.02));
+  ASSERT_EQ(::kill(::getpid(), SIGINT), 0);
+  EXPECT_EQ(zeus::wait_for_stop_signal(5.0), SIGINT);
+}
+
+// ---- Child processes ----
+
+TEST(ChildProcess, ReportsExitCodesAndKillingSignals) {
+  auto ok = zeus::ChildProcess::start({"sh", "-c", "exit 3"});
+  ASSERT_TRUE(std::holds_alternative<zeus::ChildProcess>(ok));
+  const zeus::ChildExit exit = std::get<zeus::ChildProcess>(ok).wait();
+  EXPECT_EQ(exit.exit_code, 3);
+  EXPECT_FALSE(exit.signal);
+
+  auto sleeper = zeus::ChildProcess::start({"sleep", "30"});
+  auto& child = std::get<zeus::ChildProcess>(sleeper);
+  EXPECT_FALSE(child.try_wait());
+  EXPECT_FALSE(child.wait_for(0.02));
+  child.send_signal(SIGKILL);
+  const auto killed = child.wait_for(5.0);
+  ASSERT_TRUE(killed);
+  EXPECT_EQ(killed->signal, SIGKILL);
+  EXPECT_EQ(killed->exit_code, 128 + SIGKILL);
+}
+
+TEST(ChildProcess, AMissingCommandIsAStartFailure) {
+  auto started = zeus::ChildProcess::start({"zeus-no-such-command-here"});
+  ASSERT_TRUE(std::holds_alternative<zeus::ChildProcess::StartFailure>(started));
+  const auto& failure = std::get<zeus::ChildProcess::StartFailure>(started);
+  EXPECT_EQ(failure.error_number, ENOENT);
+  EXPECT_NE(failure.message.find("cannot run 'zeus-no-such-command-here'"), std::string::npos);
+  EXPECT_THROW(zeus::ChildProcess::start({}), zeus::Error);
+  // Without PATH lookup, a bare name is a relative path.
+  auto unsearched = zeus::ChildProcess::start({"sh", "-c", "true"},
+                                              zeus::ChildProcessOptions{.search_path = false});
+  EXPECT_TRUE(std::holds_alternative<zeus::ChildProcess::StartFailure>(unsearched));
+}
+
+TEST(ChildProcess, WritesItsOutputToAFileInAGroupOfItsOwn) {
+  const TempDir dir;
+  const fs::path log = dir.path() / "child.log";
+  auto started = zeus::ChildProcess::start(
+      {"/bin/sh", "-c", "echo out; echo err >&2; ps -o pgid= -p $$ | tr -d ' '; echo $$"},
+      zeus::ChildProcessOptions{.search_path = false,
+                                .own_process_group = true,
+                                .output_file = log,
+                                .parent_death_signal = SIGTERM});
+  ASSERT_TRUE(std::holds_alternative<zeus::ChildProcess>(started));
+  EXPECT_EQ(std::get<zeus::ChildProcess>(started).wait().exit_code, 0);
+  const auto lines = zeus::text::split_to_strings(zeus::text::read_file(log), '\n', true);
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0], "out");
+  EXPECT_EQ(lines[1], "err");
+  EXPECT_EQ(lines[2], lines[3]);  // its process group is its own pid
+
+  auto unwritable = zeus::ChildProcess::start(
+      {"true"}, zeus::ChildProcessOptions{.output_file = dir.path() / "missing" / "child.log"});
+  ASSERT_TRUE(std::holds_alternative<zeus::ChildProcess::StartFailure>(unwritable));
+  EXPECT_EQ(std::get<zeus::ChildProcess::StartFailure>(unwritable).error_number, ENOENT);
+}
+
+TEST(ChildProcess, NamesSignalsAndQuotesCommands) {
+  EXPECT_EQ(zeus::signal_name(SIGTERM), "SIGTERM");
+  EXPECT_EQ(zeus::signal_name(SIGINT), "SIGINT");
+  EXPECT_EQ(zeus::signal_name(77), "signal 77");
+  EXPECT_EQ(zeus::shell_join({"python", "train.py", "--lr=0.1"}), "python train.py --lr=0.1");
+  EXPECT_EQ(zeus::shell_join({"echo", "it's", ""}), "echo 'it'\\''s' ''");
 }
 
 }  // namespace

@@ -1,0 +1,284 @@
+#include "common/process.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <utility>
+
+#include "common/signals.hpp"
+#include "zeus/common/error.hpp"
+
+namespace zeus {
+namespace {
+
+[[noreturn]] void throw_os_error(const std::string& what, int error_number) {
+  throw Error(ErrorKind::kOperatingSystem,
+              what + ": " + std::system_category().message(error_number));
+}
+
+ChildExit decode_status(int status) {
+  ChildExit result;
+  if (WIFSIGNALED(status)) {
+    result.signal = WTERMSIG(status);
+    result.exit_code = 128 + *result.signal;
+  } else {
+    result.exit_code = WEXITSTATUS(status);
+  }
+  return result;
+}
+
+bool needs_quoting(std::string_view word) {
+  if (word.empty()) {
+    return true;
+  }
+  for (const char c : word) {
+    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       std::string_view("_-./=:,+@%").find(c) != std::string_view::npos;
+    if (!plain) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::variant<ChildProcess, ChildProcess::StartFailure> ChildProcess::start(
+    const std::vector<std::string>& argv, const ChildProcessOptions& options) {
+  if (argv.empty()) {
+    throw Error(ErrorKind::kInvalidArgument, "no command to run");
+  }
+  // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
+  std::vector<char*> args;
+  args.reserve(argv.size() + 1);
+  for (const std::string& arg : argv) {
+    args.push_back(const_cast<char*>(arg.c_str()));
+  }
+  args.push_back(nullptr);
+  const std::string output = options.output_file ? options.output_file->string() : std::string();
+  const pid_t parent = ::getpid();
+
+  // exec's errno comes back through this pipe; it is closed by a successful exec.
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    throw_os_error("cannot create a pipe", errno);
+  }
+  // Block SIGINT/SIGTERM around fork so that the child cannot run zeus's handler: it restores
+  // the dispositions from before the watch first, then the old mask (a pending signal then
+  // acts as usual).
+  const bool int_ignored = forwarding::was_ignored(SIGINT);
+  const bool term_ignored = forwarding::was_ignored(SIGTERM);
+  sigset_t blocked;
+  sigset_t old_mask;
+  sigemptyset(&blocked);
+  sigaddset(&blocked, SIGINT);
+  sigaddset(&blocked, SIGTERM);
+  ::pthread_sigmask(SIG_BLOCK, &blocked, &old_mask);
+
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    const auto fail = [&fds](int error_number) {
+      [[maybe_unused]] const ssize_t written = ::write(fds[1], &error_number, sizeof error_number);
+      ::_exit(127);
+    };
+    if (options.parent_death_signal) {
+      ::prctl(PR_SET_PDEATHSIG, *options.parent_death_signal);
+      if (::getppid() != parent) {
+        ::_exit(127);  // the parent died before the request took effect
+      }
+    }
+    if (options.own_process_group) {
+      ::setpgid(0, 0);
+    }
+    if (options.output_file) {
+      const int out = ::open(output.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (out < 0) {
+        fail(errno);
+      }
+      const int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (in < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0) {
+        fail(errno);
+      }
+    }
+    struct sigaction default_action {};
+    default_action.sa_handler = SIG_DFL;
+    sigemptyset(&default_action.sa_mask);
+    struct sigaction ignore_action = default_action;
+    ignore_action.sa_handler = SIG_IGN;
+    ::sigaction(SIGINT, int_ignored ? &ignore_action : &default_action, nullptr);
+    ::sigaction(SIGTERM, term_ignored ? &ignore_action : &default_action, nullptr);
+    ::sigaction(SIGCHLD, &default_action, nullptr);
+    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    if (options.search_path) {
+      ::execvp(args[0], args.data());
+    } else {
+      ::execv(args[0], args.data());
+    }
+    fail(errno);
+  }
+  const int fork_errno = errno;
+  if (pid > 0) {
+    forwarding::child_started(pid);
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  ::close(fds[1]);
+  if (pid < 0) {
+    ::close(fds[0]);
+    return StartFailure{fork_errno, "cannot run '" + argv[0] + "': fork failed: " +
+                                        std::system_category().message(fork_errno)};
+  }
+
+  ChildProcess child(pid);
+  int exec_errno = 0;
+  ssize_t count = 0;
+  do {
+    count = ::read(fds[0], &exec_errno, sizeof exec_errno);
+  } while (count < 0 && errno == EINTR);
+  ::close(fds[0]);
+  if (count == static_cast<ssize_t>(sizeof exec_errno)) {
+    child.wait();
+    return StartFailure{
+        exec_errno, "cannot run '" + argv[0] + "': " + std::system_category().message(exec_errno)};
+  }
+  return child;
+}
+
+ChildProcess::ChildProcess(ChildProcess&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)), exit_(std::move(other.exit_)) {}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0 && !exit_) {
+    ::kill(pid_, SIGKILL);
+    reap(true);
+  }
+}
+
+std::optional<ChildExit> ChildProcess::reap(bool block) {
+  if (exit_ || pid_ <= 0) {
+    return exit_;
+  }
+  // Look without reaping first, and forget the pid before reaping it, so that the signal
+  // handler can never signal a recycled pid.
+  siginfo_t info{};
+  int result = 0;
+  do {
+    info.si_pid = 0;
+    result =
+        ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOWAIT | (block ? 0 : WNOHANG));
+  } while (result < 0 && errno == EINTR);
+  if (result < 0) {
+    throw_os_error("cannot wait for process " + std::to_string(pid_), errno);
+  }
+  if (info.si_pid == 0) {
+    return std::nullopt;  // still running
+  }
+  forwarding::child_ending(pid_);
+  int status = 0;
+  pid_t reaped = 0;
+  do {
+    reaped = ::waitpid(pid_, &status, 0);
+  } while (reaped < 0 && errno == EINTR);
+  if (reaped < 0) {
+    throw_os_error("cannot wait for process " + std::to_string(pid_), errno);
+  }
+  exit_ = decode_status(status);
+  return exit_;
+}
+
+std::optional<ChildExit> ChildProcess::try_wait() {
+  return reap(false);
+}
+
+ChildExit ChildProcess::wait() {
+  return *reap(true);
+}
+
+std::optional<ChildExit> ChildProcess::wait_for(double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (true) {
+    if (auto done = reap(false)) {
+      return done;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+void ChildProcess::send_signal(int signal) {
+  if (pid_ > 0 && !exit_) {
+    ::kill(pid_, signal);
+  }
+}
+
+std::string signal_name(int signal) {
+  switch (signal) {
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGINT:
+      return "SIGINT";
+    case SIGQUIT:
+      return "SIGQUIT";
+    case SIGILL:
+      return "SIGILL";
+    case SIGTRAP:
+      return "SIGTRAP";
+    case SIGABRT:
+      return "SIGABRT";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGUSR1:
+      return "SIGUSR1";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGUSR2:
+      return "SIGUSR2";
+    case SIGPIPE:
+      return "SIGPIPE";
+    case SIGALRM:
+      return "SIGALRM";
+    case SIGTERM:
+      return "SIGTERM";
+    default:
+      return "signal " + std::to_string(signal);
+  }
+}
+
+std::string shell_join(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const std::string& word : argv) {
+    if (!line.empty()) {
+      line += ' ';
+    }
+    if (!needs_quoting(word)) {
+      line += word;
+      continue;
+    }
+    line += '\'';
+    for (const char c : word) {
+      if (c == '\'') {
+        line += "'\\''";
+      } else {
+        line += c;
+      }
+    }
+    line += '\'';
+  }
+  return line;
+}
+
+}  // namespace zeus
