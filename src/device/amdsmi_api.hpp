@@ -154,10 +154,9 @@ namespace zeus {
 struct AmdSmiOptions {
   // Length of the energy-counter validation window run once for all devices at open.
   double validation_window_s = 0.5;
-  // Clock that times the window; the steady clock when null.
+  // Clock that times the window and sleeps through it; the steady clock when null (a
+  // ManualClock's sleep is an instant advance).
   std::shared_ptr<Clock> clock;
-  // Waits `seconds`; std::this_thread::sleep_for when empty.
-  std::function<void(double seconds)> sleep;
   // Environment for the library search hints (AMDSMI_LIB_DIR, ROCM_PATH); the process
   // environment when empty.
   EnvLookup env;

@@ -1,4 +1,7 @@
-// The NVIDIA backend: NVML loaded at run time with dlopen.
+// The NVIDIA backend's Gpu: each call is one NVML call (or a field-value query) on a device
+// handle from nvml::Library, with power in milliwatts, energy in millijoules and clocks in
+// megahertz as NVML itself reports them. Which power source (board or GPU module) a reading
+// comes from is probed once per device and remembered.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -7,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "common/dynamic_library.hpp"
 #include "common/log.hpp"
 #include "nvml_api.hpp"
+#include "nvml_library.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/device/gpu_provider.hpp"
+#include "zeus/device/gpu.hpp"
 
 namespace zeus {
 namespace {
@@ -20,86 +23,6 @@ using nvml::Device;
 using nvml::FieldValue;
 using nvml::PciInfo;
 using nvml::Return;
-
-// Function pointers for every symbol in nvml_symbols.def.
-struct NvmlFunctions {
-#define NVML_REQUIRED(name, ret, params) ret(*name) params = nullptr;
-#define NVML_OPTIONAL(name, ret, params) ret(*name) params = nullptr;
-#include "nvml_symbols.def"
-#undef NVML_REQUIRED
-#undef NVML_OPTIONAL
-};
-
-struct ReturnInfo {
-  const char* name;
-  ErrorKind kind;
-};
-
-// The one place NVML return codes become error kinds.
-ReturnInfo describe_return(Return code) {
-  switch (code) {
-    case nvml::kErrorUninitialized:
-      return {"NVML_ERROR_UNINITIALIZED", ErrorKind::kUninitialized};
-    case nvml::kErrorInvalidArgument:
-      return {"NVML_ERROR_INVALID_ARGUMENT", ErrorKind::kInvalidArgument};
-    case nvml::kErrorNotSupported:
-      return {"NVML_ERROR_NOT_SUPPORTED", ErrorKind::kNotSupported};
-    case nvml::kErrorNoPermission:
-      return {"NVML_ERROR_NO_PERMISSION", ErrorKind::kNoPermission};
-    case nvml::kErrorAlreadyInitialized:
-      return {"NVML_ERROR_ALREADY_INITIALIZED", ErrorKind::kAlreadyInitialized};
-    case nvml::kErrorNotFound:
-      return {"NVML_ERROR_NOT_FOUND", ErrorKind::kNotFound};
-    case nvml::kErrorInsufficientSize:
-      return {"NVML_ERROR_INSUFFICIENT_SIZE", ErrorKind::kInsufficientSize};
-    case nvml::kErrorInsufficientPower:
-      return {"NVML_ERROR_INSUFFICIENT_POWER", ErrorKind::kInsufficientPower};
-    case nvml::kErrorDriverNotLoaded:
-      return {"NVML_ERROR_DRIVER_NOT_LOADED", ErrorKind::kDriverNotLoaded};
-    case nvml::kErrorTimeout:
-      return {"NVML_ERROR_TIMEOUT", ErrorKind::kTimeout};
-    case nvml::kErrorIrqIssue:
-      return {"NVML_ERROR_IRQ_ISSUE", ErrorKind::kIrqIssue};
-    case nvml::kErrorLibraryNotFound:
-      return {"NVML_ERROR_LIBRARY_NOT_FOUND", ErrorKind::kLibraryNotFound};
-    case nvml::kErrorFunctionNotFound:
-      return {"NVML_ERROR_FUNCTION_NOT_FOUND", ErrorKind::kFunctionNotFound};
-    case nvml::kErrorCorruptedInfoRom:
-      return {"NVML_ERROR_CORRUPTED_INFOROM", ErrorKind::kCorruptedInfoRom};
-    case nvml::kErrorGpuIsLost:
-      return {"NVML_ERROR_GPU_IS_LOST", ErrorKind::kGpuLost};
-    case nvml::kErrorResetRequired:
-      return {"NVML_ERROR_RESET_REQUIRED", ErrorKind::kResetRequired};
-    case nvml::kErrorOperatingSystem:
-      return {"NVML_ERROR_OPERATING_SYSTEM", ErrorKind::kOperatingSystem};
-    case nvml::kErrorLibRmVersionMismatch:
-      return {"NVML_ERROR_LIB_RM_VERSION_MISMATCH", ErrorKind::kLibRmVersionMismatch};
-    case nvml::kErrorInUse:
-      return {"NVML_ERROR_IN_USE", ErrorKind::kUnknown};
-    case nvml::kErrorMemory:
-      return {"NVML_ERROR_MEMORY", ErrorKind::kMemory};
-    case nvml::kErrorNoData:
-      return {"NVML_ERROR_NO_DATA", ErrorKind::kNotSupported};
-    case nvml::kErrorVgpuEccNotSupported:
-      return {"NVML_ERROR_VGPU_ECC_NOT_SUPPORTED", ErrorKind::kNotSupported};
-    case nvml::kErrorInsufficientResources:
-      return {"NVML_ERROR_INSUFFICIENT_RESOURCES", ErrorKind::kMemory};
-    case nvml::kErrorFreqNotSupported:
-      return {"NVML_ERROR_FREQ_NOT_SUPPORTED", ErrorKind::kNotSupported};
-    case nvml::kErrorArgumentVersionMismatch:
-      return {"NVML_ERROR_ARGUMENT_VERSION_MISMATCH", ErrorKind::kLibRmVersionMismatch};
-    case nvml::kErrorDeprecated:
-      return {"NVML_ERROR_DEPRECATED", ErrorKind::kNotSupported};
-    case nvml::kErrorNotReady:
-      return {"NVML_ERROR_NOT_READY", ErrorKind::kTimeout};
-    case nvml::kErrorGpuNotFound:
-      return {"NVML_ERROR_GPU_NOT_FOUND", ErrorKind::kNotFound};
-    case nvml::kErrorInvalidState:
-      return {"NVML_ERROR_INVALID_STATE", ErrorKind::kUnknown};
-    default:
-      return {"NVML_ERROR_UNKNOWN", ErrorKind::kUnknown};
-  }
-}
 
 std::string arch_name(unsigned arch) {
   switch (arch) {
@@ -126,117 +49,6 @@ std::string arch_name(unsigned arch) {
   }
 }
 
-class NvmlLibrary final : public GpuProvider, public std::enable_shared_from_this<NvmlLibrary> {
- public:
-  explicit NvmlLibrary(std::shared_ptr<DynamicLibrary> library) : library_(std::move(library)) {
-    std::vector<std::string> missing;
-#define NVML_REQUIRED(name, ret, params)                                      \
-  functions_.name = reinterpret_cast<ret(*) params>(library_->symbol(#name)); \
-  if (functions_.name == nullptr)                                             \
-    missing.emplace_back(#name);
-#define NVML_OPTIONAL(name, ret, params) \
-  functions_.name = reinterpret_cast<ret(*) params>(library_->symbol(#name));
-#include "nvml_symbols.def"
-#undef NVML_REQUIRED
-#undef NVML_OPTIONAL
-    if (!missing.empty()) {
-      std::string names;
-      for (const auto& name : missing) {
-        names += (names.empty() ? "" : ", ") + name;
-      }
-      throw Error(ErrorKind::kFunctionNotFound,
-                  library_->resolved_path() + " is not a usable NVML library: it lacks " + names +
-                      " (a driver older than R450, or not NVML at all)");
-    }
-    check(functions_.nvmlInit_v2(), "nvmlInit_v2", -1);
-  }
-
-  ~NvmlLibrary() override {
-    functions_.nvmlShutdown();
-  }
-
-  const NvmlFunctions& fn() const {
-    return functions_;
-  }
-
-  // Throws the VendorError for `code` (when not success) from `call` on `physical_index`.
-  void check(Return code, const char* call, int physical_index) const {
-    if (code == nvml::kSuccess) {
-      return;
-    }
-    const ReturnInfo info = describe_return(code);
-    std::string message = std::string(call) + " failed";
-    if (physical_index >= 0) {
-      message += " on GPU " + std::to_string(physical_index) + " (NVML index)";
-    }
-    message += ": " + std::string(info.name) + " (" + std::to_string(code) + ")";
-    if (functions_.nvmlErrorString != nullptr) {
-      if (const char* text = functions_.nvmlErrorString(code); text != nullptr) {
-        message += ", " + std::string(text);
-      }
-    }
-    if (info.kind == ErrorKind::kNoPermission) {
-      message += ". " + std::string(permission_hint());
-    }
-    throw VendorError(info.kind, "nvml", call, code, message);
-  }
-
-  // Throws kNotSupported when an optional symbol is missing.
-  void require(const void* function, const char* call) const {
-    if (function == nullptr) {
-      throw Error(ErrorKind::kNotSupported, library_->resolved_path() + " does not provide " +
-                                                call + " (update the NVIDIA driver)");
-    }
-  }
-
-  Device handle(int physical_index) const {
-    Device device = nullptr;
-    check(functions_.nvmlDeviceGetHandleByIndex_v2(static_cast<unsigned>(physical_index), &device),
-          "nvmlDeviceGetHandleByIndex_v2", physical_index);
-    return device;
-  }
-
-  GpuBackend backend() const override {
-    return GpuBackend::kNvml;
-  }
-  std::string library_path() const override {
-    return library_->resolved_path();
-  }
-  std::string driver_version() override {
-    return version_string(functions_.nvmlSystemGetDriverVersion);
-  }
-  std::string library_version() override {
-    return version_string(functions_.nvmlSystemGetNVMLVersion);
-  }
-  int device_count() override {
-    unsigned count = 0;
-    check(functions_.nvmlDeviceGetCount_v2(&count), "nvmlDeviceGetCount_v2", -1);
-    return static_cast<int>(count);
-  }
-  std::string device_uuid(int physical_index) override {
-    std::array<char, nvml::kDeviceUuidBufferSize> buffer{};
-    check(functions_.nvmlDeviceGetUUID(handle(physical_index), buffer.data(), buffer.size()),
-          "nvmlDeviceGetUUID", physical_index);
-    return buffer.data();
-  }
-  std::shared_ptr<Gpu> open_gpu(int physical_index) override;
-
- private:
-  static std::string version_string(Return (*getter)(char*, unsigned)) {
-    if (getter == nullptr) {
-      return "";
-    }
-    std::array<char, nvml::kVersionBufferSize> buffer{};
-    if (getter(buffer.data(), buffer.size()) != nvml::kSuccess) {
-      return "";
-    }
-    return buffer.data();
-  }
-
-  std::shared_ptr<DynamicLibrary> library_;
-  NvmlFunctions functions_;
-};
-
 // Calls an NVML function from the table, throwing on failure.
 #define ZEUS_NVML_CALL(function, ...)                                               \
   do {                                                                              \
@@ -246,7 +58,7 @@ class NvmlLibrary final : public GpuProvider, public std::enable_shared_from_thi
 
 class NvmlGpu final : public Gpu {
  public:
-  NvmlGpu(std::shared_ptr<NvmlLibrary> library, int physical_index)
+  NvmlGpu(std::shared_ptr<const nvml::Library> library, int physical_index)
       : nvml_(std::move(library)),
         physical_index_(physical_index),
         device_(nvml_->handle(physical_index)) {}
@@ -301,7 +113,8 @@ class NvmlGpu final : public Gpu {
                   "power limit " + std::to_string(power_limit_mw) +
                       " mW is outside the range of GPU " + std::to_string(physical_index_) +
                       " (NVML index): [" + std::to_string(range.min_mw) + ", " +
-                      std::to_string(range.max_mw) + "] mW");
+                      std::to_string(range.max_mw) + "] mW",
+                  ErrorSubject::kGpu);
     }
     if (this->power_limit_mw() == power_limit_mw) {
       return;
@@ -337,8 +150,9 @@ class NvmlGpu final : public Gpu {
     if (!memory_clock_mhz) {
       const std::vector<std::uint32_t> memory = supported_memory_clocks_mhz();
       if (memory.empty()) {
-        throw Error(ErrorKind::kNotSupported, "GPU " + std::to_string(physical_index_) +
-                                                  " reports no supported memory clock");
+        throw Error(ErrorKind::kNotSupported,
+                    "GPU " + std::to_string(physical_index_) + " reports no supported memory clock",
+                    ErrorSubject::kGpu);
       }
       memory_clock_mhz = *std::max_element(memory.begin(), memory.end());
     }
@@ -376,7 +190,8 @@ class NvmlGpu final : public Gpu {
         read_field_mw(nvml::kFieldPowerAverage, nvml::kPowerScopeMemory, true);
     if (!value) {
       throw Error(ErrorKind::kNotSupported,
-                  "GPU " + std::to_string(physical_index_) + " does not report memory power");
+                  "GPU " + std::to_string(physical_index_) + " does not report memory power",
+                  ErrorSubject::kGpu);
     }
     return *value;
   }
@@ -393,7 +208,8 @@ class NvmlGpu final : public Gpu {
       throw Error(ErrorKind::kNotSupported,
                   "GPU " + std::to_string(physical_index_) +
                       " has no energy counter (NVML provides one from Volta on); use power "
-                      "sampling instead");
+                      "sampling instead",
+                  ErrorSubject::kGpu);
     }
     unsigned long long energy_mj = 0;
     ZEUS_NVML_CALL(nvmlDeviceGetTotalEnergyConsumption, device_, &energy_mj);
@@ -450,7 +266,7 @@ class NvmlGpu final : public Gpu {
     const Return overall = nvml_->fn().nvmlDeviceGetFieldValues(device_, 1, &value);
     const Return code = overall != nvml::kSuccess ? overall : value.nvmlReturn;
     if (code != nvml::kSuccess) {
-      const ErrorKind kind = describe_return(code).kind;
+      const ErrorKind kind = nvml::describe_return(code).kind;
       if (strict && kind != ErrorKind::kNotSupported && kind != ErrorKind::kInvalidArgument) {
         nvml_->check(code, "nvmlDeviceGetFieldValues", physical_index_);
       }
@@ -510,9 +326,10 @@ class NvmlGpu final : public Gpu {
       if (const auto value = read_field_mw(field_id, cached->scope, true)) {
         return *value;
       }
-      throw Error(ErrorKind::kNotSupported, "GPU " + std::to_string(physical_index_) +
-                                                " stopped reporting its power field " +
-                                                std::to_string(field_id));
+      throw Error(ErrorKind::kNotSupported,
+                  "GPU " + std::to_string(physical_index_) + " stopped reporting its power field " +
+                      std::to_string(field_id),
+                  ErrorSubject::kGpu);
     }
     unsigned value = 0;
     ZEUS_NVML_CALL(nvmlDeviceGetPowerUsage, device_, &value);
@@ -534,18 +351,19 @@ class NvmlGpu final : public Gpu {
       return {clocks.begin(), clocks.end()};
     }
     throw Error(ErrorKind::kInsufficientSize,
-                std::string(call) + " kept asking for a larger buffer");
+                std::string(call) + " kept asking for a larger buffer", ErrorSubject::kGpu);
   }
 
   void check_clock_range(std::uint32_t min_mhz, std::uint32_t max_mhz) const {
     if (min_mhz > max_mhz) {
-      throw Error(ErrorKind::kInvalidArgument, "minimum clock " + std::to_string(min_mhz) +
-                                                   " MHz is above the maximum " +
-                                                   std::to_string(max_mhz) + " MHz");
+      throw Error(ErrorKind::kInvalidArgument,
+                  "minimum clock " + std::to_string(min_mhz) + " MHz is above the maximum " +
+                      std::to_string(max_mhz) + " MHz",
+                  ErrorSubject::kGpu);
     }
   }
 
-  std::shared_ptr<NvmlLibrary> nvml_;
+  std::shared_ptr<const nvml::Library> nvml_;
   int physical_index_;
   Device device_;
 
@@ -557,14 +375,10 @@ class NvmlGpu final : public Gpu {
   std::optional<PowerSource> average_scope_;
 };
 
-std::shared_ptr<Gpu> NvmlLibrary::open_gpu(int physical_index) {
-  return std::make_shared<NvmlGpu>(shared_from_this(), physical_index);
-}
-
 }  // namespace
 
-std::shared_ptr<GpuProvider> open_nvml(const std::string& library_path) {
-  return std::make_shared<NvmlLibrary>(DynamicLibrary::open(library_path));
+std::shared_ptr<Gpu> nvml::make_gpu(std::shared_ptr<const Library> library, int physical_index) {
+  return std::make_shared<NvmlGpu>(std::move(library), physical_index);
 }
 
 }  // namespace zeus

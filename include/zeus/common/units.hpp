@@ -14,6 +14,21 @@ constexpr double watts_from_milliwatts(double power_mw) {
 constexpr double milliwatts_from_watts(double power_w) {
   return power_w * 1e3;
 }
+// Milliwatts of a whole-watt figure (exact; vendors report socket power in whole watts).
+constexpr std::uint64_t milliwatts_from_whole_watts(std::uint64_t power_w) {
+  return power_w * 1000;
+}
+// Whole milliwatts of a microwatt figure, rounded toward zero (callers that must round up check
+// the remainder microwatts_in_part_milliwatt).
+constexpr std::uint64_t whole_milliwatts_from_microwatts(std::uint64_t power_uw) {
+  return power_uw / 1000;
+}
+constexpr std::uint64_t microwatts_in_part_milliwatt(std::uint64_t power_uw) {
+  return power_uw % 1000;
+}
+constexpr std::uint64_t microwatts_from_milliwatts(std::uint64_t power_mw) {
+  return power_mw * 1000;
+}
 // Whole watts of a milliwatt figure, rounded toward zero (the reference's `mw // 1000`).
 constexpr std::int64_t whole_watts_from_milliwatts(std::int64_t power_mw) {
   return power_mw / 1000;
@@ -32,8 +47,24 @@ constexpr double joules_from_microjoules(double energy_uj) {
 constexpr double millijoules_from_microjoules(double energy_uj) {
   return energy_uj / 1e3;
 }
+// Long-double millijoules, for accumulators whose product outgrows a double's 53 bits.
+constexpr long double precise_millijoules_from_microjoules(long double energy_uj) {
+  return energy_uj / 1000.0L;
+}
 constexpr double kilowatt_hours_from_joules(double energy_j) {
   return energy_j / 3.6e6;
+}
+
+// ---- Frequency ----
+// Megahertz of a hertz figure, rounded to the nearest.
+constexpr std::uint64_t megahertz_from_hertz(std::uint64_t frequency_hz) {
+  return (frequency_hz + 500'000) / 1'000'000;
+}
+
+// ---- Temperature ----
+// Whole degrees Celsius of a millidegree figure, rounded toward zero (the kernel's hwmon unit).
+constexpr std::int64_t celsius_from_millicelsius(std::int64_t temperature_mc) {
+  return temperature_mc / 1000;
 }
 
 // ---- Time ----
@@ -61,7 +92,6 @@ constexpr double microseconds_from_seconds(double time_s) {
 constexpr std::int64_t microseconds_from_nanoseconds(std::int64_t time_ns) {
   return time_ns / 1000;
 }
-
 // Energy in millijoules drawn at `power_mw` for `time_ns` nanoseconds.
 constexpr double millijoules_at(double power_mw, std::int64_t time_ns) {
   return power_mw * seconds_from_nanoseconds(time_ns);

@@ -157,17 +157,31 @@ class AmdSmiTest : public ::testing::Test {
     minimal_fake().reset();
   }
 
-  // Options that make the validation window deterministic: sleeping advances the manual clock
-  // and the fake's energy accumulators together.
+  // A clock whose sleep advances manual time and the fake's energy accumulators together, and
+  // records each sleep: it makes the validation window deterministic.
+  class FakeTimeClock final : public zeus::Clock {
+   public:
+    FakeTimeClock(std::shared_ptr<zeus::ManualClock> time, FakeLibrary& fake,
+                  std::vector<double>& sleeps_s)
+        : time_(std::move(time)), fake_(&fake), sleeps_s_(&sleeps_s) {}
+    std::int64_t now_ns() const override { return time_->now_ns(); }
+    void sleep_for_ns(std::int64_t duration_ns) const override {
+      const double seconds = static_cast<double>(duration_ns) / 1e9;
+      sleeps_s_->push_back(seconds);
+      time_->sleep_for_ns(duration_ns);
+      fake_->advance_time_s(seconds);
+    }
+
+   private:
+    std::shared_ptr<zeus::ManualClock> time_;
+    FakeLibrary* fake_;
+    std::vector<double>* sleeps_s_;
+  };
+
   zeus::AmdSmiOptions options(FakeLibrary& fake) {
     zeus::AmdSmiOptions result;
     result.validation_window_s = 0.5;
-    result.clock = clock_;
-    result.sleep = [this, &fake](double seconds) {
-      sleeps_s_.push_back(seconds);
-      clock_->advance_s(seconds);
-      fake.advance_time_s(seconds);
-    };
+    result.clock = std::make_shared<FakeTimeClock>(clock_, fake, sleeps_s_);
     result.env = env_of({});
     return result;
   }

@@ -1,0 +1,56 @@
+// NVML device discovery: the GpuProvider over one loaded NVML library, which counts devices,
+// reads driver and library versions, and hands out one Gpu per NVML index. open_nvml lives here.
+#include <array>
+#include <memory>
+#include <string>
+
+#include "common/dynamic_library.hpp"
+#include "nvml_library.hpp"
+#include "zeus/device/gpu_provider.hpp"
+
+namespace zeus {
+namespace {
+
+class NvmlProvider final : public GpuProvider {
+ public:
+  explicit NvmlProvider(std::shared_ptr<nvml::Library> library) : nvml_(std::move(library)) {}
+
+  GpuBackend backend() const override { return GpuBackend::kNvml; }
+  std::string library_path() const override { return nvml_->resolved_path(); }
+  std::string driver_version() override {
+    return version_string(nvml_->fn().nvmlSystemGetDriverVersion);
+  }
+  std::string library_version() override {
+    return version_string(nvml_->fn().nvmlSystemGetNVMLVersion);
+  }
+  int device_count() override { return nvml_->device_count(); }
+  std::string device_uuid(int physical_index) override {
+    return nvml_->device_uuid(physical_index);
+  }
+  std::shared_ptr<Gpu> open_gpu(int physical_index) override {
+    return nvml::make_gpu(nvml_, physical_index);
+  }
+
+ private:
+  static std::string version_string(nvml::Return (*getter)(char*, unsigned)) {
+    if (getter == nullptr) {
+      return "";
+    }
+    std::array<char, nvml::kVersionBufferSize> buffer{};
+    if (getter(buffer.data(), buffer.size()) != nvml::kSuccess) {
+      return "";
+    }
+    return buffer.data();
+  }
+
+  std::shared_ptr<nvml::Library> nvml_;
+};
+
+}  // namespace
+
+std::shared_ptr<GpuProvider> open_nvml(const std::string& library_path) {
+  return std::make_shared<NvmlProvider>(
+      std::make_shared<nvml::Library>(DynamicLibrary::open(library_path)));
+}
+
+}  // namespace zeus
