@@ -2,7 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cmath>
 #include <cstring>
+#include <optional>
+#include <string_view>
 
 #include "common/log.hpp"
 #include "common/utf8.hpp"
@@ -75,6 +78,56 @@ std::string query_param(const http::Request& req, const std::string& name) {
   return *value;
 }
 
+// The status of a refusal by the service. The kind's usual status, except where the reference's
+// server answers otherwise (its clients key on these): an unknown job or trial of a dispatch or
+// a report is 400, not 404; a report for a trial marked failed is 400; a job with nothing left
+// to dispatch, or one deleted while it was being registered, is 500.
+int status_for(const ServiceError& error, std::string_view route) {
+  struct Exception {
+    std::string_view route;
+    ErrorKind kind;
+    int status;
+  };
+  static constexpr Exception kReferenceStatuses[] = {
+      {"GET /jobs/batch_size", ErrorKind::kNotFound, 400},
+      {"GET /jobs/batch_size", ErrorKind::kConflict, 500},
+      {"POST /report", ErrorKind::kNotFound, 400},
+      {"POST /report", ErrorKind::kConflict, 400},
+      {"POST /jobs", ErrorKind::kConflict, 500},
+  };
+  for (const Exception& exception : kReferenceStatuses) {
+    if (exception.route == route && exception.kind == error.kind()) {
+      return exception.status;
+    }
+  }
+  switch (error.kind()) {
+    case ErrorKind::kInvalidArgument:
+      return 400;
+    case ErrorKind::kNotFound:
+      return 404;
+    case ErrorKind::kAlreadyExists:
+    case ErrorKind::kConflict:
+      return 409;
+    case ErrorKind::kUnavailable:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+template <typename T>
+ordered_json optional_json(const std::optional<T>& value) {
+  return value ? ordered_json(*value) : ordered_json(nullptr);
+}
+
+// Infinite precisions (all observations equal) as "inf": JSON has no infinity.
+ordered_json number_or_text(double value) {
+  if (std::isinf(value)) {
+    return value > 0 ? "inf" : "-inf";
+  }
+  return value;
+}
+
 json body_of(const http::Request& req) {
   if (req.body.empty()) {
     throw bso::ValidationError({{{"body"}, "field required", "value_error.missing", nullptr}});
@@ -83,6 +136,50 @@ json body_of(const http::Request& req) {
 }
 
 }  // namespace
+
+nlohmann::ordered_json to_json(const JobState& state) {
+  ordered_json out;
+  out["job_id"] = state.job_id;
+  out["spec"] = bso::to_json(state.spec);
+  out["stage"] = state.stage;
+  out["min_cost"] = optional_json(state.min_cost);
+  out["min_cost_batch_size"] = state.min_cost_batch_size;
+  out["cost_threshold"] = optional_json(state.cost_threshold);
+  out["created_ms"] = state.created_ms;
+  ordered_json arms = ordered_json::array();
+  for (const ArmSummary& summary : state.arms) {
+    ordered_json entry;
+    entry["batch_size"] = summary.batch_size;
+    entry["param_mean"] = number_or_text(summary.arm.param_mean);
+    entry["param_precision"] = number_or_text(summary.arm.param_precision);
+    entry["reward_precision"] = number_or_text(summary.arm.reward_precision);
+    entry["num_observations"] = summary.arm.observations;
+    arms.push_back(std::move(entry));
+  }
+  out["arms"] = std::move(arms);
+  ordered_json list = ordered_json::array();
+  for (const TrialSummary& summary : state.trials) {
+    const TrialRecord& trial = summary.record;
+    ordered_json entry;
+    entry["trial_number"] = trial.trial_number;
+    entry["batch_size"] = trial.batch_size;
+    entry["type"] = trial.type;
+    entry["status"] = trial.status;
+    entry["start_ms"] = trial.start_ms;
+    entry["end_ms"] = optional_json(trial.end_ms);
+    entry["time"] = optional_json(trial.time_s);
+    entry["energy"] = optional_json(trial.energy_j);
+    entry["metric"] = optional_json(trial.metric);
+    entry["epochs"] = optional_json(trial.epochs);
+    entry["converged"] = optional_json(trial.converged);
+    if (summary.cost) {
+      entry["cost"] = *summary.cost;
+    }
+    list.push_back(std::move(entry));
+  }
+  out["trials"] = std::move(list);
+  return out;
+}
 
 HttpServer::HttpServer(BsoService& service, HttpServerOptions options)
     : service_(service), options_(std::move(options)) {
@@ -208,7 +305,7 @@ void HttpServer::handle(const http::Request& req, http::Response& res) {
                                      nullptr}});
       }
       if (auto state = service.job_state(*job_id)) {
-        send_json(res, 200, dump(*state));
+        send_json(res, 200, dump(to_json(*state)));
       } else {
         send_message(res, 404, "Unknown job(" + *job_id + ")");
       }
@@ -218,7 +315,7 @@ void HttpServer::handle(const http::Request& req, http::Response& res) {
   } catch (const bso::ValidationError& error) {
     send_json(res, 422, dump(error.to_json()));
   } catch (const ServiceError& error) {
-    send_message(res, error.status(), error.what());
+    send_message(res, status_for(error, method + " " + path), error.what());
   } catch (const StoreError& error) {
     switch (error.failure()) {
       case StoreFailure::kUnavailable:
@@ -244,8 +341,9 @@ void HttpServer::handle(const http::Request& req, http::Response& res) {
 }
 
 int HttpServer::bind() {
-  if (bound_)
+  if (bound_) {
     return port_;
+  }
   try {
     port_ = host_->bind_tcp(options_.host, options_.port);
   } catch (const http::BindError& error) {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstddef>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "http/host.hpp"
@@ -30,6 +31,9 @@ struct HttpServerOptions {
   // ceiling, for benchmarks.
   bool noop_route = false;
 };
+
+// GET /jobs/{id}'s body.
+nlohmann::ordered_json to_json(const JobState& state);
 
 class HttpServer {
  public:

@@ -9,22 +9,28 @@
 #include <random>
 #include <unordered_map>
 
+#include "zeus/common/units.hpp"
 #include "zeus/optimizer/batch_size_policy.hpp"
 #include "zeus/optimizer/cost.hpp"
 
 namespace zeus::server {
 namespace {
 
-using nlohmann::ordered_json;
 using optimizer::BatchSizePolicy;
 using optimizer::BatchSizePolicyConfig;
 using optimizer::TrialKind;
 
-std::int64_t system_now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
+class UnixClock final : public Clock {
+ public:
+  std::int64_t now_ns() const override {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
+  void sleep_for_ns(std::int64_t duration_ns) const override {
+    steady_clock()->sleep_for_ns(duration_ns);
+  }
+};
 
 std::uint64_t random_u64() {
   static thread_local std::mt19937_64 engine{std::random_device{}()};
@@ -117,18 +123,6 @@ std::string trial_repr(const bso::TrialId& trial) {
                      trial.trial_number);
 }
 
-ordered_json number_or_text(double value) {
-  if (std::isinf(value)) {
-    return value > 0 ? "inf" : "-inf";
-  }
-  return value;
-}
-
-template <typename T>
-ordered_json optional_json(const std::optional<T>& value) {
-  return value ? ordered_json(*value) : ordered_json(nullptr);
-}
-
 // A job id to look up, from the query string or the path: whatever bytes the client sent,
 // percent-decoded. Only ids that are not UTF-8 are refused here (none can be stored); others
 // are simply looked up.
@@ -166,8 +160,17 @@ void check_cost(double cost, const bso::TrainingResult& result, const bso::JobSp
 
 }  // namespace
 
-BsoService::BsoService(Store& store, std::function<std::int64_t()> now_ms)
-    : store_(store), now_ms_(now_ms ? std::move(now_ms) : system_now_ms) {}
+std::shared_ptr<Clock> unix_clock() {
+  static const auto clock = std::make_shared<UnixClock>();
+  return clock;
+}
+
+BsoService::BsoService(Store& store, std::shared_ptr<Clock> clock)
+    : store_(store), clock_(clock ? std::move(clock) : unix_clock()) {}
+
+std::int64_t BsoService::now_ms() const {
+  return units::milliseconds_from_nanoseconds(clock_->now_ns());
+}
 
 RegisterResult BsoService::register_job(bso::JobSpec spec) {
   // The wire format checks these too; callers that build a JobSpec themselves are checked here.
@@ -203,7 +206,7 @@ RegisterResult BsoService::register_job(bso::JobSpec spec) {
   RegisterResult result;
   const bool generate = !spec.job_id.has_value();
   store_.transact([&](StoreTransaction& tx) {
-    record.created_ms = now_ms_();
+    record.created_ms = now_ms();
     if (generate) {
       // "<prefix>-<8 hex digits>", drawn until unused.
       for (;;) {
@@ -223,11 +226,12 @@ RegisterResult BsoService::register_job(bso::JobSpec spec) {
     }
     const std::optional<JobRecord> existing = tx.get_job(*spec.job_id);
     if (!existing) {
-      throw ServiceError(500, "job " + *spec.job_id + " vanished while being registered; retry");
+      throw ServiceError(ErrorKind::kConflict,
+                         "job " + *spec.job_id + " vanished while being registered; retry");
     }
     if (!(existing->spec == spec)) {
       throw ServiceError(
-          409,
+          ErrorKind::kAlreadyExists,
           "JobSpec doesn't match with existing jobSpec. Use a new job_id for different "
           "configuration");
     }
@@ -242,16 +246,18 @@ bso::TrialId BsoService::next_batch_size(const std::string& job_id) {
   store_.transact([&](StoreTransaction& tx) {
     std::optional<JobRecord> job = tx.lock_job(job_id);
     if (!job) {
-      throw ServiceError(400, "Unknown job(" + job_id + "). Please register the job first");
+      throw ServiceError(ErrorKind::kNotFound,
+                         "Unknown job(" + job_id + "). Please register the job first");
     }
     BatchSizePolicy policy = load_policy(*job);
     optimizer::Decision decision;
     try {
       decision = policy.next();
     } catch (const Error& error) {
-      throw ServiceError(500, std::string("No converged batch sizes has observed. Reconfigure "
-                                          "batch_sizes and re-launch the job. (") +
-                                  error.what() + ")");
+      throw ServiceError(ErrorKind::kConflict,
+                         std::string("No converged batch sizes has observed. Reconfigure "
+                                     "batch_sizes and re-launch the job. (") +
+                             error.what() + ")");
     }
     TrialRecord record;
     record.job_id = job_id;
@@ -259,7 +265,7 @@ bso::TrialId BsoService::next_batch_size(const std::string& job_id) {
     record.batch_size = decision.batch_size;
     record.type = type_name(decision.kind);
     record.status = "Dispatched";
-    record.start_ms = now_ms_();
+    record.start_ms = now_ms();
     tx.insert_trial(record);
     store_policy(*job, policy);
     tx.update_job(*job);
@@ -275,21 +281,23 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
   store_.transact([&](StoreTransaction& tx) {
     std::optional<JobRecord> job = tx.lock_job(job_id);
     if (!job) {
-      throw ServiceError(400, "Unknown job " + job_id);
+      throw ServiceError(ErrorKind::kNotFound, "Unknown job " + job_id);
     }
     std::optional<TrialRecord> trial = tx.get_trial(job_id, result.trial.trial_number);
     if (!trial || trial->batch_size != result.trial.batch_size) {
       throw ServiceError(
-          400, fmt::format("Unknown trial {} time={} energy={} metric={} current_epoch={}",
-                           trial_repr(result.trial), bso::python_float_repr(result.time_s),
-                           bso::python_float_repr(result.energy_j),
-                           bso::python_float_repr(result.metric), result.current_epoch));
+          ErrorKind::kNotFound,
+          fmt::format("Unknown trial {} time={} energy={} metric={} current_epoch={}",
+                      trial_repr(result.trial), bso::python_float_repr(result.time_s),
+                      bso::python_float_repr(result.energy_j),
+                      bso::python_float_repr(result.metric), result.current_epoch));
     }
     if (trial->status != "Dispatched") {
       if (!trial->converged) {
-        throw ServiceError(400, fmt::format("Trial({}) of job {} was marked failed (its run "
-                                            "ended before reporting); it takes no more reports",
-                                            trial->trial_number, job_id));
+        throw ServiceError(ErrorKind::kConflict,
+                           fmt::format("Trial({}) of job {} was marked failed (its run "
+                                       "ended before reporting); it takes no more reports",
+                                       trial->trial_number, job_id));
       }
       response = {
           true, *trial->converged,
@@ -324,7 +332,7 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
     }
     policy.report(trial->trial_number, cost, response.converged);
     trial->status = "Succeeded";
-    trial->end_ms = now_ms_();
+    trial->end_ms = now_ms();
     trial->time_s = result.time_s;
     trial->energy_j = result.energy_j;
     trial->metric = result.metric;
@@ -346,7 +354,7 @@ void BsoService::end_trial(const bso::TrialId& trial_id) {
       trial = tx.get_trial(trial_id.job_id, trial_id.trial_number);
     }
     if (!trial || trial->batch_size != trial_id.batch_size) {
-      throw ServiceError(404, "Could not find the trial: " + trial_repr(trial_id));
+      throw ServiceError(ErrorKind::kNotFound, "Could not find the trial: " + trial_repr(trial_id));
     }
     if (trial->status != "Dispatched") {
       return;  // finished trials stay as they are
@@ -354,7 +362,7 @@ void BsoService::end_trial(const bso::TrialId& trial_id) {
     BatchSizePolicy policy = load_policy(*job);
     policy.fail(trial->trial_number);
     trial->status = "Failed";
-    trial->end_ms = now_ms_();
+    trial->end_ms = now_ms();
     tx.update_trial(*trial);
     store_policy(*job, policy);
     tx.update_job(*job);
@@ -368,7 +376,7 @@ bool BsoService::delete_job(const std::string& job_id) {
   return deleted;
 }
 
-std::optional<nlohmann::ordered_json> BsoService::job_state(const std::string& job_id) {
+std::optional<JobState> BsoService::job_state(const std::string& job_id) {
   check_lookup_id(job_id, "path");
   std::optional<JobRecord> job;
   std::vector<TrialRecord> trials;
@@ -382,49 +390,28 @@ std::optional<nlohmann::ordered_json> BsoService::job_state(const std::string& j
     return std::nullopt;
   }
   const BatchSizePolicy policy = load_policy(*job);
-  ordered_json out;
-  out["job_id"] = job_id;
-  out["spec"] = bso::to_json(job->spec);
-  out["stage"] = job->stage;
-  out["min_cost"] = optional_json(job->min_cost);
-  out["min_cost_batch_size"] = job->min_cost_batch_size;
-  out["cost_threshold"] = optional_json(policy.cost_threshold());
-  out["created_ms"] = job->created_ms;
-  ordered_json arms = ordered_json::array();
+  JobState state;
+  state.job_id = job_id;
+  state.spec = job->spec;
+  state.stage = job->stage;
+  state.min_cost = job->min_cost;
+  state.min_cost_batch_size = job->min_cost_batch_size;
+  state.cost_threshold = policy.cost_threshold();
+  state.created_ms = job->created_ms;
   if (const optimizer::GaussianTs* mab = policy.mab()) {
     for (const auto& [batch_size, arm] : mab->arms()) {
-      ordered_json entry;
-      entry["batch_size"] = batch_size;
-      entry["param_mean"] = number_or_text(arm.param_mean);
-      entry["param_precision"] = number_or_text(arm.param_precision);
-      entry["reward_precision"] = number_or_text(arm.reward_precision);
-      entry["num_observations"] = arm.observations;
-      arms.push_back(std::move(entry));
+      state.arms.push_back({batch_size, arm});
     }
   }
-  out["arms"] = std::move(arms);
-  ordered_json list = ordered_json::array();
-  for (const TrialRecord& trial : trials) {
-    ordered_json entry;
-    entry["trial_number"] = trial.trial_number;
-    entry["batch_size"] = trial.batch_size;
-    entry["type"] = trial.type;
-    entry["status"] = trial.status;
-    entry["start_ms"] = trial.start_ms;
-    entry["end_ms"] = optional_json(trial.end_ms);
-    entry["time"] = optional_json(trial.time_s);
-    entry["energy"] = optional_json(trial.energy_j);
-    entry["metric"] = optional_json(trial.metric);
-    entry["epochs"] = optional_json(trial.epochs);
-    entry["converged"] = optional_json(trial.converged);
+  for (TrialRecord& trial : trials) {
+    std::optional<double> cost;
     if (trial.time_s && trial.energy_j) {
-      entry["cost"] = optimizer::zeus_cost(*trial.energy_j, *trial.time_s, job->spec.eta_knob,
-                                           job->spec.max_power_w);
+      cost = optimizer::zeus_cost(*trial.energy_j, *trial.time_s, job->spec.eta_knob,
+                                  job->spec.max_power_w);
     }
-    list.push_back(std::move(entry));
+    state.trials.push_back({std::move(trial), cost});
   }
-  out["trials"] = std::move(list);
-  return out;
+  return state;
 }
 
 }  // namespace zeus::server

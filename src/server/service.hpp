@@ -1,63 +1,96 @@
 // The batch-size-optimizer service: the reference server's semantics (register, dispatch a
 // trial, per-epoch report with early stopping, end a trial, delete) over a Store, with the
-// decisions taken by the policy core (zeus::optimizer::BatchSizePolicy). No HTTP here: errors
-// are ServiceError with the status the HTTP layer sends.
+// decisions taken by the policy core (zeus::optimizer::BatchSizePolicy). No HTTP and no JSON
+// here: errors are ServiceError with a domain kind, which the HTTP layer maps to a status.
 #pragma once
 
-#include <functional>
+#include <cstdint>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/utf8.hpp"
 #include "server/store.hpp"
 #include "zeus/bso/wire.hpp"
 #include "zeus/common/clock.hpp"
+#include "zeus/optimizer/gaussian_ts.hpp"
 
 namespace zeus::server {
 
-// A logic error with its HTTP status (400, 404, 409 or 500) and the reference's message;
-// sent as {"message": ...}. The message is made valid UTF-8 (it may quote client bytes).
+// A request the service refuses, with the reference's message; sent as {"message": ...}. The
+// kind says why in domain terms; the HTTP layer (http_server.cpp) alone decides the status:
+//   kNotFound       no such job or trial
+//   kAlreadyExists  the job exists with another spec
+//   kConflict       the job's state does not allow it (a report for a trial marked failed, no
+//                   batch size left to dispatch, a job deleted while it was being registered)
+// The message is made valid UTF-8 (it may quote client bytes).
 class ServiceError : public Error {
  public:
-  ServiceError(int status, const std::string& message)
-      : Error(ErrorKind::kInvalidArgument, to_valid_utf8(message)), status_(status) {}
-  int status() const noexcept { return status_; }
-
- private:
-  int status_;
+  ServiceError(ErrorKind kind, const std::string& message) : Error(kind, to_valid_utf8(message)) {}
 };
+// Unix time (std::chrono::system_clock, whose epoch is the Unix epoch since C++20): what jobs
+// and trials are stamped with. Unlike the steady clock it steps when the system time is set; a
+// timestamp tolerates that. Its sleep is the steady clock's.
+std::shared_ptr<Clock> unix_clock();
 
 struct RegisterResult {
   bool created = false;  // 201 when created, 200 when an identical job existed
   bso::JobSpec spec;     // as stored (job_id set, batch sizes sorted)
 };
 
+// One arm of the bandit, for job_state.
+struct ArmSummary {
+  int batch_size = 0;
+  optimizer::ArmState arm;
+};
+
+// One trial, for job_state: the stored row and, once it has a final report, its cost.
+struct TrialSummary {
+  TrialRecord record;
+  std::optional<double> cost;
+};
+
+// What GET /jobs/{id} shows of a job (the HTTP layer writes it as JSON).
+struct JobState {
+  std::string job_id;
+  bso::JobSpec spec;
+  std::string stage;  // "Pruning" or "MAB"
+  std::optional<double> min_cost;
+  int min_cost_batch_size = 0;
+  std::optional<double> cost_threshold;  // beta * min_cost; unset without early stopping
+  std::int64_t created_ms = 0;
+  std::vector<ArmSummary> arms;  // empty before the MAB stage
+  std::vector<TrialSummary> trials;
+};
+
 class BsoService {
  public:
-  // `now_ms` gives Unix time in milliseconds (timestamps and generated ids); injectable for
-  // tests. `random_seed` seeds jobs registered without mab_seed (each job gets its own stream).
-  explicit BsoService(Store& store, std::function<std::int64_t()> now_ms = {});
+  // `clock` gives Unix time (see unix_clock(), the default) for timestamps; a ManualClock in
+  // tests. Jobs registered without mab_seed get a seed drawn from std::random_device.
+  explicit BsoService(Store& store, std::shared_ptr<Clock> clock = nullptr);
 
   // POST /jobs. Throws bso::ValidationError (422) for specs the policy core cannot run
   // (num_pruning_rounds 0) and for job ids that could not be read back (bso::job_id_problem),
-  // ServiceError 409 when the job exists with another spec.
+  // ServiceError(kAlreadyExists) when the job exists with another spec.
   RegisterResult register_job(bso::JobSpec spec);
-  // GET /jobs/batch_size: dispatches a new trial. 400 unknown job; 500 when pruning found no
-  // batch size that converges. A job_id that is not UTF-8 is a bso::ValidationError (422) at
+  // GET /jobs/batch_size: dispatches a new trial. ServiceError(kNotFound) for an unknown job,
+  // ServiceError(kConflict) when pruning found no batch size that converges. A job_id that is not
+  // UTF-8 is a bso::ValidationError (422) at
   // ["query", "job_id"], as for delete_job; job_state's is at ["path", "job_id"].
   bso::TrialId next_batch_size(const std::string& job_id);
   // POST /report. A report whose cost (eta * energy + (1 - eta) * max_power * time) is not
   // finite or above kMaxCost is a bso::ValidationError (422) at ["body", "time"] and
-  // ["body", "energy"].
+  // ["body", "energy"]. ServiceError(kNotFound) for an unknown job or trial, kConflict for a
+  // trial marked failed.
   bso::ReportResponse report(const bso::TrainingResult& result);
-  // PATCH /trials: a trial still running is marked failed (explored again). 404 unknown trial.
+  // PATCH /trials: a trial still running is marked failed (explored again).
+  // ServiceError(kNotFound) for an unknown trial.
   void end_trial(const bso::TrialId& trial);
   // DELETE /jobs: false when there was no such job.
   bool delete_job(const std::string& job_id);
   // GET /jobs/{id}: spec, stage, min cost, arms and trials. nullopt when unknown.
-  std::optional<nlohmann::ordered_json> job_state(const std::string& job_id);
+  std::optional<JobState> job_state(const std::string& job_id);
 
   // The largest cost a report may make: far above any real training run (1e100 J), and low
   // enough that the bandit's sums of squared costs cannot overflow.
@@ -67,7 +100,9 @@ class BsoService {
 
  private:
   Store& store_;
-  std::function<std::int64_t()> now_ms_;
+  std::int64_t now_ms() const;
+
+  std::shared_ptr<Clock> clock_;
 };
 
 }  // namespace zeus::server

@@ -123,12 +123,12 @@ TEST(BsoClientServer, PeerScenarioMatchesTheReferenceSequence) {
   ASSERT_TRUE(state.has_value());
   int dispatched = 0;
   int failed = 0;
-  for (const auto& trial : (*state)["trials"]) {
-    dispatched += trial["status"] == "Dispatched" ? 1 : 0;
-    failed += trial["status"] == "Failed" ? 1 : 0;
+  for (const auto& trial : state->trials) {
+    dispatched += trial.record.status == "Dispatched" ? 1 : 0;
+    failed += trial.record.status == "Failed" ? 1 : 0;
   }
-  EXPECT_EQ(dispatched, 0) << state->dump(2);
-  EXPECT_EQ(failed, 1) << state->dump(2);
+  EXPECT_EQ(dispatched, 0) << zeus::server::to_json(*state).dump(2);
+  EXPECT_EQ(failed, 1) << zeus::server::to_json(*state).dump(2);
 }
 
 TEST(BsoClientServer, TheServersErrorsReachTheCaller) {

@@ -242,9 +242,27 @@ JobSpec sample_job() {
   return spec;
 }
 
+// A clock whose sleeps return at once (a ManualClock advances by them) and are recorded in
+// seconds; `on_sleep` runs after each (a test starts a server during a pause).
+class RecordingClock final : public zeus::Clock {
+ public:
+  std::int64_t now_ns() const override { return time.now_ns(); }
+  void sleep_for_ns(std::int64_t duration_ns) const override {
+    time.sleep_for_ns(duration_ns);
+    delays->push_back(static_cast<double>(duration_ns) / 1e9);
+    if (on_sleep) {
+      on_sleep();
+    }
+  }
+  zeus::ManualClock time;
+  std::shared_ptr<std::vector<double>> delays = std::make_shared<std::vector<double>>();
+  std::function<void()> on_sleep;
+};
+
 // Fast retries whose pauses are recorded instead of slept.
 struct FastRetries {
-  std::shared_ptr<std::vector<double>> delays = std::make_shared<std::vector<double>>();
+  std::shared_ptr<RecordingClock> clock = std::make_shared<RecordingClock>();
+  std::shared_ptr<std::vector<double>> delays = clock->delays;
   ClientOptions options(int attempts = 4) const {
     ClientOptions result;
     result.retry.max_attempts = attempts;
@@ -252,7 +270,7 @@ struct FastRetries {
     result.retry.max_delay_s = 0.3;
     result.timeout_s = 2.0;
     result.env = [](const std::string&) { return std::nullopt; };
-    result.sleep = [list = delays](double delay_s) { list->push_back(delay_s); };
+    result.clock = clock;
     return result;
   }
 };
@@ -638,8 +656,7 @@ TEST(BsoClient, RetriesARefusedConnectionUntilTheServerComesUp) {
   FastRetries retries;
   ClientOptions options = retries.options(5);
   int pauses = 0;
-  options.sleep = [&](double delay_s) {
-    retries.delays->push_back(delay_s);
+  retries.clock->on_sleep = [&] {
     if (++pauses == 2) {
       late = std::make_unique<Peer>(port);  // the server starts during the second pause
     }
@@ -658,6 +675,9 @@ TEST(BsoClient, ARefusedConnectionFailsWithKindIoAfterTheLastAttempt) {
   expect_error([&] { client.next_batch_size("job-1"); }, ErrorKind::kIo,
                {"GET /jobs/batch_size", "cannot connect", "gave up after 3 attempts"});
   EXPECT_EQ(*retries.delays, std::vector<double>({0.1, 0.2}));
+  // The pauses are sleeps on the injected clock, not wall time.
+  EXPECT_EQ(retries.clock->time.slept_ns(), 300'000'000);
+  EXPECT_EQ(retries.clock->time.sleeps(), 2);
 }
 
 TEST(BsoClient, ATimeoutIsRetriedThenReported) {

@@ -92,6 +92,11 @@ constexpr double microseconds_from_seconds(double time_s) {
 constexpr std::int64_t microseconds_from_nanoseconds(std::int64_t time_ns) {
   return time_ns / 1000;
 }
+// Whole milliseconds, rounded toward zero (Unix-time stamps in milliseconds).
+constexpr std::int64_t milliseconds_from_nanoseconds(std::int64_t time_ns) {
+  return time_ns / 1'000'000;
+}
+
 // Energy in millijoules drawn at `power_mw` for `time_ns` nanoseconds.
 constexpr double millijoules_at(double power_mw, std::int64_t time_ns) {
   return power_mw * seconds_from_nanoseconds(time_ns);
