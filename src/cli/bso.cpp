@@ -1,23 +1,19 @@
 // `zeus bso serve`: the batch-size-optimizer server (docs/bso-server.md).
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
-#include <thread>
 
 #include "commands.hpp"
 #include "common/log.hpp"
+#include "common/signals.hpp"
 #include "server/http_server.hpp"
 #include "server/service.hpp"
 #include "server/store.hpp"
@@ -126,11 +122,7 @@ int serve(const ServeOptions& options) {
 
   // SIGTERM and SIGINT are taken by one thread (blocked everywhere else, so the server's
   // threads inherit the mask): it stops the server, which finishes requests in flight.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  block_stop_signals();
 
   server::StoreOptions store_options;
   store_options.pool_size = std::min(options.threads, 16);
@@ -146,25 +138,11 @@ int serve(const ServeOptions& options) {
                            options.host, port, store->describe(), store->schema_version())
             << std::endl;
 
-  std::atomic<bool> done{false};
-  std::atomic<int> received{0};
-  std::thread waiter([&] {
-    int signal_number = 0;
-    sigwait(&signals, &signal_number);
-    received = signal_number;
-    // stop() before serve() has started listening would be lost: repeat until it returns.
-    while (!done) {
-      http_server.stop();
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
-  http_server.serve();
-  done = true;
-  if (received == 0) {
-    // serve() ended on its own (should not happen): release the waiter.
-    pthread_kill(waiter.native_handle(), SIGTERM);
-  }
-  waiter.join();
+  // stop() before serve() has started listening would be lost: it is repeated (every 20 ms)
+  // until serve() returns.
+  serve_until_signal([&http_server] { http_server.serve(); },
+                     [&http_server] { http_server.stop(); },
+                     ServeUntilSignalOptions{.repeat_stop_every_s = 0.02});
   std::cout << fmt::format("zeus bso: stopped after {} requests", http_server.requests())
             << std::endl;
   return kExitOk;

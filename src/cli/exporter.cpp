@@ -1,18 +1,16 @@
 // `zeus exporter`: GPU, CPU and DRAM metrics for Prometheus to scrape (docs/prometheus.md).
 #include <fmt/format.h>
-#include <pthread.h>
-#include <signal.h>
 
-#include <ctime>
 #include <iostream>
 #include <memory>
 #include <optional>
 
 #include "arguments.hpp"
 #include "commands.hpp"
+#include "common/signals.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
-#include "zeus/monitor/prometheus.hpp"
+#include "zeus/metrics/prometheus.hpp"
 
 namespace zeus::cli {
 namespace {
@@ -82,11 +80,7 @@ int run(const ExporterArgs& args) {
   }
 
   // SIGTERM and SIGINT go to this thread only (the server's threads inherit the mask).
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  block_stop_signals();
 
   metrics::DeviceMetrics devices(gpus, cpus, options);
   metrics::MetricsServer server(args.host, args.port,
@@ -101,15 +95,7 @@ int run(const ExporterArgs& args) {
       args.host, server.port(), options.gpu_indices ? options.gpu_indices->size() : gpus.size(),
       cpus.size(), format_duration(options.interval_s));
 
-  int received = 0;
-  if (duration_s) {
-    timespec timeout{};
-    timeout.tv_sec = static_cast<std::time_t>(*duration_s);
-    timeout.tv_nsec = static_cast<long>((*duration_s - static_cast<double>(timeout.tv_sec)) * 1e9);
-    received = sigtimedwait(&signals, nullptr, &timeout);
-  } else {
-    sigwait(&signals, &received);
-  }
+  wait_for_stop_signal(duration_s);
   server.stop();
   devices.stop();
   std::cerr << "zeus exporter: stopped\n";

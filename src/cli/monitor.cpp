@@ -14,13 +14,14 @@
 #include <vector>
 
 #include "arguments.hpp"
-#include "child_process.hpp"
 #include "commands.hpp"
+#include "common/process.hpp"
+#include "common/signals.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
+#include "zeus/metrics/prometheus.hpp"
 #include "zeus/monitor/power_sampler.hpp"
-#include "zeus/monitor/prometheus.hpp"
 #include "zeus/monitor/zeus_monitor.hpp"
 
 namespace zeus::cli {
@@ -386,7 +387,8 @@ int run(const MonitorArgs& args) {
     }
   }
 
-  SignalWatch watch;
+  // SIGCHLD wakes the wait when the command exits; kill/timeout signals are passed on to it.
+  SignalWatch watch(SignalWatchOptions{.wake_on_child_exit = true, .forward_to_child = true});
   RunOutcome outcome;
   outcome.limit_s = duration_s;
   const std::shared_ptr<Clock> clock = steady_clock();

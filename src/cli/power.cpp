@@ -12,8 +12,9 @@
 #include <vector>
 
 #include "arguments.hpp"
-#include "child_process.hpp"
 #include "commands.hpp"
+#include "common/process.hpp"
+#include "common/signals.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
