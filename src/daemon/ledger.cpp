@@ -21,7 +21,7 @@
 #define SYS_pidfd_open 434  // the same number on every architecture (Linux 5.3)
 #endif
 
-namespace zeus {
+namespace zeus::daemon {
 namespace {
 
 int pidfd_open(pid_t pid) {
@@ -516,4 +516,4 @@ void SettingsLedger::run_watcher() {
   }
 }
 
-}  // namespace zeus
+}  // namespace zeus::daemon

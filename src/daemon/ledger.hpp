@@ -46,7 +46,7 @@
 
 #include "zeus/device/gpu.hpp"
 
-namespace zeus {
+namespace zeus::daemon {
 
 enum class Setting {
   kPowerLimit,          // SettingValue::power_limit_mw
@@ -172,4 +172,4 @@ class SettingsLedger {
   std::thread watcher_;
 };
 
-}  // namespace zeus
+}  // namespace zeus::daemon

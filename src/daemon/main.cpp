@@ -1,4 +1,5 @@
 // zeusd: the privileged daemon (`zeusd serve`). Exceptions become exit codes here, and only here.
+#include <fmt/format.h>
 #include <grp.h>
 #include <CLI/CLI.hpp>
 
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "common/log.hpp"
+#include "common/signals.hpp"
 #include "daemon/auth.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/ledger.hpp"
@@ -90,46 +92,17 @@ zeus::daemon::AuthorizeHook make_authorize(const zeus::daemon::DaemonConfig& con
   };
 }
 
-// Which ledger setting a daemon write changes (nullopt: not one the ledger restores).
-std::optional<zeus::Setting> ledger_setting(const std::string& name) {
-  if (name == "power_limit_mw") {
-    return zeus::Setting::kPowerLimit;
-  }
-  if (name == "persistence_mode") {
-    return zeus::Setting::kPersistenceMode;
-  }
-  if (name == "gpu_locked_clocks_mhz") {
-    return zeus::Setting::kGpuLockedClocks;
-  }
-  if (name == "mem_locked_clocks_mhz") {
-    return zeus::Setting::kMemoryLockedClocks;
-  }
-  return std::nullopt;
-}
-
-// The value in force before a write, as the ledger stores it.
-zeus::SettingValue original_value(zeus::Setting setting, const std::string& old_value) {
-  switch (setting) {
-    case zeus::Setting::kPowerLimit:
-      return zeus::SettingValue::power_limit(static_cast<std::uint32_t>(std::stoul(old_value)));
-    case zeus::Setting::kPersistenceMode:
-      return zeus::SettingValue::persistence(old_value == "true");
-    case zeus::Setting::kGpuLockedClocks:
-    case zeus::Setting::kMemoryLockedClocks:
-      // The device layer cannot read locked clocks back: restoring means unlocking.
-      return zeus::SettingValue::locked_clocks(std::nullopt);
-  }
-  return {};
-}
+// Where the ledger's hooks find it. The ledger restores through the daemon's GPU workers, so it
+// is made after the daemon (and the hooks given to it): the slot is filled before serving, and
+// no write can arrive earlier.
+struct LedgerSlot {
+  zeus::daemon::SettingsLedger* ledger = nullptr;
+};
 
 // Records every change with its owner before the write, and forgets settings a client reset.
-void attach_ledger(zeus::daemon::Daemon& daemon, zeus::SettingsLedger& ledger) {
-  daemon.before_write = [&ledger](const zeus::daemon::WriteEvent& event) {
-    if (event.new_value == "reset") {
-      return;
-    }
-    const std::optional<zeus::Setting> setting = ledger_setting(event.setting);
-    if (!setting) {
+void attach_ledger(zeus::daemon::DaemonHooks& hooks, const LedgerSlot& slot) {
+  hooks.before_write = [&slot](const zeus::daemon::WriteEvent& event) {
+    if (slot.ledger == nullptr || event.is_reset()) {
       return;
     }
     if (event.peer.pid <= 0) {
@@ -137,23 +110,22 @@ void attach_ledger(zeus::daemon::Daemon& daemon, zeus::SettingsLedger& ledger) {
       zeus::log().warn(
           "zeusd: {} on GPU {} from a peer without a pid (TCP): it will not be "
           "restored when the client exits",
-          event.setting, event.gpu_index);
+          zeus::daemon::setting_field(event.setting), event.gpu_index);
       return;
     }
-    ledger.record_change(event.gpu_index, *setting, original_value(*setting, event.old_value),
-                         event.peer.pid);
+    if (!event.old_value) {
+      throw zeus::Error(zeus::ErrorKind::kIo,
+                        fmt::format("cannot read the current {} of GPU {}, so it could not be "
+                                    "restored; refusing the change",
+                                    zeus::daemon::setting_field(event.setting), event.gpu_index));
+    }
+    slot.ledger->record_change(event.gpu_index, event.setting, *event.old_value, event.peer.pid);
   };
-  daemon.on_write = [&ledger](const zeus::daemon::WriteEvent& event) {
-    if (event.new_value != "reset") {
+  hooks.on_write = [&slot](const zeus::daemon::WriteEvent& event) {
+    if (slot.ledger == nullptr || !event.is_reset()) {
       return;
     }
-    for (const zeus::Setting setting :
-         {zeus::Setting::kGpuLockedClocks, zeus::Setting::kMemoryLockedClocks}) {
-      const bool both = event.setting == "locked_clocks_mhz";
-      if (both || ledger_setting(event.setting) == setting) {
-        ledger.record_reset(event.gpu_index, setting, event.peer.pid);
-      }
-    }
+    slot.ledger->record_reset(event.gpu_index, event.setting, event.peer.pid);
   };
 }
 
@@ -173,11 +145,7 @@ gid_t parse_group(const std::string& text) {
 
 int serve(zeus::daemon::DaemonConfig config, const ServeExtras& extras) {
   // Block the termination signals in every thread; a waiter thread turns them into stop().
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  zeus::block_stop_signals();
 
   // The daemon numbers GPUs by vendor index over all GPUs (clients send NVML indices), so the
   // *_VISIBLE_DEVICES masks of its own environment do not apply.
@@ -207,39 +175,36 @@ int serve(zeus::daemon::DaemonConfig config, const ServeExtras& extras) {
   if (discovery.gpus.empty())
     zeus::log().warn("zeusd: no GPU found: {}", discovery.message);
 
-  zeus::daemon::AuthorizeHook authorize;
+  zeus::daemon::DaemonHooks hooks;
   if (!extras.signing_key_path.empty()) {
-    authorize = make_authorize(config, extras.signing_key_path);
+    hooks.authorize = make_authorize(config, extras.signing_key_path);
     config.auth_required = true;
+  }
+  LedgerSlot ledger_slot;
+  if (!extras.no_restore) {
+    attach_ledger(hooks, ledger_slot);
   }
   std::vector<std::shared_ptr<zeus::Gpu>> gpu_list;
   for (std::size_t i = 0; i < discovery.gpus.size(); ++i) {
     gpu_list.push_back(discovery.gpus.shared(static_cast<int>(i)));
   }
-  zeus::daemon::Daemon daemon(config, discovery.gpus, cpus);
-  daemon.authorize = authorize;
-  zeus::LedgerOptions ledger_options;
+  zeus::daemon::Daemon daemon(config, discovery.gpus, cpus, std::move(hooks));
+  zeus::daemon::LedgerOptions ledger_options;
   ledger_options.enabled = !extras.no_restore;
   ledger_options.gpu_serializer = [&daemon](int gpu, const std::function<void()>& action) {
     daemon.run_serialized(gpu, action);
   };
-  zeus::SettingsLedger ledger(gpu_list, ledger_options);
+  zeus::daemon::SettingsLedger ledger(gpu_list, ledger_options);
   if (ledger.enabled()) {
-    attach_ledger(daemon, ledger);
+    ledger_slot.ledger = &ledger;
   }
   daemon.bind();
-  std::thread waiter([&daemon, signals] {
-    int signal = 0;
-    sigwait(&signals, &signal);
-    zeus::log().info("zeusd: signal {}, stopping", signal);
-    daemon.stop();
-  });
-  daemon.serve();
-  // serve() can return without a signal (listen failure): wake the waiter.
-  if (waiter.joinable()) {
-    pthread_kill(waiter.native_handle(), SIGTERM);
-    waiter.join();
-  }
+  // serve() can also return without a signal (listen failure): the waiter is released then.
+  zeus::serve_until_signal(
+      [&daemon] { daemon.serve(); }, [&daemon] { daemon.stop(); },
+      zeus::ServeUntilSignalOptions{
+          .on_signal = [](int signal) { zeus::log().info("zeusd: signal {}, stopping", signal); },
+          .repeat_stop_every_s = std::nullopt});
   if (ledger.enabled()) {
     const std::size_t restored = ledger.restore_all();
     zeus::log().info("zeusd: restored {} changed setting(s) on shutdown", restored);

@@ -66,16 +66,13 @@ class FakeCpu final : public Cpu {
 // A daemon serving on <tmp>/zeusd.sock in a background thread.
 class Running {
  public:
-  explicit Running(DaemonConfig config, int gpu_count = 2,
-                   std::function<void(Daemon&)> setup = nullptr)
+  explicit Running(DaemonConfig config, int gpu_count = 2, DaemonHooks hooks = {})
       : gpus_(simulated_gpus(gpu_count)) {
     if (config.mode == TransportMode::kUds)
       config.socket_path = dir_.path() / "zeusd.sock";
     std::vector<std::shared_ptr<Cpu>> cpus = {std::make_shared<FakeCpu>(0, true),
                                               std::make_shared<FakeCpu>(1, false)};
-    daemon_ = std::make_unique<Daemon>(config, gpus_, cpus);
-    if (setup)
-      setup(*daemon_);
+    daemon_ = std::make_unique<Daemon>(config, gpus_, cpus, std::move(hooks));
     daemon_->bind();
     thread_ = std::thread([this] { daemon_->serve(); });
     for (int i = 0; i < 500 && !daemon_->is_running(); ++i) {
@@ -177,12 +174,10 @@ TEST(ZeusdTest, GpuReads) {
 TEST(ZeusdTest, SetPowerLimitBlockingReportsPeerToHook) {
   std::mutex mutex;
   std::vector<WriteEvent> events;
-  Running d({}, 2, [&](Daemon& daemon) {
-    daemon.on_write = [&](const WriteEvent& event) {
-      std::lock_guard lock(mutex);
-      events.push_back(event);
-    };
-  });
+  Running d({}, 2, {.on_write = [&](const WriteEvent& event) {
+              std::lock_guard lock(mutex);
+              events.push_back(event);
+            }});
   const std::uint32_t before = d.gpu(1).power_limit_mw();
   const std::uint32_t target = d.gpu(1).power_limit_constraints_mw().min_mw + 50000;
   Reply r = post(d, "/gpu/set_power_limit?gpu_ids=1,0&power_limit_mw=" + std::to_string(target) +
@@ -194,9 +189,10 @@ TEST(ZeusdTest, SetPowerLimitBlockingReportsPeerToHook) {
   std::lock_guard lock(mutex);
   ASSERT_EQ(events.size(), 2u);
   const WriteEvent& event = events[0].gpu_index == 1 ? events[0] : events[1];
-  EXPECT_EQ(event.setting, "power_limit_mw");
-  EXPECT_EQ(event.old_value, std::to_string(before));
-  EXPECT_EQ(event.new_value, std::to_string(target));
+  EXPECT_EQ(event.setting, Setting::kPowerLimit);
+  EXPECT_EQ(setting_field(event.setting), "power_limit_mw");
+  EXPECT_EQ(event.old_value, SettingValue::power_limit(before));
+  EXPECT_EQ(event.new_value, SettingValue::power_limit(target));
   EXPECT_TRUE(event.peer.known);
   EXPECT_EQ(event.peer.pid, ::getpid());
   EXPECT_EQ(event.peer.uid, ::getuid());
@@ -219,17 +215,17 @@ TEST(ZeusdTest, WritesToOneGpuAreSerialised) {
   std::atomic<int> in_flight{0};
   std::atomic<int> overlaps{0};
   std::atomic<int> writes{0};
-  Running d({}, 2, [&](Daemon& daemon) {
-    daemon.on_write = [&](const WriteEvent& event) {
-      if (event.gpu_index != 0)
-        return;
-      if (in_flight.fetch_add(1) != 0)
-        overlaps.fetch_add(1);
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      in_flight.fetch_sub(1);
-      writes.fetch_add(1);
-    };
-  });
+  Running d({}, 2, {.on_write = [&](const WriteEvent& event) {
+              if (event.gpu_index != 0) {
+                return;
+              }
+              if (in_flight.fetch_add(1) != 0) {
+                overlaps.fetch_add(1);
+              }
+              std::this_thread::sleep_for(std::chrono::milliseconds(2));
+              in_flight.fetch_sub(1);
+              writes.fetch_add(1);
+            }});
   const auto c = d.gpu(0).power_limit_constraints_mw();
   std::vector<std::thread> clients;
   std::atomic<int> ok{0};
@@ -259,14 +255,15 @@ TEST(ZeusdTest, BeforeWriteHookCanRefuseAndRunSerialized) {
   std::atomic<bool> refuse{true};
   std::mutex mutex;
   std::vector<std::string> seen;
-  Running d({}, 2, [&](Daemon& daemon) {
-    daemon.before_write = [&](const WriteEvent& event) {
-      std::lock_guard lock(mutex);
-      seen.push_back(event.setting + "=" + event.old_value + "->" + event.new_value);
-      if (refuse)
-        throw Error(ErrorKind::kNoPermission, "owner cannot be watched");
-    };
-  });
+  Running d({}, 2, {.before_write = [&](const WriteEvent& event) {
+              std::lock_guard lock(mutex);
+              seen.push_back(std::string(setting_field(event.setting)) + "=" +
+                             value_text(event.setting, event.old_value.value()) + "->" +
+                             value_text(event.setting, event.new_value.value()));
+              if (refuse) {
+                throw Error(ErrorKind::kNoPermission, "owner cannot be watched");
+              }
+            }});
   const std::uint32_t before = d.gpu(0).power_limit_mw();
   const std::uint32_t target = d.gpu(0).power_limit_constraints_mw().min_mw;
   const std::string target_text = std::to_string(target);
@@ -485,27 +482,25 @@ TEST(ZeusdTest, DisabledGroupsAndUnknownPaths) {
 TEST(ZeusdTest, AuthorizeHook) {
   DaemonConfig config;
   config.auth_required = true;
-  Running d(config, 2, [](Daemon& daemon) {
-    daemon.authorize = [](const std::string& path, const std::string& header) {
-      AuthResult result;
-      if (header.empty()) {
-        result.allowed = false;
-        result.status = 401;
-        result.www_authenticate = true;
-        result.error_message = "Authentication required.";
-        return result;
-      }
-      result.subject = "alice";
-      result.scopes = {"gpu-read"};
-      result.expires_unix_s = 4102444800;
-      if (path.rfind("/gpu/set_", 0) == 0) {
-        result.allowed = false;
-        result.status = 403;
-        result.error_message = "lacks gpu-control";
-      }
-      return result;
-    };
-  });
+  Running d(config, 2, {.authorize = [](const std::string& path, const std::string& header) {
+              AuthResult result;
+              if (header.empty()) {
+                result.allowed = false;
+                result.status = 401;
+                result.www_authenticate = true;
+                result.error_message = "Authentication required.";
+                return result;
+              }
+              result.subject = "alice";
+              result.scopes = {"gpu-read"};
+              result.expires_unix_s = 4102444800;
+              if (path.rfind("/gpu/set_", 0) == 0) {
+                result.allowed = false;
+                result.status = 403;
+                result.error_message = "lacks gpu-control";
+              }
+              return result;
+            }});
   Reply r = get(d, "/gpu/get_power");
   EXPECT_EQ(r.status, 401);
   EXPECT_EQ(r.www_authenticate, "Bearer realm=\"zeusd\"");

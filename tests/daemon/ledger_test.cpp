@@ -21,10 +21,10 @@ namespace {
 
 using namespace std::chrono_literals;
 using zeus::ErrorKind;
-using zeus::LedgerOptions;
-using zeus::Setting;
-using zeus::SettingsLedger;
-using zeus::SettingValue;
+using zeus::daemon::LedgerOptions;
+using zeus::daemon::Setting;
+using zeus::daemon::SettingsLedger;
+using zeus::daemon::SettingValue;
 using zeus::SimulatedGpu;
 
 constexpr std::uint32_t kA100DefaultMw = 400'000;
@@ -216,7 +216,7 @@ TEST_P(LedgerTest, RestoreAllRestoresEverySettingOnEveryGpu) {
                        SettingValue::persistence(gpus[1]->persistence_mode()), self);
   gpus[1]->set_persistence_mode(true);
   ledger.record_change(1, Setting::kMemoryLockedClocks,
-                       SettingValue::locked_clocks(zeus::ClockRangeMhz{1215, 1593}), self);
+                       SettingValue::locked_clocks(zeus::daemon::ClockRangeMhz{1215, 1593}), self);
   gpus[1]->set_memory_locked_clocks_mhz(1215, 1215);
   ASSERT_EQ(ledger.entries().size(), 4u);
   EXPECT_LT(gpus[0]->instant_power_mw(), full_power_mw);
@@ -321,18 +321,18 @@ TEST(SettingsLedger, RejectsBadIndicesAndPids) {
 }
 
 TEST(SettingsLedger, DescribesValues) {
-  EXPECT_EQ(zeus::describe_setting_value(Setting::kPowerLimit, SettingValue::power_limit(250'000)),
+  EXPECT_EQ(zeus::daemon::describe_setting_value(Setting::kPowerLimit, SettingValue::power_limit(250'000)),
             "250000 mW");
-  EXPECT_EQ(zeus::describe_setting_value(Setting::kGpuLockedClocks,
+  EXPECT_EQ(zeus::daemon::describe_setting_value(Setting::kGpuLockedClocks,
                                          SettingValue::locked_clocks(std::nullopt)),
             "unlocked");
-  EXPECT_EQ(zeus::describe_setting_value(Setting::kMemoryLockedClocks,
-                                         SettingValue::locked_clocks(zeus::ClockRangeMhz{1, 2})),
+  EXPECT_EQ(zeus::daemon::describe_setting_value(Setting::kMemoryLockedClocks,
+                                         SettingValue::locked_clocks(zeus::daemon::ClockRangeMhz{1, 2})),
             "1-2 MHz");
   EXPECT_EQ(
-      zeus::describe_setting_value(Setting::kPersistenceMode, SettingValue::persistence(true)),
+      zeus::daemon::describe_setting_value(Setting::kPersistenceMode, SettingValue::persistence(true)),
       "on");
-  EXPECT_EQ(zeus::setting_name(Setting::kMemoryLockedClocks), "memory_locked_clocks");
+  EXPECT_EQ(zeus::daemon::setting_name(Setting::kMemoryLockedClocks), "memory_locked_clocks");
 }
 
 }  // namespace

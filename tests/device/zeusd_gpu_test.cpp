@@ -36,7 +36,7 @@ using TempDir = zeus::testing::TempDir;
 // A daemon on <tmp>/zeusd.sock over two simulated H200s, served from a background thread.
 class Running {
  public:
-  explicit Running(DaemonConfig config, std::function<void(Daemon&)> setup = nullptr,
+  explicit Running(DaemonConfig config, std::function<void(daemon::DaemonHooks&)> setup = nullptr,
                    std::vector<std::shared_ptr<Cpu>> cpus = {}) {
     std::vector<std::shared_ptr<Gpu>> gpus;
     for (int i = 0; i < 2; ++i)
@@ -44,9 +44,10 @@ class Running {
           std::make_shared<SimulatedGpu>(simulated_gpu_model("h200"), i, steady_clock()));
     gpus_ = Gpus(gpus, {0, 1});
     config.socket_path = dir_.path() / "zeusd.sock";
-    daemon_ = std::make_unique<Daemon>(config, gpus_, std::move(cpus));
+    daemon::DaemonHooks hooks;
     if (setup)
-      setup(*daemon_);
+      setup(hooks);
+    daemon_ = std::make_unique<Daemon>(config, gpus_, std::move(cpus), std::move(hooks));
     daemon_->bind();
     thread_ = std::thread([this] { daemon_->serve(); });
     for (int i = 0; i < 500 && !daemon_->is_running(); ++i)
@@ -206,7 +207,7 @@ TEST(ZeusdGpu, UnreachableDaemonFailsOnlyTheSetters) {
 class Authenticated {
  public:
   Authenticated()
-      : run_(config(), [this](Daemon& d) {
+      : run_(config(), [this](daemon::DaemonHooks& d) {
           d.authorize = [this](const std::string& path, const std::string& header) {
             {
               const std::lock_guard lock(mutex_);

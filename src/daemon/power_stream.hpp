@@ -1,0 +1,36 @@
+// zeusd's power over time: the server-sent-event streams of GPU and CPU power, and the
+// two-sample CPU power of /cpu/get_power. Elapsed time comes from the daemon's Clock.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "daemon/reply.hpp"
+#include "http/host.hpp"
+#include "zeus/common/clock.hpp"
+#include "zeus/device/cpu.hpp"
+#include "zeus/device/gpus.hpp"
+
+namespace zeus::daemon {
+
+// Average power between two readings of a microjoule counter `elapsed_ns` apart, in whole
+// milliwatts; 0 when the counter went backwards or no time passed.
+std::uint32_t power_mw_between(std::uint64_t before_uj, std::uint64_t after_uj,
+                               std::int64_t elapsed_ns);
+
+// Makes `res` an SSE stream of {"timestamp_ms","gpu_id","power_mw"} events for `ids`: every
+// GPU's power at once, then only changes, polled at `poll_hz`. `gpus` must outlive the stream.
+void stream_gpu_power(http::Response& res, Gpus& gpus, std::vector<int> ids, double poll_hz);
+
+// Makes `res` an SSE stream of {"timestamp_ms","cpu_id","cpu_mw","dram_mw"} events, one per CPU
+// each period after the first (which only reads the energy baselines).
+void stream_cpu_power(http::Response& res, std::vector<std::shared_ptr<Cpu>> cpus, double poll_hz,
+                      std::shared_ptr<const Clock> clock);
+
+// /cpu/get_power's body: {"timestamp_ms", "power_mw": {"<id>": {"cpu_mw","dram_mw"}}} from two
+// energy samples 1/poll_hz apart (slept on `clock`).
+Json sample_cpu_power(const std::vector<std::shared_ptr<Cpu>>& cpus, double poll_hz,
+                      const Clock& clock);
+
+}  // namespace zeus::daemon
