@@ -1,21 +1,28 @@
-# zeus_add_library(<layer> SOURCES ... DEPS ...)
-# Builds the static library zeus_<layer>, exposed as zeus::<layer>, installed and exported.
+# zeus_add_library(<layer> SOURCES ... PUBLIC_DEPS ... PRIVATE_DEPS ...)
+# Builds the static library zeus_<layer>, exposed as zeus::<layer>, installed and exported in its
+# own file zeus_<layer>Targets.cmake: the package's component <layer> (cmake/zeusConfig.cmake.in).
 function(zeus_add_library layer)
   cmake_parse_arguments(ARG "" "" "SOURCES;PUBLIC_DEPS;PRIVATE_DEPS" ${ARGN})
   set(target zeus_${layer})
   add_library(${target} STATIC ${ARG_SOURCES})
   add_library(zeus::${layer} ALIAS ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${layer} OUTPUT_NAME zeus_${layer})
-  # include/ holds the installed, public headers; src/ the internal ones (spelled "<layer>/x.hpp"),
-  # visible inside the build tree only.
+  # include/ holds the installed, public headers (with the generated zeus/version.hpp and
+  # zeus/export.hpp beside them in the build tree); src/ the internal ones (spelled
+  # "<layer>/x.hpp"), visible inside the build tree only.
   target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+                                              $<BUILD_INTERFACE:${ZEUS_GENERATED_INCLUDE_DIR}>
                                               $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/src>
                                               $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>
                                        PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_compile_features(${target} PUBLIC cxx_std_20)
+  # zeus/export.hpp: ZEUS_EXPORT marks the library's own symbols while it is being built.
+  target_compile_definitions(${target} PRIVATE ZEUS_BUILDING_LIBRARY)
   target_link_libraries(${target} PUBLIC ${ARG_PUBLIC_DEPS} PRIVATE ${ARG_PRIVATE_DEPS}
                                   $<BUILD_INTERFACE:zeus_warnings>)
-  install(TARGETS ${target} EXPORT zeusTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(TARGETS ${target} EXPORT zeus_${layer}Targets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+                            LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  set_property(GLOBAL APPEND PROPERTY ZEUS_COMPONENTS ${layer})
 endfunction()
 
 # zeus_add_gtest(<name> SOURCES ... DEPS ... [LABELS ...])

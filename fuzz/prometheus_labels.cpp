@@ -1,8 +1,9 @@
-// Text that ends up in the Prometheus exposition (zeus/monitor/prometheus.hpp): label values
-// (window names, GPU names and UUIDs), HELP text and sample values. The input is escaped and
-// read back by an independent reader of the text format 0.0.4, and used as the window name of
-// WindowHistograms, whose whole /metrics rendering must then parse line by line, with the window
-// label reading back as the name and every histogram's +Inf bucket equal to its count.
+// Text that ends up in the Prometheus exposition (zeus/metrics/prometheus.hpp and the internal
+// metrics/exposition.hpp): label values (window names, GPU names and UUIDs), HELP text and sample
+// values. The input is escaped and read back by an independent reader of the text format 0.0.4,
+// and used as the window name of WindowHistograms, whose whole /metrics rendering must then parse
+// line by line, with the window label reading back as the name and every histogram's +Inf bucket
+// equal to its count.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -18,8 +19,9 @@
 
 #include "common/utf8.hpp"
 #include "fuzz_check.hpp"
+#include "metrics/exposition.hpp"
+#include "zeus/metrics/prometheus.hpp"
 #include "zeus/monitor/measurement.hpp"
-#include "zeus/monitor/prometheus.hpp"
 
 namespace {
 

@@ -4,8 +4,13 @@
 # exits non-zero when a step fails. Uses build/release (built here, or carried to the machine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# ZEUS_BUILD_DIR: another build (CTest's device_check passes its own); it must hold both binaries.
 build=${ZEUS_BUILD_DIR:-build/release}
-if [ ! -x "$build/src/cli/zeus" ]; then
+if [ ! -x "$build/src/cli/zeus" ] || [ ! -x "$build/examples/zeus_power_limit_roundtrip" ]; then
+  if [ -n "${ZEUS_BUILD_DIR:-}" ]; then
+    echo "device-check: $build lacks src/cli/zeus or examples/zeus_power_limit_roundtrip" >&2
+    exit 1
+  fi
   cmake --preset release >/dev/null && cmake --build --preset release --target zeus zeus_power_limit_roundtrip || exit 1
 fi
 unset ZEUS_SIMULATED_GPUS

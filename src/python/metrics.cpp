@@ -6,7 +6,7 @@
 
 #include "bindings.hpp"
 #include "zeus/device/discovery.hpp"
-#include "zeus/monitor/prometheus.hpp"
+#include "zeus/metrics/prometheus.hpp"
 
 namespace zeus::python {
 namespace {

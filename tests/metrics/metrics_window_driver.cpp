@@ -14,7 +14,7 @@
 #include <thread>
 
 #include "zeus/device/discovery.hpp"
-#include "zeus/monitor/prometheus.hpp"
+#include "zeus/metrics/prometheus.hpp"
 #include "zeus/monitor/zeus_monitor.hpp"
 
 namespace {

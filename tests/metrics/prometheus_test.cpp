@@ -1,6 +1,6 @@
 // The Prometheus exposition: escaping, histograms, device metrics on simulated GPUs and a fake
 // powercap tree, the HTTP server, and ZeusMonitor windows feeding the histograms.
-#include "zeus/monitor/prometheus.hpp"
+#include "zeus/metrics/prometheus.hpp"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -12,7 +12,8 @@
 #include <set>
 #include <sstream>
 
-#include "test_support.hpp"
+#include "metrics/exposition.hpp"
+#include "monitor/test_support.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/rapl.hpp"
 #include "zeus/monitor/zeus_monitor.hpp"

@@ -28,17 +28,6 @@ class Host;
 
 namespace zeus::metrics {
 
-// A label value escaped for the text format: backslash, double quote and line feed.
-std::string escape_label_value(std::string_view value);
-// HELP text escaped for the text format: backslash and line feed.
-std::string escape_help(std::string_view text);
-// A sample value: integers without a fraction, +Inf/-Inf/NaN spelled as the format wants.
-std::string format_value(double value);
-
-// Appends "# HELP name help\n# TYPE name type\n".
-void write_family_header(std::string& out, std::string_view name, std::string_view type,
-                         std::string_view help);
-
 // Upper bounds of the window histograms, strictly increasing and finite (+Inf is implicit). The
 // defaults are the reference's (energy) and 0.1 s to 1 h (duration).
 struct HistogramBuckets {
