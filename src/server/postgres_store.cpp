@@ -1,6 +1,7 @@
 // The PostgreSQL store: a pool of libpq connections, one READ COMMITTED transaction per
 // Store::transact, row locks (SELECT ... FOR UPDATE) for the job being changed, and schema
-// migrations serialised across processes by an advisory lock. See docs/bso-storage.md.
+// migrations serialised across processes by an advisory lock; the jobs' and trials' SQL. The
+// libpq plumbing and the pool are postgres_connection.{hpp,cpp}. See docs/bso-storage.md.
 #include <libpq-fe.h>
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 
 #include "common/log.hpp"
 #include "schema.hpp"
+#include "server/postgres_connection.hpp"
 #include "server/store.hpp"
 #include "store_rows.hpp"
 #include "zeus/bso/wire.hpp"
@@ -30,392 +32,17 @@
 namespace zeus::server {
 namespace {
 
+using pg::ConnectionPool;
+using pg::Lease;
+using pg::Params;
+using pg::PgError;
+using pg::Result;
+using pg::Row;
+using pg::Session;
+
 // pg_advisory_xact_lock key taken while migrating ("zeus" in ASCII, then 1), so that server
 // processes starting at once against one database migrate it exactly once.
 constexpr std::int64_t kMigrationLockKey = 0x7A65757300000001;
-constexpr int kDefaultConnectTimeoutS = 5;
-
-struct ResultDeleter {
-  void operator()(PGresult* result) const { PQclear(result); }
-};
-using Result = std::unique_ptr<PGresult, ResultDeleter>;
-
-struct ConnectionDeleter {
-  void operator()(PGconn* connection) const { PQfinish(connection); }
-};
-using Connection = std::unique_ptr<PGconn, ConnectionDeleter>;
-
-// libpq messages end with a newline and may span lines ("\n\tIs the server running ...").
-std::string one_line(std::string_view text) {
-  std::string out;
-  bool space = false;
-  for (char c : text) {
-    if (c == '\n' || c == '\t' || c == '\r' || c == ' ') {
-      space = !out.empty();
-      continue;
-    }
-    if (space) {
-      out += ' ';
-      space = false;
-    }
-    out += c;
-  }
-  return out;
-}
-
-bool starts_with_uri_scheme(std::string_view url) {
-  return url.starts_with("postgresql://") || url.starts_with("postgres://");
-}
-
-// A libpq URI without its password (user:password@ and ?password=...).
-std::string redact_uri(const std::string& url) {
-  const std::size_t scheme_end = url.find("://") + 3;
-  std::string out = url.substr(0, scheme_end);
-  // libpq ends the user part at the first '@' before any '/'.
-  std::size_t rest = scheme_end;
-  const std::size_t at_or_slash = url.find_first_of("@/", scheme_end);
-  if (at_or_slash != std::string::npos && url[at_or_slash] == '@') {
-    const std::string user_info = url.substr(scheme_end, at_or_slash - scheme_end);
-    out += user_info.substr(0, user_info.find(':'));
-    out += '@';
-    rest = at_or_slash + 1;
-  }
-  const std::size_t query = url.find('?', rest);
-  out += url.substr(rest, query == std::string::npos ? std::string::npos : query - rest);
-  if (query == std::string::npos) {
-    return out;
-  }
-  std::string kept;
-  std::size_t begin = query + 1;
-  while (begin <= url.size()) {
-    std::size_t end = url.find('&', begin);
-    if (end == std::string::npos) {
-      end = url.size();
-    }
-    const std::string param = url.substr(begin, end - begin);
-    if (!param.empty() && param.substr(0, param.find('=')) != "password") {
-      kept += (kept.empty() ? "" : "&") + param;
-    }
-    begin = end + 1;
-  }
-  if (!kept.empty()) {
-    out += "?" + kept;
-  }
-  return out;
-}
-
-// A keyword/value connection string ("host=... dbname=...") without its password.
-std::string redact_keyword_value(const std::string& conninfo) {
-  char* error = nullptr;
-  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
-  PQfreemem(error);
-  if (options == nullptr) {
-    return "(unparseable PostgreSQL connection string)";
-  }
-  std::string out;
-  for (const PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
-    if (option->val == nullptr || std::string_view(option->keyword) == "password") {
-      continue;
-    }
-    std::string value;
-    for (const char* c = option->val; *c != '\0'; ++c) {
-      if (*c == '\'' || *c == '\\') {
-        value += '\\';
-      }
-      value += *c;
-    }
-    if (!out.empty()) {
-      out.append(" ");
-    }
-    out.append(option->keyword).append("='").append(value).append("'");
-  }
-  PQconninfoFree(options);
-  return out;
-}
-
-std::string redact(const std::string& url) {
-  return starts_with_uri_scheme(url) ? redact_uri(url) : redact_keyword_value(url);
-}
-
-// The password given in the URL, to scrub it from libpq's messages should one ever quote it.
-std::string password_of(const std::string& url) {
-  char* error = nullptr;
-  PQconninfoOption* options = PQconninfoParse(url.c_str(), &error);
-  PQfreemem(error);
-  if (options == nullptr) {
-    return {};
-  }
-  std::string password;
-  for (const PQconninfoOption* option = options; option->keyword != nullptr; ++option) {
-    if (std::string_view(option->keyword) == "password" && option->val != nullptr) {
-      password = option->val;
-    }
-  }
-  PQconninfoFree(options);
-  return password;
-}
-
-std::string scrub(std::string text, const std::string& password) {
-  if (password.empty()) {
-    return text;
-  }
-  for (std::size_t at = text.find(password); at != std::string::npos;
-       at = text.find(password, at)) {
-    text.replace(at, password.size(), "***");
-    at += 3;
-  }
-  return text;
-}
-
-// An error from a statement, with what the retry logic needs to know.
-class PgError : public StoreError {
- public:
-  PgError(StoreFailure failure, const std::string& message, std::string sqlstate,
-          bool connection_lost)
-      : StoreError(failure, message),
-        sqlstate_(std::move(sqlstate)),
-        connection_lost_(connection_lost) {}
-  const std::string& sqlstate() const noexcept { return sqlstate_; }
-  bool connection_lost() const noexcept { return connection_lost_; }
-  // 40001 serialization_failure, 40P01 deadlock_detected: the transaction may simply be rerun.
-  bool serialization_failure() const noexcept {
-    return sqlstate_ == "40001" || sqlstate_ == "40P01";
-  }
-
- private:
-  std::string sqlstate_;
-  bool connection_lost_;
-};
-
-StoreFailure failure_for(std::string_view sqlstate) {
-  if (sqlstate == "40001" || sqlstate == "40P01") {
-    return StoreFailure::kConflict;
-  }
-  if (sqlstate == "25006") {
-    return StoreFailure::kReadOnly;
-  }
-  // 08: connection exceptions; 53: insufficient resources (too many connections, disk full);
-  // 57P01-57P03: the server is shutting down or starting; 55P03: lock_timeout expired; 58030:
-  // the server's I/O failed.
-  if (sqlstate.starts_with("08") || sqlstate.starts_with("53") || sqlstate == "57P01" ||
-      sqlstate == "57P02" || sqlstate == "57P03" || sqlstate == "55P03" || sqlstate == "58030") {
-    return StoreFailure::kUnavailable;
-  }
-  // XX001 data_corrupted, XX002 index_corrupted.
-  if (sqlstate == "XX001" || sqlstate == "XX002") {
-    return StoreFailure::kCorrupt;
-  }
-  return StoreFailure::kOther;
-}
-
-// The server's storage failed (rather than a lock, a connection or a statement): what health()
-// remembers until a write succeeds. 25006 read-only, 53100 disk full, 58030 I/O error, XX001 and
-// XX002 corruption.
-bool storage_failure(std::string_view sqlstate) {
-  return sqlstate == "25006" || sqlstate == "53100" || sqlstate == "58030" || sqlstate == "XX001" ||
-         sqlstate == "XX002";
-}
-
-// Text parameters for PQexecParams; nullopt is SQL NULL.
-class Params {
- public:
-  Params& text(std::string value) {
-    values_.emplace_back(std::move(value));
-    return *this;
-  }
-  Params& integer(std::int64_t value) { return text(std::to_string(value)); }
-  Params& real(double value) {
-    // 17 significant digits always round-trip a double exactly; PostgreSQL reads "nan" and
-    // "inf" too.
-    char buffer[32];
-    std::snprintf(buffer, sizeof buffer, "%.17g", value);
-    return text(buffer);
-  }
-  Params& boolean(bool value) { return text(value ? "true" : "false"); }
-  Params& null() {
-    values_.emplace_back(std::nullopt);
-    return *this;
-  }
-  template <typename T>
-  Params& optional_integer(const std::optional<T>& value) {
-    return value ? integer(*value) : null();
-  }
-  Params& optional_real(const std::optional<double>& value) {
-    return value ? real(*value) : null();
-  }
-  Params& optional_boolean(const std::optional<bool>& value) {
-    return value ? boolean(*value) : null();
-  }
-
-  int size() const { return static_cast<int>(values_.size()); }
-  std::vector<const char*> pointers() const {
-    std::vector<const char*> out;
-    out.reserve(values_.size());
-    for (const std::optional<std::string>& value : values_) {
-      out.push_back(value ? value->c_str() : nullptr);
-    }
-    return out;
-  }
-
- private:
-  std::vector<std::optional<std::string>> values_;
-};
-
-// Reads the columns of one result row, naming the row in errors about stored values that do not
-// parse (StoreFailure::kCorrupt).
-class Row {
- public:
-  Row(const PGresult* result, int row, std::string what)
-      : result_(result), row_(row), what_(std::move(what)) {}
-
-  bool is_null(int column) const { return PQgetisnull(result_, row_, column) != 0; }
-  std::string text(int column) const { return PQgetvalue(result_, row_, column); }
-
-  template <typename T>
-  T integer(int column) const {
-    const char* value = PQgetvalue(result_, row_, column);
-    const char* end = value + std::char_traits<char>::length(value);
-    T out{};
-    const auto [ptr, error] = std::from_chars(value, end, out);
-    if (error != std::errc() || ptr != end || ptr == value) {
-      corrupt(column, value, "an integer");
-    }
-    return out;
-  }
-  double real(int column) const {
-    const char* value = PQgetvalue(result_, row_, column);
-    char* end = nullptr;
-    const double out = std::strtod(value, &end);
-    if (end == value || *end != '\0') {
-      corrupt(column, value, "a number");
-    }
-    return out;
-  }
-  bool boolean(int column) const {
-    const std::string_view value = PQgetvalue(result_, row_, column);
-    if (value != "t" && value != "f") {
-      corrupt(column, value, "a boolean ('t' or 'f')");
-    }
-    return value == "t";
-  }
-  template <typename T>
-  std::optional<T> optional_integer(int column) const {
-    return is_null(column) ? std::nullopt : std::optional<T>(integer<T>(column));
-  }
-  std::optional<double> optional_real(int column) const {
-    return is_null(column) ? std::nullopt : std::optional<double>(real(column));
-  }
-  std::optional<bool> optional_boolean(int column) const {
-    return is_null(column) ? std::nullopt : std::optional<bool>(boolean(column));
-  }
-
-  [[noreturn]] void corrupt(int column, std::string_view value, std::string_view expected) const {
-    throw StoreError(StoreFailure::kCorrupt, what_ + ": column " + PQfname(result_, column) +
-                                                 " holds '" + std::string(value) + "', not " +
-                                                 std::string(expected));
-  }
-
- private:
-  const PGresult* result_;
-  int row_;
-  std::string what_;
-};
-
-constexpr const char* kJobColumns =
-    "job_id, spec, policy_state, stage, min_cost, min_cost_batch_size, created_ms";
-constexpr const char* kTrialColumns =
-    "job_id, trial_number, batch_size, type, status, start_ms, end_ms, time_s, energy_j, metric, "
-    "epochs, converged";
-
-JobRecord job_from_row(const Row& row) {
-  JobRecord job;
-  const std::string job_id = row.text(0);
-  job.spec = rows::spec_from_text(row.text(1), job_id);
-  job.spec.job_id = job_id;
-  job.policy_state = row.text(2);
-  job.stage = row.text(3);
-  job.min_cost = row.optional_real(4);
-  job.min_cost_batch_size = row.integer<int>(5);
-  job.created_ms = row.integer<std::int64_t>(6);
-  return job;
-}
-
-TrialRecord trial_from_row(const Row& row) {
-  TrialRecord trial;
-  trial.job_id = row.text(0);
-  trial.trial_number = row.integer<int>(1);
-  trial.batch_size = row.integer<int>(2);
-  trial.type = row.text(3);
-  trial.status = row.text(4);
-  trial.start_ms = row.integer<std::int64_t>(5);
-  trial.end_ms = row.optional_integer<std::int64_t>(6);
-  trial.time_s = row.optional_real(7);
-  trial.energy_j = row.optional_real(8);
-  trial.metric = row.optional_real(9);
-  trial.epochs = row.optional_integer<int>(10);
-  trial.converged = row.optional_boolean(11);
-  return trial;
-}
-
-// Runs statements on one connection and turns failures into PgError.
-class Session {
- public:
-  Session(PGconn* connection, const std::string& description, const std::string& password)
-      : connection_(connection), description_(description), password_(password) {}
-
-  // One statement with text parameters.
-  Result exec(const char* sql, const Params& params, const std::string& what) {
-    const std::vector<const char*> values = params.pointers();
-    Result result(
-        PQexecParams(connection_, sql, params.size(), nullptr, values.data(), nullptr, nullptr, 0));
-    check(result, what);
-    return result;
-  }
-  // One or more statements without parameters (migrations, BEGIN, COMMIT).
-  Result exec(const char* sql, const std::string& what) {
-    Result result(PQexec(connection_, sql));
-    check(result, what);
-    return result;
-  }
-
-  PGconn* connection() const { return connection_; }
-  const std::string& description() const { return description_; }
-
- private:
-  void check(const Result& result, const std::string& what) {
-    const ExecStatusType status =
-        result ? PQresultStatus(result.get()) : PGRES_FATAL_ERROR;  // null: out of memory
-    if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) {
-      return;
-    }
-    const char* state = result ? PQresultErrorField(result.get(), PG_DIAG_SQLSTATE) : nullptr;
-    const std::string sqlstate = state != nullptr ? state : "";
-    std::string message = one_line(result ? PQresultErrorMessage(result.get()) : "");
-    if (message.empty()) {
-      message = one_line(PQerrorMessage(connection_));
-    }
-    message = scrub(message, password_);
-    if (PQstatus(connection_) != CONNECTION_OK) {
-      throw PgError(StoreFailure::kUnavailable,
-                    "lost the connection to PostgreSQL at " + description_ + " while " + what +
-                        ": " + message + "; check that the server is running",
-                    sqlstate, true);
-    }
-    const StoreFailure failure = failure_for(sqlstate);
-    std::string text = "PostgreSQL at " + description_ + " failed " + what + ": " + message;
-    if (!sqlstate.empty()) {
-      text += " (SQLSTATE " + sqlstate + ")";
-    }
-    if (failure == StoreFailure::kReadOnly) {
-      text += "; the database refuses writes (a standby, or default_transaction_read_only)";
-    }
-    throw PgError(failure, text, sqlstate, false);
-  }
-
-  PGconn* connection_;
-  const std::string& description_;
-  const std::string& password_;
-};
 
 class PgTransaction final : public StoreTransaction {
  public:
@@ -504,14 +131,14 @@ class PgTransaction final : public StoreTransaction {
   std::optional<TrialRecord> get_trial(const std::string& job_id, int trial_number) override {
     const std::string what =
         "reading trial " + std::to_string(trial_number) + " of job '" + job_id + "'";
-    const Result result = session_.exec((std::string("SELECT ") + kTrialColumns +
+    const Result result = session_.exec((std::string("SELECT ") + rows::kTrialColumns +
                                          " FROM bso_trial WHERE job_id = $1 AND trial_number = $2")
                                             .c_str(),
                                         Params().text(job_id).integer(trial_number), what);
     if (PQntuples(result.get()) == 0) {
       return std::nullopt;
     }
-    return trial_from_row(Row(result.get(), 0, what));
+    return rows::trial_from_row(Row(result.get(), 0, what));
   }
 
   void insert_trial(const TrialRecord& trial) override {
@@ -556,13 +183,13 @@ class PgTransaction final : public StoreTransaction {
 
   std::vector<TrialRecord> list_trials(const std::string& job_id) override {
     const std::string what = "listing the trials of job '" + job_id + "'";
-    const Result result = session_.exec((std::string("SELECT ") + kTrialColumns +
+    const Result result = session_.exec((std::string("SELECT ") + rows::kTrialColumns +
                                          " FROM bso_trial WHERE job_id = $1 ORDER BY trial_number")
                                             .c_str(),
                                         Params().text(job_id), what);
     std::vector<TrialRecord> trials;
     for (int row = 0; row < PQntuples(result.get()); ++row) {
-      trials.push_back(trial_from_row(Row(result.get(), row, what)));
+      trials.push_back(rows::trial_from_row(Row(result.get(), row, what)));
     }
     return trials;
   }
@@ -570,13 +197,13 @@ class PgTransaction final : public StoreTransaction {
  private:
   std::optional<JobRecord> select_job(const std::string& job_id, bool lock) {
     const std::string what = (lock ? "locking job '" : "reading job '") + job_id + "'";
-    const std::string sql = std::string("SELECT ") + kJobColumns +
+    const std::string sql = std::string("SELECT ") + rows::kJobColumns +
                             " FROM bso_job WHERE job_id = $1" + (lock ? " FOR UPDATE" : "");
     const Result result = session_.exec(sql.c_str(), Params().text(job_id), what);
     if (PQntuples(result.get()) == 0) {
       return std::nullopt;
     }
-    return job_from_row(Row(result.get(), 0, what));
+    return rows::job_from_row(Row(result.get(), 0, what));
   }
 
   Session& session_;
@@ -586,7 +213,10 @@ class PgTransaction final : public StoreTransaction {
 class PostgresStore final : public Store {
  public:
   PostgresStore(const std::string& url, const StoreOptions& options)
-      : url_(url), description_(redact(url)), password_(password_of(url)), options_(options) {
+      : url_(url),
+        description_(pg::redact(url)),
+        password_(pg::password_of(url)),
+        options_(options) {
     // A password that is also the user or database name ("postgres") is no secret there, and
     // hiding it would only garble messages such as 'user "postgres" does not exist'.
     if (!password_.empty() && description_.find(password_) != std::string::npos) {
@@ -600,7 +230,7 @@ class PostgresStore final : public Store {
       throw Error(ErrorKind::kInvalidArgument,
                   "max_retries must be 0 or more, not " + std::to_string(options.max_retries));
     }
-    check_url();
+    pool_ = std::make_unique<ConnectionPool>(url_, description_, password_, options_);
     migrate();
   }
 
@@ -614,7 +244,7 @@ class PostgresStore final : public Store {
         forget_failure();  // a write went through: the storage works again
       }
     } catch (const PgError& error) {
-      if (storage_failure(error.sqlstate())) {
+      if (pg::storage_failure(error.sqlstate())) {
         remember_failure(error.what(), error.failure() == StoreFailure::kCorrupt);
       }
       throw;
@@ -624,7 +254,7 @@ class PostgresStore final : public Store {
   std::string describe() const override { return description_; }
 
   int schema_version() override {
-    Lease lease(*this);
+    Lease lease(*pool_);
     Session session(lease.get(), description_, password_);
     return read_version(session).value_or(0);
   }
@@ -642,7 +272,7 @@ class PostgresStore final : public Store {
       // A connection lost since its last use (a server restart) is replaced once, as transact
       // does.
       for (int attempt = 0;; ++attempt) {
-        Lease lease(*this);
+        Lease lease(*pool_);
         Session session(lease.get(), description_, password_);
         try {
           if (failure) {
@@ -666,7 +296,7 @@ class PostgresStore final : public Store {
         } catch (const PgError& error) {
           rollback_quietly(session);
           if (error.connection_lost() && attempt == 0) {
-            drop_idle();
+            pool_->drop_idle();
             continue;
           }
           if (failure) {
@@ -695,7 +325,7 @@ class PostgresStore final : public Store {
   bool transact_with_retries(const std::function<void(StoreTransaction&)>& body) {
     bool reconnected = false;
     for (int attempt = 0;; ++attempt) {
-      Lease lease(*this);
+      Lease lease(*pool_);
       Session session(lease.get(), description_, password_);
       try {
         return run_once(session, body);
@@ -705,7 +335,7 @@ class PostgresStore final : public Store {
           // Nothing was committed (a loss during COMMIT is not a PgError any more), so the body
           // may run once more. The idle connections most likely went with this one (a server
           // restart): close them all and start afresh.
-          drop_idle();
+          pool_->drop_idle();
           if (reconnected) {
             throw;
           }
@@ -728,137 +358,6 @@ class PostgresStore final : public Store {
       }
       back_off(attempt);
     }
-  }
-
-  // A pooled connection, returned to the pool when healthy and idle, closed otherwise.
-  class Lease {
-   public:
-    explicit Lease(PostgresStore& store) : store_(store), connection_(store.acquire()) {}
-    ~Lease() { store_.release(std::move(connection_)); }
-    Lease(const Lease&) = delete;
-    Lease& operator=(const Lease&) = delete;
-    PGconn* get() const { return connection_.get(); }
-
-   private:
-    PostgresStore& store_;
-    Connection connection_;
-  };
-
-  void check_url() const {
-    char* error = nullptr;
-    PQconninfoOption* options = PQconninfoParse(url_.c_str(), &error);
-    if (options == nullptr) {
-      const std::string message = error != nullptr ? one_line(error) : "out of memory";
-      PQfreemem(error);
-      throw Error(ErrorKind::kInvalidArgument,
-                  "bad PostgreSQL URL " + description_ + ": " + scrub(message, password_) +
-                      " (expected postgresql://user:password@host:port/dbname?param=value)");
-    }
-    PQconninfoFree(options);
-  }
-
-  Connection connect() const {
-    // Defaults come before the URL (expand_dbname): what the URL says overrides them. They
-    // would also override libpq's environment variables, so they yield to those.
-    const std::string timeout = std::to_string(kDefaultConnectTimeoutS);
-    std::vector<const char*> keywords;
-    std::vector<const char*> values;
-    const auto set_default = [&](const char* keyword, const char* value, const char* variable) {
-      if (const char* set = std::getenv(variable); set == nullptr || *set == '\0') {
-        keywords.push_back(keyword);
-        values.push_back(value);
-      }
-    };
-    set_default("application_name", "zeus-bso", "PGAPPNAME");
-    set_default("connect_timeout", timeout.c_str(), "PGCONNECT_TIMEOUT");
-    keywords.push_back("dbname");
-    values.push_back(url_.c_str());
-    // Job ids, specs and states are UTF-8 whatever the URL or the environment say.
-    keywords.push_back("client_encoding");
-    values.push_back("UTF8");
-    keywords.push_back(nullptr);
-    values.push_back(nullptr);
-    Connection connection(PQconnectdbParams(keywords.data(), values.data(), 1));
-    if (!connection) {
-      throw StoreError(StoreFailure::kUnavailable,
-                       "cannot connect to PostgreSQL at " + description_ + ": out of memory");
-    }
-    if (PQstatus(connection.get()) != CONNECTION_OK) {
-      throw StoreError(StoreFailure::kUnavailable,
-                       "cannot connect to PostgreSQL at " + description_ + ": " +
-                           scrub(one_line(PQerrorMessage(connection.get())), password_) +
-                           "; check that the server is running and that the URL's host, port, "
-                           "database, user and password are right");
-    }
-    // Notices ("relation zeus_schema already exists, skipping") go to the debug log, not stderr.
-    PQsetNoticeProcessor(connection.get(), log_notice, nullptr);
-    // lock_timeout bounds the wait for a row lock; extra_float_digits = 3 makes servers older
-    // than 12 send doubles exactly too.
-    const std::string setup = "SET lock_timeout = " + std::to_string(options_.busy_timeout_ms) +
-                              "; SET extra_float_digits = 3";
-    Session session(connection.get(), description_, password_);
-    session.exec(setup.c_str(), "setting up the session");
-    return connection;
-  }
-
-  Connection acquire() {
-    std::unique_lock lock(pool_mutex_);
-    const auto deadline = std::chrono::steady_clock::now() +
-                          std::chrono::milliseconds(std::max(options_.busy_timeout_ms, 1000));
-    while (idle_.empty() && open_ >= options_.pool_size) {
-      if (pool_freed_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
-          open_ >= options_.pool_size) {
-        throw StoreError(StoreFailure::kUnavailable,
-                         "all " + std::to_string(options_.pool_size) +
-                             " connections to PostgreSQL at " + description_ + " stayed busy for " +
-                             std::to_string(std::max(options_.busy_timeout_ms, 1000)) +
-                             " ms; raise the pool size or lower the load");
-      }
-    }
-    if (!idle_.empty()) {
-      Connection connection = std::move(idle_.back());
-      idle_.pop_back();
-      return connection;
-    }
-    ++open_;
-    lock.unlock();
-    try {
-      return connect();
-    } catch (...) {
-      lock.lock();
-      --open_;
-      pool_freed_.notify_one();
-      throw;
-    }
-  }
-
-  void drop_idle() {
-    std::vector<Connection> stale;
-    {
-      std::lock_guard lock(pool_mutex_);
-      stale.swap(idle_);
-      open_ -= static_cast<int>(stale.size());
-    }
-    pool_freed_.notify_all();
-  }
-
-  void release(Connection connection) {
-    const bool reusable = connection && PQstatus(connection.get()) == CONNECTION_OK &&
-                          PQtransactionStatus(connection.get()) == PQTRANS_IDLE;
-    if (!reusable) {
-      connection.reset();  // closed outside the lock would be nicer, but PQfinish is quick
-    }
-    std::lock_guard lock(pool_mutex_);
-    if (reusable) {
-      idle_.push_back(std::move(connection));
-    } else {
-      --open_;
-    }
-    pool_freed_.notify_one();
-  }
-
-  static void log_notice(void* /*unused*/, const char* message) {
-    log().debug("PostgreSQL: {}", one_line(message));
   }
 
   // True when the transaction wrote.
@@ -965,7 +464,7 @@ class PostgresStore final : public Store {
   // A transaction over a raw session (migrations), with the same error handling as transact.
   template <typename Body>
   void transact_session(Body&& body) {
-    Lease lease(*this);
+    Lease lease(*pool_);
     Session session(lease.get(), description_, password_);
     try {
       session.exec("BEGIN ISOLATION LEVEL READ COMMITTED", "starting a transaction");
@@ -982,10 +481,7 @@ class PostgresStore final : public Store {
   std::string password_;
   StoreOptions options_;
 
-  std::mutex pool_mutex_;
-  std::condition_variable pool_freed_;
-  std::vector<Connection> idle_;
-  int open_ = 0;  // idle plus leased
+  std::unique_ptr<ConnectionPool> pool_;
 
   std::mutex failure_mutex_;
   std::optional<rows::StorageFailure> failure_;  // under failure_mutex_

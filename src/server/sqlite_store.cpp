@@ -9,271 +9,26 @@
 #include <string>
 #include <unordered_map>
 
+#include "common/text.hpp"
 #include "schema.hpp"
+#include "server/sqlite_statement.hpp"
 #include "server/store.hpp"
 #include "store_rows.hpp"
 
 namespace zeus::server {
 namespace {
 
-StoreFailure failure_for(int code) {
-  switch (code & 0xff) {
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      return StoreFailure::kConflict;
-    case SQLITE_READONLY:
-      return StoreFailure::kReadOnly;
-    case SQLITE_CANTOPEN:
-    case SQLITE_IOERR:
-    case SQLITE_FULL:
-      return StoreFailure::kUnavailable;
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      return StoreFailure::kCorrupt;
-    default:
-      return StoreFailure::kOther;
-  }
-}
+using sqlite::exec;
+using sqlite::file_of;
+using sqlite::SqliteError;
+using sqlite::Statement;
+using sqlite::StatementCache;
 
-// A failure SQLite reported, with its result code (what the store's health remembers).
-class SqliteError : public StoreError {
- public:
-  SqliteError(int code, const std::string& message)
-      : StoreError(failure_for(code), message), code_(code) {}
-  int code() const noexcept { return code_; }
-  // The storage itself failed (rather than a lock, a constraint or a statement).
-  bool storage_failure() const noexcept {
-    switch (code_ & 0xff) {
-      case SQLITE_FULL:
-      case SQLITE_IOERR:
-      case SQLITE_READONLY:
-      case SQLITE_CANTOPEN:
-      case SQLITE_CORRUPT:
-      case SQLITE_NOTADB:
-        return true;
-      default:
-        return false;
-    }
-  }
-  bool corruption() const noexcept {
-    return (code_ & 0xff) == SQLITE_CORRUPT || (code_ & 0xff) == SQLITE_NOTADB;
-  }
-
- private:
-  int code_;
-};
-
-// The file's absolute path, as SQLite opened it.
-std::string file_of(sqlite3* db) {
-  const char* file = sqlite3_db_filename(db, "main");
-  return file == nullptr || *file == '\0' ? std::string(":memory:") : std::string(file);
-}
-
-// What to do about a failure of the storage.
-std::string advice_for(int code) {
-  switch (code & 0xff) {
-    case SQLITE_FULL:
-      return " (the file system that holds it is full: free some space)";
-    case SQLITE_IOERR:
-      return " (the operating system failed a read or write of the file: check the disk, the "
-             "kernel log and the free space)";
-    case SQLITE_READONLY:
-      return " (the file refuses writes: check that this user may write it and its directory, "
-             "that the file system is not mounted read-only, and that the file was not replaced "
-             "or deleted while the server ran)";
-    case SQLITE_CANTOPEN:
-      return " (check that the file and its directory exist and that this user may write them)";
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      return " (the file is damaged or is not an SQLite database: restore it from a backup, or "
-             "recover what is readable with `sqlite3 FILE .recover`)";
-    default:
-      return "";
-  }
-}
-
-// Every message names the file: one server may serve several, and the operator needs it.
-SqliteError sqlite_error(sqlite3* db, int code, const std::string& what) {
-  return SqliteError(code, "SQLite database \"" + file_of(db) + "\": " + what + advice_for(code));
-}
-
-sqlite3_stmt* prepare(sqlite3* db, const std::string& sql) {
-  sqlite3_stmt* stmt = nullptr;
-  const int rc = sqlite3_prepare_v3(db, sql.c_str(), static_cast<int>(sql.size() + 1),
-                                    SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
-  if (rc != SQLITE_OK) {
-    throw sqlite_error(db, rc, std::string("cannot prepare a statement: ") + sqlite3_errmsg(db));
-  }
-  return stmt;
-}
-
-// Prepared statements kept for the connection's life: parsing SQL costs more than running
-// these small statements. Used under the store's mutex only.
-class StatementCache {
- public:
-  StatementCache() = default;
-  StatementCache(const StatementCache&) = delete;
-  StatementCache& operator=(const StatementCache&) = delete;
-  ~StatementCache() { clear(); }
-  sqlite3_stmt* get(sqlite3* db, const std::string& sql) {
-    auto found = statements_.find(sql);
-    if (found == statements_.end()) {
-      found = statements_.emplace(sql, prepare(db, sql)).first;
-    }
-    return found->second;
-  }
-  void clear() {
-    for (auto& [sql, stmt] : statements_) {
-      sqlite3_finalize(stmt);
-    }
-    statements_.clear();
-  }
-
- private:
-  std::unordered_map<std::string, sqlite3_stmt*> statements_;
-};
-
-class Statement {
- public:
-  // A one-off statement.
-  Statement(sqlite3* db, const std::string& sql) : db_(db), stmt_(prepare(db, sql)), owned_(true) {}
-  // A cached one, reset for reuse when this goes out of scope.
-  Statement(sqlite3* db, StatementCache& cache, const std::string& sql)
-      : db_(db), stmt_(cache.get(db, sql)), owned_(false) {}
-  ~Statement() {
-    if (owned_) {
-      sqlite3_finalize(stmt_);
-    } else {
-      sqlite3_reset(stmt_);
-      sqlite3_clear_bindings(stmt_);
-    }
-  }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-
-  Statement& bind(int index, const std::string& value) {
-    check(sqlite3_bind_text(stmt_, index, value.data(), static_cast<int>(value.size()),
-                            SQLITE_TRANSIENT));
-    return *this;
-  }
-  Statement& bind(int index, std::int64_t value) {
-    check(sqlite3_bind_int64(stmt_, index, value));
-    return *this;
-  }
-  Statement& bind(int index, int value) { return bind(index, static_cast<std::int64_t>(value)); }
-  Statement& bind(int index, double value) {
-    check(sqlite3_bind_double(stmt_, index, value));
-    return *this;
-  }
-  template <typename T>
-  Statement& bind(int index, const std::optional<T>& value) {
-    if (!value) {
-      check(sqlite3_bind_null(stmt_, index));
-      return *this;
-    }
-    if constexpr (std::is_same_v<T, bool>) {
-      return bind(index, *value ? 1 : 0);
-    } else {
-      return bind(index, *value);
-    }
-  }
-
-  void reset() {
-    sqlite3_reset(stmt_);
-    sqlite3_clear_bindings(stmt_);
-  }
-
-  // true while there is a row.
-  bool step() {
-    const int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) {
-      return true;
-    }
-    if (rc == SQLITE_DONE) {
-      return false;
-    }
-    throw sqlite_error(db_, rc, sqlite3_errmsg(db_));
-  }
-
-  bool is_null(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }
-  std::string text(int column) const {
-    const auto* data = sqlite3_column_text(stmt_, column);
-    return data == nullptr
-               ? std::string()
-               : std::string(reinterpret_cast<const char*>(data),
-                             static_cast<std::size_t>(sqlite3_column_bytes(stmt_, column)));
-  }
-  std::int64_t int64(int column) const { return sqlite3_column_int64(stmt_, column); }
-  double real(int column) const { return sqlite3_column_double(stmt_, column); }
-  std::optional<double> optional_real(int column) const {
-    return is_null(column) ? std::nullopt : std::optional<double>(real(column));
-  }
-  std::optional<std::int64_t> optional_int64(int column) const {
-    return is_null(column) ? std::nullopt : std::optional<std::int64_t>(int64(column));
-  }
-
- private:
-  void check(int rc) {
-    if (rc != SQLITE_OK) {
-      throw sqlite_error(db_, rc, sqlite3_errmsg(db_));
-    }
-  }
-
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
-  bool owned_ = true;
-};
-
-void exec(sqlite3* db, const std::string& sql) {
-  char* message = nullptr;
-  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message);
-  if (rc != SQLITE_OK) {
-    const std::string text = message != nullptr ? message : sqlite3_errstr(rc);
-    sqlite3_free(message);
-    throw sqlite_error(db, rc, text);
-  }
-}
-
-const std::string kJobColumns =
-    "SELECT job_id, spec, policy_state, stage, min_cost, min_cost_batch_size, created_ms "
-    "FROM bso_job WHERE job_id = ?1";
-const std::string kTrialColumns =
-    "SELECT job_id, trial_number, batch_size, type, status, start_ms, end_ms, time_s, energy_j, "
-    "metric, epochs, converged FROM bso_trial";
+const std::string kJobById =
+    std::string("SELECT ") + rows::kJobColumns + " FROM bso_job WHERE job_id = ?1";
+const std::string kTrialColumns = std::string("SELECT ") + rows::kTrialColumns + " FROM bso_trial";
 const std::string kTrialByNumber = kTrialColumns + " WHERE job_id = ?1 AND trial_number = ?2";
 const std::string kTrialsOfJob = kTrialColumns + " WHERE job_id = ?1 ORDER BY trial_number";
-
-JobRecord read_job(const Statement& row) {
-  JobRecord job;
-  job.spec = rows::spec_from_text(row.text(1), row.text(0));
-  job.policy_state = row.text(2);
-  job.stage = row.text(3);
-  job.min_cost = row.optional_real(4);
-  job.min_cost_batch_size = static_cast<int>(row.int64(5));
-  job.created_ms = row.int64(6);
-  return job;
-}
-
-TrialRecord read_trial(const Statement& row) {
-  TrialRecord trial;
-  trial.job_id = row.text(0);
-  trial.trial_number = static_cast<int>(row.int64(1));
-  trial.batch_size = static_cast<int>(row.int64(2));
-  trial.type = row.text(3);
-  trial.status = row.text(4);
-  trial.start_ms = row.int64(5);
-  trial.end_ms = row.optional_int64(6);
-  trial.time_s = row.optional_real(7);
-  trial.energy_j = row.optional_real(8);
-  trial.metric = row.optional_real(9);
-  if (const auto epochs = row.optional_int64(10)) {
-    trial.epochs = static_cast<int>(*epochs);
-  }
-  if (const auto converged = row.optional_int64(11)) {
-    trial.converged = *converged != 0;
-  }
-  return trial;
-}
 
 class SqliteTransaction final : public StoreTransaction {
  public:
@@ -284,12 +39,12 @@ class SqliteTransaction final : public StoreTransaction {
     return get_job(job_id);
   }
   std::optional<JobRecord> get_job(const std::string& job_id) override {
-    Statement query(db_, cache_, kJobColumns);
+    Statement query(db_, cache_, kJobById);
     query.bind(1, job_id);
     if (!query.step()) {
       return std::nullopt;
     }
-    return read_job(query);
+    return rows::job_from_row(query);
   }
   bool insert_job(const JobRecord& job) override {
     const std::string& id = job.spec.job_id.value();
@@ -348,7 +103,7 @@ class SqliteTransaction final : public StoreTransaction {
     if (!query.step()) {
       return std::nullopt;
     }
-    return read_trial(query);
+    return rows::trial_from_row(query);
   }
   void insert_trial(const TrialRecord& trial) override {
     Statement insert(db_, cache_,
@@ -390,7 +145,7 @@ class SqliteTransaction final : public StoreTransaction {
     query.bind(1, job_id);
     std::vector<TrialRecord> trials;
     while (query.step()) {
-      trials.push_back(read_trial(query));
+      trials.push_back(rows::trial_from_row(query));
     }
     return trials;
   }
@@ -641,23 +396,16 @@ std::unique_ptr<Store> open_sqlite_store(const std::string& path, const StoreOpt
   if (const auto query = file.find('?'); query != std::string::npos) {
     std::string parameters = file.substr(query + 1);
     file.resize(query);
-    std::size_t start = 0;
-    while (start <= parameters.size()) {
-      const auto end = parameters.find('&', start);
-      const std::string parameter = parameters.substr(start, end - start);
+    for (const std::string_view parameter : text::split(parameters, '&')) {
       if (parameter == "synchronous=full" || parameter == "synchronous=normal") {
         synchronous_full = parameter == "synchronous=full";
       } else if (parameter == "locking=exclusive" || parameter == "locking=shared") {
         exclusive = parameter == "locking=exclusive";
       } else {
         throw Error(ErrorKind::kInvalidArgument,
-                    "unknown SQLite URL parameter \"" + parameter +
+                    "unknown SQLite URL parameter \"" + std::string(parameter) +
                         "\"; use synchronous=normal|full and locking=exclusive|shared");
       }
-      if (end == std::string::npos) {
-        break;
-      }
-      start = end + 1;
     }
   }
   if (file.empty()) {
