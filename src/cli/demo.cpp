@@ -33,16 +33,9 @@
 
 #include "commands.hpp"
 #include "common/log.hpp"
-#include "zeus/bso/client.hpp"
-#include "zeus/common/clock.hpp"
+#include "sim/scenario.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/device/gpus.hpp"
-#include "zeus/device/simulated_gpu.hpp"
-#include "zeus/monitor/zeus_monitor.hpp"
-#include "zeus/optimizer/cost.hpp"
-#include "zeus/optimizer/power_limit_selector.hpp"
 #include "zeus/optimizer/rng.hpp"
-#include "zeus/runtime/power_limit_optimizer.hpp"
 #include "zeus/sim/simulator.hpp"
 #include "zeus/sim/trace.hpp"
 
@@ -51,23 +44,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
-
-// GPU models that both the simulated-GPU layer and the built-in workload models know.
-const std::vector<std::string> kDemoGpus = {"v100", "a40", "p100"};
-
-// Training samples per epoch of each paper workload (the datasets' sizes, as in
-// docs/workload-models.md): steps per epoch = ceil(samples / batch size).
-int samples_per_epoch(const std::string& dataset) {
-  static const std::vector<std::pair<std::string, int>> sizes = {
-      {"librispeech", 281000}, {"squad", 88000},    {"sentiment140", 160000},
-      {"imagenet", 1281167},   {"cifar100", 50000}, {"movielens-1m", 1000000}};
-  for (const auto& [name, samples] : sizes) {
-    if (name == dataset) {
-      return samples;
-    }
-  }
-  return 100000;
-}
 
 struct DemoArgs {
   int recurrences = 40;
@@ -82,66 +58,6 @@ struct DemoArgs {
   bool as_json = false;
   std::string server;  // an already running server instead of a child process
 };
-
-// ---- The workload model: time and power per (batch size, power limit), epochs per run ----
-
-class WorkloadModel {
- public:
-  explicit WorkloadModel(sim::WorkloadTrace trace)
-      : trace_(std::move(trace)), samples_(samples_per_epoch(trace_.workload.dataset)) {}
-
-  const sim::WorkloadTrace& trace() const { return trace_; }
-
-  // Epoch time and average power of one GPU at `power_limit_w`, interpolated linearly between
-  // the model's power limits (the power-limit optimizer's 25 W grid lands on them exactly).
-  sim::PowerPoint at(int batch_size, double power_limit_w) const {
-    const auto& points = trace_.at_batch_size(batch_size).power;  // ascending
-    if (power_limit_w <= points.front().power_limit_w) {
-      return points.front();
-    }
-    if (power_limit_w >= points.back().power_limit_w) {
-      return points.back();
-    }
-    for (std::size_t i = 1; i < points.size(); ++i) {
-      if (power_limit_w <= points[i].power_limit_w) {
-        const sim::PowerPoint& low = points[i - 1];
-        const sim::PowerPoint& high = points[i];
-        const double f =
-            (power_limit_w - low.power_limit_w) / (high.power_limit_w - low.power_limit_w);
-        sim::PowerPoint point;
-        point.power_limit_w = static_cast<int>(std::lround(power_limit_w));
-        point.time_per_epoch_s =
-            low.time_per_epoch_s + f * (high.time_per_epoch_s - low.time_per_epoch_s);
-        point.average_power_w =
-            low.average_power_w + f * (high.average_power_w - low.average_power_w);
-        return point;
-      }
-    }
-    return points.back();
-  }
-
-  int steps_per_epoch(int batch_size) const {
-    return std::max(1, (samples_ + batch_size - 1) / batch_size);
-  }
-  std::size_t runs() const { return trace_.batch_sizes.front().target_epochs.size(); }
-  // The epoch at which run `run` of `batch_size` reaches the target (nullopt: never).
-  std::optional<int> target_epoch(int batch_size, std::size_t run) const {
-    const auto& epochs = trace_.at_batch_size(batch_size).target_epochs;
-    return epochs[run % epochs.size()];
-  }
-  int max_power_limit_w() const { return trace_.power_limits_w.back(); }
-
- private:
-  sim::WorkloadTrace trace_;
-  int samples_;
-};
-
-// The run (seed of the workload model) each try of a recurrence gets: the same stream for Zeus
-// and for Default, so that both face the same luck.
-optimizer::Rng run_stream(std::uint64_t seed, int recurrence) {
-  std::uint64_t state = seed * 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(recurrence);
-  return optimizer::Rng(optimizer::splitmix64(state));
-}
 
 // ---- The server child process ----
 
@@ -366,230 +282,6 @@ class StopSignals {
   struct sigaction old_term_ {};
 };
 
-// ---- One training run ----
-
-struct RunRecord {
-  int recurrence = 0;  // 1-based
-  int attempt = 0;     // 1-based try within the recurrence
-  int trial_number = 0;
-  int batch_size = 0;
-  int power_limit_w = 0;
-  bool profiled = false;  // this run profiled the power limits (first run of its batch size)
-  int epochs = 0;
-  double energy_j = 0.0;  // all GPUs
-  double time_s = 0.0;
-  double cost = 0.0;
-  std::string outcome;  // "reached", "early-stopped", "max-epochs"
-  std::string message;  // the server's
-};
-
-struct Totals {
-  double energy_j = 0.0;
-  double time_s = 0.0;
-  double cost = 0.0;
-  void add(double energy, double time, double cost_value) {
-    energy_j += energy;
-    time_s += time;
-    cost += cost_value;
-  }
-};
-
-class Demo {
- public:
-  Demo(const DemoArgs& args, WorkloadModel model, std::string url, fs::path work_dir)
-      : args_(args), model_(std::move(model)), url_(std::move(url)), dir_(std::move(work_dir)) {
-    const SimulatedGpuModel& gpu_model = simulated_gpu_model(args_.gpu_model);
-    std::vector<std::shared_ptr<Gpu>> as_gpus;
-    std::vector<int> physical;
-    for (int i = 0; i < args_.gpus; ++i) {
-      sim_gpus_.push_back(std::make_shared<SimulatedGpu>(gpu_model, i, clock_));
-      as_gpus.push_back(sim_gpus_.back());
-      physical.push_back(i);
-    }
-    gpus_ = Gpus(as_gpus, physical);
-    ZeusMonitorOptions options;
-    options.clock = clock_;
-    options.cpu_indices = std::vector<int>{};
-    options.start_sampler_thread = false;  // counter-less GPUs are sampled at every change
-    monitor_ = std::make_shared<ZeusMonitor>(gpus_, std::vector<std::shared_ptr<Cpu>>{}, options);
-    if (monitor_->sampler() != nullptr) {
-      monitor_->sampler()->sample_once();
-    }
-
-    const sim::WorkloadTrace& trace = model_.trace();
-    spec_.job_id_prefix = "demo-" + trace.workload.dataset;
-    if (args_.server.empty()) {
-      spec_.job_id = spec_.job_id_prefix;  // a fresh database: a fixed, readable id
-    }
-    for (const auto& batch : trace.batch_sizes) {
-      spec_.batch_sizes.push_back(batch.batch_size);
-    }
-    spec_.default_batch_size = trace.workload.default_batch_size;
-    spec_.eta_knob = args_.eta;
-    spec_.beta_knob = args_.beta > 0.0 ? std::optional<double>(args_.beta) : std::nullopt;
-    spec_.target_metric = trace.workload.target_metric;
-    spec_.higher_is_better_metric = trace.workload.higher_is_better;
-    spec_.max_epochs = trace.workload.max_epochs;
-    spec_.mab_seed = static_cast<std::int64_t>(args_.seed & 0x7fffffffffffffffULL);
-
-    client_options_.retry.max_attempts = 4;
-    client_options_.retry.initial_delay_s = 0.05;
-    client_options_.retry.max_delay_s = 1.0;
-  }
-
-  const Gpus& gpus() const { return gpus_; }
-  const bso::JobSpec& spec() const { return spec_; }
-
-  // One training run of recurrence `recurrence`, as a training script would do it.
-  RunRecord train(int recurrence, int attempt, std::size_t run) {
-    RunRecord record;
-    record.recurrence = recurrence;
-    record.attempt = attempt;
-
-    bso::BatchSizeOptimizer bso(monitor_, gpus_, url_, spec_, client_options_);
-    spec_.job_id = bso.job().job_id;  // the server's id when it assigned one
-    max_power_w_ = bso.job().max_power_w;
-    const int batch_size = bso.get_batch_size();
-    record.batch_size = batch_size;
-    record.trial_number = bso.trial()->trial_number;
-
-    const int steps = model_.steps_per_epoch(batch_size);
-    PowerLimitOptimizerOptions plo_options;
-    plo_options.selector = std::make_shared<optimizer::ZeusCostSelector>(args_.eta, args_.gpus);
-    // Short enough that every limit fits in one epoch even with few steps per epoch.
-    plo_options.warmup_steps = std::clamp(steps / 20, 1, 10);
-    plo_options.profile_steps = std::clamp(steps / 10, 2, 40);
-    plo_options.profile_path = dir_ / fmt::format("plo-profile-bs{}.json", batch_size);
-    plo_options.restore_on_signal = false;  // simulated GPUs: nothing to restore
-    record.profiled = !fs::exists(plo_options.profile_path);
-    PowerLimitOptimizer plo(monitor_, gpus_, plo_options);
-
-    const std::optional<int> target_epoch = model_.target_epoch(batch_size, run);
-    bso.on_train_begin();
-    for (int epoch = 1;; ++epoch) {
-      train_epoch(plo, batch_size, steps);
-      plo.on_epoch_end();
-      record.epochs = epoch;
-      try {
-        const bso::ReportResponse response = bso.on_evaluate(metric(epoch, target_epoch));
-        if (response.stop_train) {
-          record.outcome = "reached";
-          record.message = response.message;
-          break;
-        }
-      } catch (const bso::TrainFailedError& error) {
-        record.message = error.response().message;
-        record.outcome = record.message.find("cost upper bound") != std::string::npos
-                             ? "early-stopped"
-                             : "max-epochs";
-        break;
-      }
-      if (epoch > spec_.max_epochs) {
-        throw Error(ErrorKind::kUnknown,
-                    fmt::format("the BSO server did not stop trial {} after {} epochs (max_epochs "
-                                "is {})",
-                                record.trial_number, epoch, spec_.max_epochs));
-      }
-    }
-    record.power_limit_w = static_cast<int>(
-        plo.optimal_power_limit_mw().value_or(sim_gpus_[0]->power_limit_mw()) / 1000);
-    record.energy_j = bso.energy_j();
-    record.time_s = bso.time_s();
-    record.cost = optimizer::zeus_cost(record.energy_j, record.time_s, args_.eta, max_power_w_);
-    return record;  // the optimizers go: the limit is restored, the trial ended (PATCH /trials)
-  }
-
-  double max_power_w() const { return max_power_w_; }
-
- private:
-  // The validation metric after `epoch` epochs of a run that reaches the target at
-  // `target_epoch`: it crosses the target exactly there.
-  double metric(int epoch, std::optional<int> target_epoch) const {
-    const double target = spec_.target_metric;
-    const bool higher = spec_.higher_is_better_metric;
-    if (!target_epoch) {  // never reaches it: approaches it from the wrong side
-      const double gap = 0.05 + 0.5 / epoch;
-      return higher ? target * (1.0 - gap) : target * (1.0 + gap);
-    }
-    const double progress = static_cast<double>(epoch) / *target_epoch;  // 1.0 exactly at target
-    return higher ? target * progress : target / progress;
-  }
-
-  // Makes every GPU draw the model's power for `batch_size` at its current power limit.
-  void apply_power(int batch_size, int steps) {
-    const std::uint32_t limit_mw = sim_gpus_[0]->power_limit_mw();
-    if (limit_mw == applied_limit_mw_ && batch_size == applied_batch_size_) {
-      return;
-    }
-    const sim::PowerPoint point = model_.at(batch_size, limit_mw / 1000.0);
-    for (const auto& gpu : sim_gpus_) {
-      const SimulatedGpuModel& m = gpu->model();
-      gpu->set_utilization((point.average_power_w * 1000.0 - m.idle_power_mw) /
-                           (static_cast<double>(m.peak_power_mw) - m.idle_power_mw));
-    }
-    if (monitor_->sampler() != nullptr) {
-      monitor_->sampler()->sample_once();
-    }
-    step_time_s_ = point.time_per_epoch_s / steps;
-    applied_limit_mw_ = limit_mw;
-    applied_batch_size_ = batch_size;
-  }
-
-  // One epoch: step by step while the power-limit optimizer profiles, then the rest at once.
-  void train_epoch(PowerLimitOptimizer& plo, int batch_size, int steps) {
-    for (int step = 0; step < steps; ++step) {
-      const bool profiling = !plo.optimal_power_limit_mw().has_value();
-      if (step == 0 || profiling) {
-        plo.on_step_begin();
-        apply_power(batch_size, steps);
-        clock_->advance_s(step_time_s_);
-        continue;
-      }
-      apply_power(batch_size, steps);
-      clock_->advance_s(step_time_s_ * (steps - step));
-      break;
-    }
-  }
-
-  const DemoArgs& args_;
-  WorkloadModel model_;
-  std::string url_;
-  fs::path dir_;
-  std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
-  std::vector<std::shared_ptr<SimulatedGpu>> sim_gpus_;
-  Gpus gpus_;
-  std::shared_ptr<ZeusMonitor> monitor_;
-  bso::JobSpec spec_;
-  bso::ClientOptions client_options_;
-  double max_power_w_ = 0.0;
-  std::uint32_t applied_limit_mw_ = 0;
-  int applied_batch_size_ = 0;
-  double step_time_s_ = 0.0;
-};
-
-// Default: b0 at the maximum power limit, every recurrence, with the same runs as Zeus got;
-// a run that misses the target costs max_epochs and is retried.
-Totals default_recurrence(const WorkloadModel& model, const DemoArgs& args, int recurrence,
-                          double max_power_w) {
-  const sim::WorkloadTrace& trace = model.trace();
-  const int b0 = trace.workload.default_batch_size;
-  const sim::PowerPoint point = model.at(b0, model.max_power_limit_w());
-  optimizer::Rng stream = run_stream(args.seed, recurrence);
-  Totals totals;
-  for (int attempt = 1; attempt <= args.max_tries; ++attempt) {
-    const std::optional<int> target = model.target_epoch(b0, stream.below(model.runs()));
-    const bool reached = target && *target <= trace.workload.max_epochs;
-    const int epochs = reached ? *target : trace.workload.max_epochs;
-    const double energy_j = epochs * point.energy_per_epoch_j() * args.gpus;
-    const double time_s = epochs * point.time_per_epoch_s;
-    totals.add(energy_j, time_s, optimizer::zeus_cost(energy_j, time_s, args.eta, max_power_w));
-    if (reached) {
-      break;
-    }
-  }
-  return totals;
-}
-
 // ---- Output ----
 
 std::string human_energy(double energy_j) {
@@ -635,15 +327,16 @@ void check_args(const DemoArgs& args) {
   if (args.max_tries < 1) {
     throw bad("--max-tries must be at least 1");
   }
-  if (std::find(kDemoGpus.begin(), kDemoGpus.end(), args.gpu_model) == kDemoGpus.end()) {
+  const std::vector<std::string> gpus = sim::scenario_gpus();
+  if (std::find(gpus.begin(), gpus.end(), args.gpu_model) == gpus.end()) {
     throw bad(
         fmt::format("--gpu-model \"{}\": the demo needs a GPU that both the simulated GPUs "
                     "and the workload models know: {}",
-                    args.gpu_model, fmt::join(kDemoGpus, ", ")));
+                    args.gpu_model, fmt::join(gpus, ", ")));
   }
 }
 
-json run_json(const RunRecord& run) {
+json run_json(const sim::RunRecord& run) {
   json out;
   out["recurrence"] = run.recurrence;
   out["try"] = run.attempt;
@@ -675,7 +368,7 @@ int run(const DemoArgs& args) {
   const auto wall_start = std::chrono::steady_clock::now();
   check_args(args);
   const sim::Workload& workload = sim::paper_workload(args.workload);
-  WorkloadModel model(sim::builtin_trace(args.gpu_model, workload));
+  sim::WorkloadModel model(sim::builtin_trace(args.gpu_model, workload));
   const sim::WorkloadTrace& trace = model.trace();
 
   const StopSignals signals;
@@ -691,7 +384,15 @@ int run(const DemoArgs& args) {
     url = server->wait_ready(30.0);
   }
 
-  Demo demo(args, model, url, dir.path());
+  sim::ScenarioConfig config;
+  config.gpus = args.gpus;
+  config.gpu_model = args.gpu_model;
+  config.eta = args.eta;
+  config.beta = args.beta;
+  config.seed = args.seed;
+  config.max_tries = args.max_tries;
+  config.fixed_job_id = args.server.empty();
+  sim::Scenario demo(config, model, url, dir.path());
   const std::string gpu_name = demo.gpus().at(0).name();
   const int b0 = trace.workload.default_batch_size;
   const int max_limit_w = model.max_power_limit_w();
@@ -713,15 +414,15 @@ int run(const DemoArgs& args) {
     std::fflush(stdout);
   }
 
-  std::vector<RunRecord> runs;
-  Totals zeus_totals;
-  Totals default_totals;
-  Totals zeus_last;
-  Totals default_last;
+  std::vector<sim::RunRecord> runs;
+  sim::Totals zeus_totals;
+  sim::Totals default_totals;
+  sim::Totals zeus_last;
+  sim::Totals default_last;
   const int last_count = std::min(10, args.recurrences);
   for (int recurrence = 1; recurrence <= args.recurrences; ++recurrence) {
-    optimizer::Rng stream = run_stream(args.seed, recurrence);
-    Totals zeus_recurrence;
+    optimizer::Rng stream = sim::run_stream(args.seed, recurrence);
+    sim::Totals zeus_recurrence;
     bool reached = false;
     for (int attempt = 1; attempt <= args.max_tries && !reached; ++attempt) {
       if (g_stop_signal != 0) {
@@ -729,7 +430,7 @@ int run(const DemoArgs& args) {
                   << " at recurrence " << recurrence << "\n";
         return 128 + g_stop_signal;
       }
-      RunRecord record = demo.train(recurrence, attempt, stream.below(model.runs()));
+      sim::RunRecord record = demo.train(recurrence, attempt, stream.below(model.runs()));
       reached = record.outcome == "reached";
       zeus_recurrence.add(record.energy_j, record.time_s, record.cost);
       if (!args.as_json) {
@@ -749,7 +450,8 @@ int run(const DemoArgs& args) {
                   fmt::format("recurrence {} did not reach the target in {} runs (--max-tries)",
                               recurrence, args.max_tries));
     }
-    const Totals baseline = default_recurrence(model, args, recurrence, demo.max_power_w());
+    const sim::Totals baseline =
+        sim::default_recurrence(model, config, recurrence, demo.max_power_w());
     zeus_totals.add(zeus_recurrence.energy_j, zeus_recurrence.time_s, zeus_recurrence.cost);
     default_totals.add(baseline.energy_j, baseline.time_s, baseline.cost);
     if (recurrence > args.recurrences - last_count) {
@@ -769,27 +471,10 @@ int run(const DemoArgs& args) {
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   const sim::Oracle oracle = sim::compute_oracle(trace, args.eta);
-  // The configuration chosen most often by the last recurrences' successful runs (ties: the
-  // latest).
-  std::pair<int, int> final_config{0, 0};
-  {
-    std::vector<std::pair<int, int>> chosen;
-    for (const RunRecord& run : runs) {
-      if (run.outcome == "reached" && run.recurrence > args.recurrences - last_count) {
-        chosen.emplace_back(run.batch_size, run.power_limit_w);
-      }
-    }
-    long best = 0;
-    for (const auto& config : chosen) {
-      const long count = std::count(chosen.begin(), chosen.end(), config);
-      if (count >= best) {
-        best = count;
-        final_config = config;
-      }
-    }
-  }
+  // The configuration chosen most often by the last recurrences' successful runs.
+  const std::pair<int, int> final_config = sim::most_chosen(runs, args.recurrences - last_count);
   const int failed = static_cast<int>(std::count_if(
-      runs.begin(), runs.end(), [](const RunRecord& r) { return r.outcome != "reached"; }));
+      runs.begin(), runs.end(), [](const sim::RunRecord& r) { return r.outcome != "reached"; }));
 
   if (args.as_json) {
     json out;
@@ -806,7 +491,7 @@ int run(const DemoArgs& args) {
     out["database"] = server ? json(db_url) : json(nullptr);
     out["job_id"] = demo.spec().job_id.value_or("");
     json list = json::array();
-    for (const RunRecord& run : runs) {
+    for (const sim::RunRecord& run : runs) {
       list.push_back(run_json(run));
     }
     out["runs"] = list;

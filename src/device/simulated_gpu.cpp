@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "device/gpu_models.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus {
@@ -43,87 +44,16 @@ std::string make_pci_bus_id(int index) {
 }  // namespace
 
 const std::vector<SimulatedGpuModel>& simulated_gpu_models() {
-  // Power-limit ranges are the real boards' (nvidia-smi -q); idle and memory power are typical.
-  static const std::vector<SimulatedGpuModel> models = {
-      {"v100",
-       "Tesla V100-PCIE-32GB",
-       "volta",
-       100'000,
-       250'000,
-       250'000,
-       25'000,
-       250'000,
-       20'000,
-       {877},
-       1380,
-       135,
-       true},
-      {"p100",
-       "Tesla P100-PCIE-16GB",
-       "pascal",
-       125'000,
-       250'000,
-       250'000,
-       26'000,
-       250'000,
-       18'000,
-       {715},
-       1328,
-       544,
-       false},
-      {"a40",
-       "NVIDIA A40",
-       "ampere",
-       100'000,
-       300'000,
-       300'000,
-       30'000,
-       300'000,
-       25'000,
-       {7251, 5001, 405},
-       1740,
-       210,
-       true},
-      {"a100",
-       "NVIDIA A100-SXM4-80GB",
-       "ampere",
-       100'000,
-       400'000,
-       400'000,
-       55'000,
-       400'000,
-       45'000,
-       {1593},
-       1410,
-       210,
-       true},
-      {"h100",
-       "NVIDIA H100 80GB HBM3",
-       "hopper",
-       200'000,
-       700'000,
-       700'000,
-       70'000,
-       700'000,
-       60'000,
-       {2619},
-       1980,
-       345,
-       true},
-      {"h200",
-       "NVIDIA H200",
-       "hopper",
-       200'000,
-       700'000,
-       700'000,
-       75'000,
-       700'000,
-       65'000,
-       {3201},
-       1980,
-       345,
-       true},
-  };
+  // The boards of the one GPU catalogue (device/gpu_models.hpp), in its order.
+  static const std::vector<SimulatedGpuModel> models = [] {
+    std::vector<SimulatedGpuModel> boards;
+    for (const GpuModelEntry& entry : gpu_models()) {
+      if (entry.board) {
+        boards.push_back(*entry.board);
+      }
+    }
+    return boards;
+  }();
   return models;
 }
 

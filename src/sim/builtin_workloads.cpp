@@ -6,6 +6,8 @@
 #include <sstream>
 #include <string>
 
+#include "common/text.hpp"
+#include "device/gpu_models.hpp"
 #include "trace_internal.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/optimizer/rng.hpp"
@@ -14,24 +16,8 @@
 namespace zeus::sim {
 namespace {
 
-struct GpuModel {
-  std::string_view name;
-  std::vector<int> power_limits_w;  // ascending
-  double static_power_w;            // drawn whenever the job runs, busy or not
-  double dynamic_power_w;           // extra power of a fully busy GPU at full clock (intensity 1)
-  double speed;                     // compute throughput relative to the V100
-  double dvfs_exponent;             // busy power above static grows as clock^dvfs_exponent
-};
-
-const std::vector<GpuModel>& gpu_models() {
-  static const std::vector<GpuModel> models = {
-      {"v100", {100, 125, 150, 175, 200, 225, 250}, 40.0, 230.0, 1.0, 3.5},
-      {"a40", {100, 125, 150, 175, 200, 225, 250, 275, 300}, 75.0, 215.0, 1.3, 4.0},
-      {"rtx6000", {100, 125, 150, 175, 200, 225, 250, 260}, 55.0, 195.0, 0.85, 3.5},
-      {"p100", {125, 150, 175, 200, 225, 250}, 32.0, 150.0, 0.55, 4.5},
-  };
-  return models;
-}
+// The GPU side of the model comes from the one GPU catalogue (device/gpu_models.hpp).
+using GpuModel = WorkloadGpuModel;
 
 // Epoch time on the V100 at full clock: samples_per_epoch * (compute_s_per_sample +
 // overhead_s_per_step / b). Only the compute part scales with the GPU's speed and clock.
@@ -114,15 +100,6 @@ const std::vector<WorkloadModel>& workload_models() {
 
 // ---- Deterministic noise: splitmix64 seeded by an FNV-1a hash of the cell's name ----
 
-std::uint64_t fnv1a(std::string_view text) {
-  std::uint64_t hash = 0xcbf29ce484222325ULL;
-  for (const char c : text) {
-    hash ^= static_cast<unsigned char>(c);
-    hash *= 0x100000001b3ULL;
-  }
-  return hash;
-}
-
 // Approximately standard normal (Irwin-Hall: the sum of 12 uniforms minus 6, within [-6, 6]).
 // Plain arithmetic, so every platform draws the same values.
 double standard_normal(std::uint64_t& state) {
@@ -150,9 +127,10 @@ std::vector<std::optional<int>> target_epochs(const WorkloadModel& model, int ba
   const double expected = expected_epochs(convergence, batch_size);
   std::vector<std::optional<int>> epochs;
   for (int run = 1; run <= convergence.runs; ++run) {
-    std::uint64_t state = fnv1a(std::string(model.dataset) + "/" + std::string(model.network) +
-                                "/" + std::string(model.optimizer) + "#" +
-                                std::to_string(batch_size) + "#" + std::to_string(run));
+    std::uint64_t state =
+        text::fnv1a_64(std::string(model.dataset) + "/" + std::string(model.network) + "/" +
+                       std::string(model.optimizer) + "#" + std::to_string(batch_size) + "#" +
+                       std::to_string(run));
     const double z = standard_normal(state);
     const int epoch =
         std::max(1, static_cast<int>(std::lround(expected * (1.0 + convergence.noise * z))));
@@ -214,9 +192,7 @@ bool same_metric(double a, double b) {
 
 WorkloadTrace builtin_trace(std::string_view gpu, const Workload& workload) {
   check_trace_gpu(gpu);
-  const auto& gpus = gpu_models();
-  const GpuModel& gpu_model =
-      *std::find_if(gpus.begin(), gpus.end(), [&](const GpuModel& m) { return m.name == gpu; });
+  const GpuModel& gpu_model = *find_gpu_model(gpu)->workload;  // every trace GPU has one
 
   const WorkloadModel* model = nullptr;
   std::string known;

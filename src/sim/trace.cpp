@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "common/csv.hpp"
+#include "device/gpu_models.hpp"
 #include "trace_internal.hpp"
 #include "zeus/common/error.hpp"
 
@@ -41,7 +42,15 @@ const Workload& paper_workload(std::string_view dataset) {
 }
 
 const std::vector<std::string>& trace_gpus() {
-  static const std::vector<std::string> gpus = {"v100", "a40", "rtx6000", "p100"};
+  static const std::vector<std::string> gpus = [] {
+    std::vector<std::string> keys;
+    for (const GpuModelEntry& entry : gpu_models()) {
+      if (entry.public_traces) {
+        keys.push_back(entry.key);
+      }
+    }
+    return keys;
+  }();
   return gpus;
 }
 

@@ -1,0 +1,138 @@
+// One cell (workload x GPU x policy) over many seeds, on worker threads, compared with Default.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <map>
+#include <thread>
+
+#include "engine.hpp"
+#include "zeus/common/error.hpp"
+#include "zeus/sim/simulator.hpp"
+
+namespace zeus::sim {
+
+using detail::check_config;
+using detail::Choice;
+using detail::default_recurrences;
+using detail::make_policy;
+using detail::Outcome;
+using detail::point_at;
+using detail::Policy;
+using detail::run_once;
+using detail::run_rng;
+
+CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const SimulationConfig& config,
+                     const std::vector<std::uint64_t>& seeds, unsigned threads) {
+  if (seeds.empty()) {
+    throw Error(ErrorKind::kInvalidArgument, "at least one seed is needed");
+  }
+  check_config(trace, config);
+  const Oracle oracle = compute_oracle(trace, config.eta);
+  CellSummary cell;
+  cell.workload = trace.workload.dataset;
+  cell.gpu = trace.gpu;
+  cell.policy = std::string(policy_name(policy));
+  cell.seeds = static_cast<int>(seeds.size());
+  cell.recurrences = config.arrivals.empty() ? default_recurrences(trace, config)
+                                             : static_cast<int>(config.arrivals.size());
+  cell.oracle_batch_size = oracle.batch_size;
+  cell.oracle_power_limit_w = oracle.power_limit_w;
+  cell.notes = trace.notes;
+  cell.runs.resize(seeds.size());
+
+  struct PerSeed {
+    double energy, energy_last10, time, time_last10, cost, regret;
+  };
+  std::vector<PerSeed> per_seed(seeds.size());
+  std::vector<std::exception_ptr> errors(seeds.size());
+  auto work = [&](std::size_t i) {
+    try {
+      SimulationConfig seeded = config;
+      seeded.seed = seeds[i];
+      const auto simulate = [&](PolicyKind kind) {
+        return config.arrivals.empty() ? simulate_recurring(trace, kind, seeded)
+                                       : simulate_concurrent(trace, kind, seeded, config.arrivals);
+      };
+      RunResult run = simulate(policy);
+      const RunResult base = policy == PolicyKind::kDefault ? run : simulate(PolicyKind::kDefault);
+      const auto saving = [](double value, double baseline) {
+        return baseline > 0.0 ? 100.0 * (1.0 - value / baseline) : 0.0;
+      };
+      PerSeed& s = per_seed[i];
+      s.energy = saving(run.total_energy_j(), base.total_energy_j());
+      s.energy_last10 = saving(run.last_energy_j(10), base.last_energy_j(10));
+      s.time = saving(run.total_time_s(), base.total_time_s());
+      s.time_last10 = saving(run.last_time_s(10), base.last_time_s(10));
+      s.cost = saving(run.total_cost(), base.total_cost());
+      s.regret = run.total_cost() - oracle.expected_cost * static_cast<double>(run.history.size());
+      cell.runs[i] = std::move(run);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  unsigned workers = threads != 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
+  workers = std::min<unsigned>(workers, static_cast<unsigned>(seeds.size()));
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> pool;
+  for (unsigned w = 1; w < workers; ++w) {
+    pool.emplace_back([&] {
+      for (std::size_t i = next++; i < seeds.size(); i = next++) {
+        work(i);
+      }
+    });
+  }
+  for (std::size_t i = next++; i < seeds.size(); i = next++) {
+    work(i);
+  }
+  for (auto& thread : pool) {
+    thread.join();
+  }
+  for (const auto& error : errors) {
+    if (error) {
+      std::rethrow_exception(error);
+    }
+  }
+
+  const auto mean_std = [&](auto member, double& mean, double& stddev) {
+    double sum = 0.0;
+    for (const PerSeed& s : per_seed) {
+      sum += s.*member;
+    }
+    mean = sum / static_cast<double>(per_seed.size());
+    double squares = 0.0;
+    for (const PerSeed& s : per_seed) {
+      squares += (s.*member - mean) * (s.*member - mean);
+    }
+    stddev =
+        per_seed.size() > 1 ? std::sqrt(squares / static_cast<double>(per_seed.size() - 1)) : 0.0;
+  };
+  mean_std(&PerSeed::energy, cell.energy_saving_pct_mean, cell.energy_saving_pct_std);
+  mean_std(&PerSeed::energy_last10, cell.energy_saving_last10_pct_mean,
+           cell.energy_saving_last10_pct_std);
+  mean_std(&PerSeed::time, cell.time_saving_pct_mean, cell.time_saving_pct_std);
+  mean_std(&PerSeed::time_last10, cell.time_saving_last10_pct_mean,
+           cell.time_saving_last10_pct_std);
+  mean_std(&PerSeed::cost, cell.cost_saving_pct_mean, cell.cost_saving_pct_std);
+  mean_std(&PerSeed::regret, cell.cum_regret_mean, cell.cum_regret_std);
+
+  std::map<std::pair<int, int>, int> finals;
+  int matches = 0;
+  double failed = 0.0;
+  for (const RunResult& run : cell.runs) {
+    const auto final_config = run.final_configuration();
+    ++finals[final_config];
+    matches += final_config.first == oracle.batch_size ? 1 : 0;
+    failed += run.failed_runs;
+  }
+  const auto modal =
+      std::max_element(finals.begin(), finals.end(),
+                       [](const auto& a, const auto& b) { return a.second < b.second; });
+  cell.final_batch_size = modal->first.first;
+  cell.final_power_limit_w = modal->first.second;
+  cell.final_matches_oracle_pct = 100.0 * matches / static_cast<double>(seeds.size());
+  cell.failed_runs_mean = failed / static_cast<double>(seeds.size());
+  return cell;
+}
+
+}  // namespace zeus::sim
