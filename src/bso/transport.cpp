@@ -74,10 +74,11 @@ bool retryable_status(int status) {
   return status == 502 || status == 503 || status == 504;
 }
 
+// Whole seconds and the remaining microseconds, as cpp-httplib's timeouts take them.
 std::pair<time_t, time_t> split_seconds(double seconds) {
   const auto whole = static_cast<time_t>(seconds);
-  const auto micro =
-      static_cast<time_t>(std::llround((seconds - static_cast<double>(whole)) * 1e6));
+  const auto micro = static_cast<time_t>(
+      std::llround(units::microseconds_from_seconds(seconds - static_cast<double>(whole))));
   return {whole, micro};
 }
 
