@@ -17,6 +17,8 @@
 namespace zeus::bso {
 namespace {
 
+constexpr std::size_t kMaxQuotedBody = 400;  // characters of a body quoted in an error
+
 // The server's explanation: {"message": "..."} (logic errors), {"detail": "..."} (routing) or
 // {"detail": [{"loc": [...], "msg": "..."}]} (validation); the raw body otherwise.
 std::string server_message_of(const std::string& body) {
@@ -94,11 +96,6 @@ std::optional<double> retry_after_s(const std::string& value) {
   }
   return seconds;
 }
-
-}  // namespace
-
-namespace {
-constexpr std::size_t kMaxQuotedBody = 400;  // characters of a body quoted in an error
 
 }  // namespace
 
