@@ -273,8 +273,9 @@ void check_zeusd_query(const Fields& params) {
           } else if (name.ends_with("_mhz") || name.ends_with("_mw")) {
             const std::uint32_t value = query.u32(name);
             std::string digits = *query.optional(name);
-            if (!digits.empty() && digits.front() == '+')
+            if (!digits.empty() && digits.front() == '+') {
               digits.erase(0, 1);
+            }
             digits.erase(0, std::min(digits.find_first_not_of('0'), digits.size() - 1));
             ZEUS_FUZZ_CHECK(digits == std::to_string(value));
           } else if (const auto value = query.optional(name)) {

@@ -10,8 +10,10 @@
 //   (403). authorize() is that decision as a pure function; the HTTP layer only copies its status,
 //   body and headers into the response.
 //
-// Everything here is in zeus::daemon::auth; the daemon (daemon/daemon.hpp) uses its
-// ApiGroup, and has its own, HTTP-facing AuthResult.
+// Two sources: jwt.cpp is the HS256 JWT codec (base64url, HMAC, issuing and verifying tokens);
+// auth.cpp is the policy around it (API groups, the key file, the middleware decision and
+// `zeusd token issue`). Everything here is in zeus::daemon::auth; the daemon (daemon/daemon.hpp)
+// uses its ApiGroup, and has its own, HTTP-facing AuthResult.
 #pragma once
 
 #include <cstddef>
@@ -38,13 +40,15 @@ std::optional<ApiGroup> parse_api_group(std::string_view name);
 // Duplicates are dropped, the first occurrence's order is kept. Throws zeus::Error
 // (kInvalidArgument) on an empty list, an empty item or an unknown name, naming the valid ones.
 std::vector<ApiGroup> parse_api_group_list(std::string_view comma_separated);
+// "gpu-control, gpu-read, cpu-read": the valid names, for error messages.
+std::string api_group_names();
 
 // The group a request path belongs to: /gpu/set_* and /gpu/reset_* -> gpu-control, any other
 // /gpu/* -> gpu-read, /cpu/* -> cpu-read; nullopt for everything else (/discover, /time,
 // /auth/*, unknown paths). `path` is the decoded path the router matches, without the query.
 std::optional<ApiGroup> required_group(std::string_view path);
 
-// ---- Encoding and crypto primitives ----
+// ---- Encoding and crypto primitives (jwt.cpp, with the tokens) ----
 
 // base64url (RFC 4648 §5) without padding.
 std::string base64url_encode(std::string_view bytes);

@@ -152,8 +152,9 @@ int serve(zeus::daemon::DaemonConfig config, const ServeExtras& extras) {
   zeus::DiscoveryOptions options;
   options.env = [base =
                      zeus::process_env()](const std::string& name) -> std::optional<std::string> {
-    if (name == "CUDA_VISIBLE_DEVICES" || name == "HIP_VISIBLE_DEVICES")
+    if (name == "CUDA_VISIBLE_DEVICES" || name == "HIP_VISIBLE_DEVICES") {
       return std::nullopt;
+    }
     return base(name);
   };
   const zeus::GpuDiscovery discovery = zeus::discover_gpus(options);
@@ -172,8 +173,9 @@ int serve(zeus::daemon::DaemonConfig config, const ServeExtras& extras) {
     }
     cpus = cpu_discovery.cpus;
   }
-  if (discovery.gpus.empty())
+  if (discovery.gpus.empty()) {
     zeus::log().warn("zeusd: no GPU found: {}", discovery.message);
+  }
 
   zeus::daemon::DaemonHooks hooks;
   if (!extras.signing_key_path.empty()) {
@@ -276,8 +278,9 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
 
-  if (std::getenv("ZEUS_LOG_LEVEL") == nullptr)
+  if (std::getenv("ZEUS_LOG_LEVEL") == nullptr) {
     zeus::log().set_level(spdlog::level::info);
+  }
   try {
     config.mode =
         mode == "tcp" ? zeus::daemon::TransportMode::kTcp : zeus::daemon::TransportMode::kUds;

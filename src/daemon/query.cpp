@@ -6,16 +6,21 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "common/text.hpp"
+
 namespace zeus::daemon {
 namespace {
 
 std::string expected_fields(const std::vector<std::string_view>& fields) {
-  if (fields.empty())
+  if (fields.empty()) {
     return "there are no fields";
-  if (fields.size() == 1)
+  }
+  if (fields.size() == 1) {
     return fmt::format("expected `{}`", fields[0]);
-  if (fields.size() == 2)
+  }
+  if (fields.size() == 2) {
     return fmt::format("expected `{}` or `{}`", fields[0], fields[1]);
+  }
   std::string out = "expected one of ";
   for (std::size_t i = 0; i < fields.size(); ++i) {
     out += fmt::format("{}`{}`", i == 0 ? "" : ", ", fields[i]);
@@ -53,37 +58,45 @@ std::optional<std::string> Query::optional(const std::string& name) const {
 
 std::string Query::required(const std::string& name) const {
   auto value = optional(name);
-  if (!value)
+  if (!value) {
     throw query_error(fmt::format("missing field `{}`", name));
+  }
   return *value;
 }
 
 bool Query::boolean(const std::string& name) const {
   const std::string value = required(name);
-  if (value == "true")
+  if (value == "true") {
     return true;
-  if (value == "false")
+  }
+  if (value == "false") {
     return false;
+  }
   throw query_error("provided string was not `true` or `false`");
 }
 
 std::uint32_t Query::u32(const std::string& name) const {
   const std::string value = required(name);
-  if (value.empty())
+  if (value.empty()) {
     throw query_error("cannot parse integer from empty string");
+  }
   std::string_view digits = value;
-  if (digits.front() == '+')
+  if (digits.front() == '+') {
     digits.remove_prefix(1);
+  }
   std::uint64_t parsed = 0;
   for (char c : digits) {
-    if (c < '0' || c > '9')
+    if (c < '0' || c > '9') {
       throw query_error("invalid digit found in string");
+    }
     parsed = parsed * 10 + static_cast<std::uint64_t>(c - '0');
-    if (parsed > 0xFFFFFFFFull)
+    if (parsed > 0xFFFFFFFFull) {
       throw query_error("number too large to fit in target type");
+    }
   }
-  if (digits.empty())
+  if (digits.empty()) {
     throw query_error("invalid digit found in string");
+  }
   return static_cast<std::uint32_t>(parsed);
 }
 
@@ -93,11 +106,7 @@ std::vector<int> parse_ids(const std::string& field, const std::string& value,
     throw json_error(400, fmt::format("{} must contain at least one {} index", field, kind));
   }
   std::vector<int> ids;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = value.find(',', start);
-    const std::string item =
-        value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+  for (const std::string_view item : text::split(value, ',')) {
     if (item.empty()) {
       throw json_error(400, fmt::format("{} contains an empty {} index", field, kind));
     }
@@ -107,9 +116,6 @@ std::vector<int> parse_ids(const std::string& field, const std::string& value,
       throw json_error(400, fmt::format("Invalid {} index: {}", kind, item));
     }
     ids.push_back(id);
-    if (comma == std::string::npos)
-      break;
-    start = comma + 1;
   }
   std::sort(ids.begin(), ids.end());
   ids.erase(std::unique(ids.begin(), ids.end()), ids.end());

@@ -93,8 +93,9 @@ TEST(Base64Url, Rfc4648VectorsWithoutPadding) {
 
 TEST(Base64Url, RoundTripsEveryByte) {
   std::string all;
-  for (int i = 0; i < 256; ++i)
+  for (int i = 0; i < 256; ++i) {
     all += static_cast<char>(i);
+  }
   for (std::size_t n = 0; n <= all.size(); n += 37) {
     std::string part = all.substr(0, n);
     EXPECT_EQ(base64url_decode(base64url_encode(part)), part) << n;
@@ -549,8 +550,9 @@ TEST(Duration, ParsesUnits) {
 
 int run_cli(const std::vector<std::string>& args, std::string& out, std::string& err) {
   std::vector<const char*> argv = {"zeusd token issue"};
-  for (const std::string& arg : args)
+  for (const std::string& arg : args) {
     argv.push_back(arg.c_str());
+  }
   std::ostringstream out_stream;
   std::ostringstream err_stream;
   int code =

@@ -51,8 +51,9 @@ class FakeCpu final : public Cpu {
   std::uint64_t package_energy_uj() override { return energy_uj_ += 10000; }
   bool has_dram() const override { return dram_; }
   std::uint64_t dram_energy_uj() override {
-    if (!dram_)
+    if (!dram_) {
       throw Error(ErrorKind::kNotSupported, "no DRAM zone");
+    }
     return dram_energy_uj_ += 1000;
   }
 
@@ -68,8 +69,9 @@ class Running {
  public:
   explicit Running(DaemonConfig config, int gpu_count = 2, DaemonHooks hooks = {})
       : gpus_(simulated_gpus(gpu_count)) {
-    if (config.mode == TransportMode::kUds)
+    if (config.mode == TransportMode::kUds) {
       config.socket_path = dir_.path() / "zeusd.sock";
+    }
     std::vector<std::shared_ptr<Cpu>> cpus = {std::make_shared<FakeCpu>(0, true),
                                               std::make_shared<FakeCpu>(1, false)};
     daemon_ = std::make_unique<Daemon>(config, gpus_, cpus, std::move(hooks));
@@ -110,8 +112,9 @@ struct Reply {
 Reply get(const Running& d, const std::string& target) {
   auto cli = d.client();
   auto res = cli.Get(target.c_str());
-  if (!res)
+  if (!res) {
     throw std::runtime_error("GET " + target + " failed: " + httplib::to_string(res.error()));
+  }
   return {res->status, res->body, res->get_header_value("Content-Type"),
           res->get_header_value("WWW-Authenticate")};
 }
@@ -119,8 +122,9 @@ Reply get(const Running& d, const std::string& target) {
 Reply post(const Running& d, const std::string& target) {
   auto cli = d.client();
   auto res = cli.Post(target.c_str());
-  if (!res)
+  if (!res) {
     throw std::runtime_error("POST " + target + " failed: " + httplib::to_string(res.error()));
+  }
   return {res->status, res->body, res->get_header_value("Content-Type"),
           res->get_header_value("WWW-Authenticate")};
 }
@@ -236,13 +240,15 @@ TEST(ZeusdTest, WritesToOneGpuAreSerialised) {
         const Reply r =
             post(d, "/gpu/set_power_limit?gpu_ids=0&power_limit_mw=" + std::to_string(limit) +
                         "&block=" + (i % 2 ? "true" : "false"));
-        if (r.status == 200)
+        if (r.status == 200) {
           ok.fetch_add(1);
+        }
       }
     });
   }
-  for (auto& client : clients)
+  for (auto& client : clients) {
     client.join();
+  }
   EXPECT_EQ(ok.load(), 40);
   for (int i = 0; i < 1000 && writes.load() < 40; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -655,10 +661,12 @@ std::vector<json> read_events(httplib::Client& cli, const std::string& target, s
   auto res = cli.Get(
       target.c_str(),
       [&](const httplib::Response& response) {
-        if (status)
+        if (status) {
           *status = response.status;
-        if (content_type)
+        }
+        if (content_type) {
           *content_type = response.get_header_value("Content-Type");
+        }
         return true;
       },
       [&](const char* data, std::size_t length) {
@@ -667,8 +675,9 @@ std::vector<json> read_events(httplib::Client& cli, const std::string& target, s
         while ((end = buffer.find("\n\n")) != std::string::npos) {
           const std::string event = buffer.substr(0, end);
           buffer.erase(0, end + 2);
-          if (event.rfind("data: ", 0) == 0)
+          if (event.rfind("data: ", 0) == 0) {
             events.push_back(json::parse(event.substr(6)));
+          }
         }
         return events.size() < count;
       });
@@ -726,8 +735,9 @@ TEST(ZeusdTest, StopEndsOpenStreams) {
 
 // Needs root: a process of another user is refused by the socket's mode 0660.
 TEST(ZeusdTest, OtherUserCannotConnect) {
-  if (::geteuid() != 0)
+  if (::geteuid() != 0) {
     GTEST_SKIP() << "needs root to switch to another uid";
+  }
   Running d({});
   // The directory must be traversable for the check to be about the socket itself.
   fs::permissions(d.dir(), fs::perms::owner_all | fs::perms::others_exec | fs::perms::group_exec);
@@ -735,8 +745,9 @@ TEST(ZeusdTest, OtherUserCannotConnect) {
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    if (::setgid(65534) != 0 || ::setuid(65534) != 0)
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) {
       ::_exit(3);
+    }
     const int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;

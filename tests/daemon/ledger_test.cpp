@@ -21,11 +21,11 @@ namespace {
 
 using namespace std::chrono_literals;
 using zeus::ErrorKind;
+using zeus::SimulatedGpu;
 using zeus::daemon::LedgerOptions;
 using zeus::daemon::Setting;
 using zeus::daemon::SettingsLedger;
 using zeus::daemon::SettingValue;
-using zeus::SimulatedGpu;
 
 constexpr std::uint32_t kA100DefaultMw = 400'000;
 
@@ -321,17 +321,19 @@ TEST(SettingsLedger, RejectsBadIndicesAndPids) {
 }
 
 TEST(SettingsLedger, DescribesValues) {
-  EXPECT_EQ(zeus::daemon::describe_setting_value(Setting::kPowerLimit, SettingValue::power_limit(250'000)),
+  EXPECT_EQ(zeus::daemon::describe_setting_value(Setting::kPowerLimit,
+                                                 SettingValue::power_limit(250'000)),
             "250000 mW");
   EXPECT_EQ(zeus::daemon::describe_setting_value(Setting::kGpuLockedClocks,
-                                         SettingValue::locked_clocks(std::nullopt)),
+                                                 SettingValue::locked_clocks(std::nullopt)),
             "unlocked");
-  EXPECT_EQ(zeus::daemon::describe_setting_value(Setting::kMemoryLockedClocks,
-                                         SettingValue::locked_clocks(zeus::daemon::ClockRangeMhz{1, 2})),
+  EXPECT_EQ(zeus::daemon::describe_setting_value(
+                Setting::kMemoryLockedClocks,
+                SettingValue::locked_clocks(zeus::daemon::ClockRangeMhz{1, 2})),
             "1-2 MHz");
-  EXPECT_EQ(
-      zeus::daemon::describe_setting_value(Setting::kPersistenceMode, SettingValue::persistence(true)),
-      "on");
+  EXPECT_EQ(zeus::daemon::describe_setting_value(Setting::kPersistenceMode,
+                                                 SettingValue::persistence(true)),
+            "on");
   EXPECT_EQ(zeus::daemon::setting_name(Setting::kMemoryLockedClocks), "memory_locked_clocks");
 }
 
