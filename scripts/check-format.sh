@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Fails when a C++ file differs from clang-format's output (.clang-format at the root).
+# Fails when a C++ file differs from clang-format's output (.clang-format at the root), or when
+# an if/else/for/while body has no braces (scripts/check_braces.py: clang-format 14 cannot insert
+# them, so the formatted text is read instead).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.h' 2>/dev/null || find src include tests bench -name '*.[ch]pp')
@@ -11,3 +13,16 @@ if ! clang-format --dry-run --Werror "${files[@]}"; then
   exit 1
 fi
 echo "check-format: ${#files[@]} files clean"
+
+# Braces on every body, in the directories that have them everywhere so far.
+# TODO(issue 16): add braces in src/device, tests/device, tests/http, tests/metrics, tests/server
+# and tests/support, then drop them from brace_pending (the check then covers the whole tree).
+brace_roots='^(src|include|tests|bench|fuzz|examples)/'
+brace_pending='^(src/device|tests/device|tests/http|tests/metrics|tests/server|tests/support)/'
+mapfile -t brace_files < <(printf '%s\n' "${files[@]}" | grep -E "$brace_roots" | grep -Ev "$brace_pending" || true)
+if [ ${#brace_files[@]} -gt 0 ]; then
+  if ! python3 scripts/check_braces.py "${brace_files[@]}"; then
+    exit 1
+  fi
+  echo "check-format: ${#brace_files[@]} files have braces on every body"
+fi
