@@ -1,18 +1,50 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages zeus-cpp needs, only those that are missing.
+# Installs the Debian 12 packages zeus-cpp needs for one purpose, only those that are missing.
+#   scripts/setup.sh [--dry-run] [demo|test]
+#   demo  what scripts/demo.sh needs: the compiler, CMake and the libraries the `zeus` CLI links
+#         (the `demo` preset: no tests, no PostgreSQL, no zeusd, no Python, no MPI)
+#   test  (the default) everything scripts/test.sh runs: the demo's packages plus the test-only
+#         ones (GoogleTest, Google Benchmark, clang-14 for the fuzzers, MPI, PostgreSQL, Python
+#         with pybind11 and torch, a real Prometheus, headless Chromium)
+# --dry-run prints what is missing and installs nothing. README.md, "Dependencies", says why each
+# package is here.
 set -euo pipefail
 
-packages=(
-  cmake ninja-build g++ pkg-config clang-format clang-14 libclang-rt-14-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+dry_run=0
+purpose=test
+for argument in "$@"; do
+  case "$argument" in
+    --dry-run) dry_run=1 ;;
+    demo | test) purpose=$argument ;;
+    *)
+      echo "usage: scripts/setup.sh [--dry-run] [demo|test]" >&2
+      exit 2
+      ;;
+  esac
+done
+
+# The build of the libraries and the `zeus` CLI (and so the demo): cpp-httplib, SQLite and
+# OpenSSL for the BSO client and server, Boost.Beast/Asio and zlib for the HTTP host, Chart.js
+# for `zeus report`.
+demo_packages=(
+  cmake ninja-build g++ pkg-config ccache
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
+  libcpp-httplib-dev libsqlite3-dev libssl-dev libboost1.81-dev zlib1g-dev libjs-chart.js
+)
+# Only the test command needs these.
+test_packages=(
+  clang-format clang-14 libclang-rt-14-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
   postgresql libpq-dev
-  libcpp-httplib-dev libsqlite3-dev libssl-dev libboost1.81-dev zlib1g-dev ccache
   python3-httpx python3-pydantic python3-pytest
   pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pip
-  prometheus chromium libjs-chart.js
+  prometheus chromium
 )
+packages=("${demo_packages[@]}")
+if [ "$purpose" = test ]; then
+  packages+=("${test_packages[@]}")
+fi
 
 missing=()
 for package in "${packages[@]}"; do
@@ -22,11 +54,15 @@ for package in "${packages[@]}"; do
 done
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#packages[@]} packages are installed"
+  echo "setup ($purpose): all ${#packages[@]} packages are installed"
+  exit 0
+fi
+if [ "$dry_run" -eq 1 ]; then
+  echo "setup ($purpose): would install ${missing[*]}"
   exit 0
 fi
 
-echo "setup: installing ${missing[*]}"
+echo "setup ($purpose): installing ${missing[*]}"
 sudo_cmd=()
 if [ "$(id -u)" -ne 0 ]; then
   if ! command -v sudo >/dev/null; then
