@@ -3,36 +3,34 @@
 // batch-size-optimizer client, the just-in-time power-limit optimizer and ZeusMonitor. The job's
 // epoch time, power draw and epochs to target come from the built-in workload models
 // (docs/workload-models.md); time advances on a ManualClock. See docs/demo.md.
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <httplib.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "commands.hpp"
 #include "common/log.hpp"
+#include "common/process.hpp"
+#include "common/signals.hpp"
+#include "common/temp_dir.hpp"
+#include "common/text.hpp"
 #include "sim/scenario.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/optimizer/rng.hpp"
@@ -61,11 +59,13 @@ struct DemoArgs {
 
 // ---- The server child process ----
 
+// The server's log or port file; empty when it cannot be read (yet): it is only polled or quoted.
 std::string read_text(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+  try {
+    return text::read_file(path);
+  } catch (const Error&) {
+    return {};
+  }
 }
 
 std::string tail_lines(const std::string& text, std::size_t count) {
@@ -106,34 +106,15 @@ class ServerProcess {
                                            "--threads",
                                            "8"};
     command_ = fmt::format("{}", fmt::join(args, " "));
-    std::vector<char*> argv;
-    for (const std::string& arg : args) {
-      argv.push_back(const_cast<char*>(arg.c_str()));
+    // Its own process group: Ctrl-C reaches the demo only, which then stops the server.
+    auto started = ChildProcess::start(args, ChildProcessOptions{.search_path = false,
+                                                                 .own_process_group = true,
+                                                                 .output_file = log_path_,
+                                                                 .parent_death_signal = SIGTERM});
+    if (auto* failure = std::get_if<ChildProcess::StartFailure>(&started)) {
+      throw Error(ErrorKind::kOperatingSystem, "cannot start the BSO server: " + failure->message);
     }
-    argv.push_back(nullptr);
-    const std::string log = log_path_.string();
-    const pid_t parent = ::getpid();
-    pid_ = ::fork();
-    if (pid_ < 0) {
-      throw Error(ErrorKind::kOperatingSystem,
-                  std::string("cannot start the BSO server: fork: ") + std::strerror(errno));
-    }
-    if (pid_ == 0) {
-      // Only async-signal-safe calls until exec.
-      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-      if (::getppid() != parent) {
-        ::_exit(127);
-      }
-      // Its own process group: Ctrl-C reaches the demo only, which then stops the server.
-      ::setpgid(0, 0);
-      const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      const int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-      if (out < 0 || in < 0 || ::dup2(in, 0) < 0 || ::dup2(out, 1) < 0 || ::dup2(out, 2) < 0) {
-        ::_exit(127);
-      }
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
+    child_.emplace(std::move(std::get<ChildProcess>(started)));
   }
 
   ~ServerProcess() {
@@ -173,25 +154,20 @@ class ServerProcess {
 
   // SIGTERM, then SIGKILL after 10 s. Returns the exit status (128 + signal when killed).
   int stop() {
-    if (pid_ <= 0) {
+    if (!child_) {
       return status_;
     }
     if (!exited()) {
-      ::kill(pid_, SIGTERM);
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (!exited()) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          log().warn("the BSO server did not stop within 10 s of SIGTERM; killing it");
-          ::kill(pid_, SIGKILL);
-          int raw = 0;
-          ::waitpid(pid_, &raw, 0);
-          record(raw);
-          break;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      child_->send_signal(SIGTERM);
+      std::optional<ChildExit> done = child_->wait_for(10.0);
+      if (!done) {
+        log().warn("the BSO server did not stop within 10 s of SIGTERM; killing it");
+        child_->send_signal(SIGKILL);
+        done = child_->wait();
       }
+      status_ = done->exit_code;
     }
-    pid_ = -1;
+    child_.reset();
     return status_;
   }
 
@@ -200,20 +176,15 @@ class ServerProcess {
 
  private:
   bool exited() {
-    if (pid_ <= 0) {
+    if (!child_) {
       return true;
     }
-    int raw = 0;
-    const pid_t done = ::waitpid(pid_, &raw, WNOHANG);
-    if (done == pid_) {
-      record(raw);
-      pid_ = -1;
+    if (const std::optional<ChildExit> done = child_->try_wait()) {
+      status_ = done->exit_code;
+      child_.reset();
       return true;
     }
     return false;
-  }
-  void record(int raw) {
-    status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + (WIFSIGNALED(raw) ? WTERMSIG(raw) : 0);
   }
   Error failure(const std::string& what) {
     stop();
@@ -225,61 +196,8 @@ class ServerProcess {
   fs::path log_path_;
   fs::path port_path_;
   std::string command_;
-  pid_t pid_ = -1;
+  std::optional<ChildProcess> child_;  // unset once it exited
   int status_ = 0;
-};
-
-// A temporary directory, removed at the end unless kept.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "zeus-demo-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      throw Error(ErrorKind::kIo, "cannot create a temporary directory from " + pattern + ": " +
-                                      std::strerror(errno));
-    }
-    path_ = pattern;
-  }
-  ~TempDir() {
-    if (!keep_) {
-      std::error_code ignored;
-      fs::remove_all(path_, ignored);
-    }
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const fs::path& path() const { return path_; }
-  void keep() { keep_ = true; }
-
- private:
-  fs::path path_;
-  bool keep_ = false;
-};
-
-// SIGINT and SIGTERM while the demo runs: recorded, and acted on between training runs so that
-// the server is stopped and the temporary directory removed.
-volatile std::sig_atomic_t g_stop_signal = 0;
-
-class StopSignals {
- public:
-  StopSignals() {
-    g_stop_signal = 0;
-    struct sigaction action {};
-    action.sa_handler = [](int signal) { g_stop_signal = signal; };
-    sigemptyset(&action.sa_mask);
-    ::sigaction(SIGINT, &action, &old_int_);
-    ::sigaction(SIGTERM, &action, &old_term_);
-  }
-  ~StopSignals() {
-    ::sigaction(SIGINT, &old_int_, nullptr);
-    ::sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
-
- private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
 };
 
 // ---- Output ----
@@ -371,8 +289,10 @@ int run(const DemoArgs& args) {
   sim::WorkloadModel model(sim::builtin_trace(args.gpu_model, workload));
   const sim::WorkloadTrace& trace = model.trace();
 
-  const StopSignals signals;
-  TempDir dir;
+  // SIGINT and SIGTERM while the demo runs: recorded, and acted on between training runs so that
+  // the server is stopped and the temporary directory removed.
+  const SignalWatch signals;
+  TempDir dir("zeus-demo");
   if (args.keep_db) {
     dir.keep();
   }
@@ -425,10 +345,10 @@ int run(const DemoArgs& args) {
     sim::Totals zeus_recurrence;
     bool reached = false;
     for (int attempt = 1; attempt <= args.max_tries && !reached; ++attempt) {
-      if (g_stop_signal != 0) {
-        std::cerr << "zeus demo: stopped by " << (g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM")
+      if (const std::optional<int> stop = signals.stop_signal()) {
+        std::cerr << "zeus demo: stopped by " << (*stop == SIGINT ? "SIGINT" : "SIGTERM")
                   << " at recurrence " << recurrence << "\n";
-        return 128 + g_stop_signal;
+        return 128 + *stop;
       }
       sim::RunRecord record = demo.train(recurrence, attempt, stream.below(model.runs()));
       reached = record.outcome == "reached";

@@ -1,14 +1,13 @@
 // Shared helpers for the monitor tests: simulated GPUs on a manual clock, fake powercap trees.
 #pragma once
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/device/gpus.hpp"
 #include "zeus/device/simulated_gpu.hpp"
@@ -30,21 +29,6 @@ struct SimulatedRig {
     }
     set = Gpus(as_gpus, physical);
   }
-};
-
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = std::filesystem::temp_directory_path() /
-            ("zeus-monitor-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
 };
 
 inline void write_file(const std::filesystem::path& path, const std::string& text) {

@@ -1,8 +1,8 @@
 #include "zeus/sim/trace.hpp"
 #include "support/expect_error.hpp"
+#include "support/temp_dir.hpp"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,22 +21,7 @@ using zeus::sim::TraceDirectory;
 using zeus::sim::Workload;
 using zeus::sim::WorkloadTrace;
 
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = std::filesystem::temp_directory_path() /
-            ("zeus-trace-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+using zeus::testing::TempDir;
 
 void write_file(const std::filesystem::path& path, const std::string& text) {
   std::ofstream(path) << text;
