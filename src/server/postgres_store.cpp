@@ -84,7 +84,12 @@ class PgTransaction final : public StoreTransaction {
     }
     std::string array = "{";
     for (std::size_t i = 0; i < job.spec.batch_sizes.size(); ++i) {
-      array += (i == 0 ? "" : ",") + std::to_string(job.spec.batch_sizes[i]);
+      // Appended piece by piece: GCC 12's -Wrestrict misfires on `"," + std::to_string(...)` at
+      // -O3.
+      if (i != 0) {
+        array += ',';
+      }
+      array += std::to_string(job.spec.batch_sizes[i]);
     }
     array += "}";
     session_.exec(
