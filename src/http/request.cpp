@@ -8,12 +8,15 @@ namespace zeus::http {
 namespace {
 
 int hex_value(char c) {
-  if (c >= '0' && c <= '9')
+  if (c >= '0' && c <= '9') {
     return c - '0';
-  if (c >= 'a' && c <= 'f')
+  }
+  if (c >= 'a' && c <= 'f') {
     return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
+  }
+  if (c >= 'A' && c <= 'F') {
     return c - 'A' + 10;
+  }
   return -1;
 }
 
@@ -27,8 +30,9 @@ bool iequals(std::string_view a, std::string_view b) {
 
 std::optional<std::string_view> Request::header(std::string_view name) const {
   for (const auto& [key, value] : headers) {
-    if (iequals(key, name))
+    if (iequals(key, name)) {
       return std::string_view(value);
+    }
   }
   return std::nullopt;
 }
@@ -39,8 +43,9 @@ bool Request::has_param(std::string_view name) const {
 
 std::optional<std::string> Request::param(std::string_view name) const {
   for (const auto& [key, value] : params) {
-    if (key == name)
+    if (key == name) {
       return value;
+    }
   }
   return std::nullopt;
 }
@@ -61,8 +66,9 @@ std::optional<std::string> percent_decode(std::string_view text, bool plus_is_sp
       }
       const int high = hex_value(text[i + 1]);
       const int low = hex_value(text[i + 2]);
-      if (high < 0 || low < 0)
+      if (high < 0 || low < 0) {
         return std::nullopt;
+      }
       out.push_back(static_cast<char>(high * 16 + low));
       i += 2;
     } else if (c == '+' && plus_is_space) {
@@ -79,16 +85,18 @@ std::optional<Fields> parse_query(std::string_view query) {
   std::size_t start = 0;
   while (start <= query.size()) {
     std::size_t end = query.find('&', start);
-    if (end == std::string_view::npos)
+    if (end == std::string_view::npos) {
       end = query.size();
+    }
     const std::string_view item = query.substr(start, end - start);
     if (!item.empty()) {
       const std::size_t equals = item.find('=');
       auto key = percent_decode(item.substr(0, equals), true);
       auto value = percent_decode(
           equals == std::string_view::npos ? std::string_view() : item.substr(equals + 1), true);
-      if (!key || !value)
+      if (!key || !value) {
         return std::nullopt;
+      }
       out.emplace_back(std::move(*key), std::move(*value));
     }
     start = end + 1;
@@ -105,8 +113,9 @@ std::optional<std::string_view> bearer_token(std::string_view authorization) {
     return std::nullopt;
   }
   const std::string_view token = detail::trim_blanks(authorization.substr(kScheme.size()));
-  if (token.empty())
+  if (token.empty()) {
     return std::nullopt;
+  }
   return token;
 }
 

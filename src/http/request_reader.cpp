@@ -23,30 +23,42 @@ Refusal refusal_for(const boost::system::error_code& code, const HostLimits& lim
     return {413, "Request body too large: the limit is " + std::to_string(limits.max_body_bytes) +
                      " bytes (chunked bodies included)"};
   }
-  if (code == error::bad_method)
+  if (code == error::bad_method) {
     return {400, "malformed request line: bad method"};
-  if (code == error::bad_target)
+  }
+  if (code == error::bad_target) {
     return {400, "malformed request line: bad target"};
-  if (code == error::bad_version)
+  }
+  if (code == error::bad_version) {
     return {400, "malformed request line: bad HTTP version"};
-  if (code == error::bad_line_ending)
+  }
+  if (code == error::bad_line_ending) {
     return {400, "malformed request: lines must end with CRLF"};
-  if (code == error::bad_field)
+  }
+  if (code == error::bad_field) {
     return {400, "malformed header line (a header needs a name, a colon and a value)"};
-  if (code == error::bad_value)
+  }
+  if (code == error::bad_value) {
     return {400, "malformed header value (control characters are not allowed)"};
-  if (code == error::bad_obs_fold)
+  }
+  if (code == error::bad_obs_fold) {
     return {400, "malformed header: obsolete line folding"};
-  if (code == error::bad_content_length)
+  }
+  if (code == error::bad_content_length) {
     return {400, "invalid Content-Length (a decimal number, and not with Transfer-Encoding)"};
-  if (code == error::multiple_content_length)
+  }
+  if (code == error::multiple_content_length) {
     return {400, "conflicting Content-Length headers"};
-  if (code == error::bad_transfer_encoding)
+  }
+  if (code == error::bad_transfer_encoding) {
     return {400, "invalid Transfer-Encoding (only one \"chunked\", and not with Content-Length)"};
-  if (code == error::bad_chunk || code == error::bad_chunk_extension)
+  }
+  if (code == error::bad_chunk || code == error::bad_chunk_extension) {
     return {400, "malformed chunked body"};
-  if (code == error::partial_message || code == error::short_read)
+  }
+  if (code == error::partial_message || code == error::short_read) {
     return {400, "the request ended early"};
+  }
   return {400, "malformed request"};
 }
 
@@ -83,12 +95,14 @@ std::optional<Refusal> check_head(const RequestParser::value_type& head, const H
         })) {
       return Refusal{400, "malformed header value (control characters are not allowed)"};
     }
-    if (field.name() == beast_http::field::host)
+    if (field.name() == beast_http::field::host) {
       ++hosts;
+    }
     out.headers.emplace_back(ascii_lower(name), std::string(value));
   }
-  if (hosts > 1)
+  if (hosts > 1) {
     return Refusal{400, "more than one Host header"};
+  }
 
   if (const auto te = out.header("transfer-encoding")) {
     if (!iequals(trim_blanks(*te), "chunked")) {

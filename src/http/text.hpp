@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/text.hpp"
+
 namespace zeus::http::detail {
 
 inline char ascii_lower(char c) {
@@ -12,18 +14,15 @@ inline char ascii_lower(char c) {
 
 inline std::string ascii_lower(std::string_view text) {
   std::string out(text);
-  for (char& c : out)
+  for (char& c : out) {
     c = ascii_lower(c);
+  }
   return out;
 }
 
 // Without the spaces and tabs around it (RFC 9110's optional whitespace).
 inline std::string_view trim_blanks(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t'))
-    text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t'))
-    text.remove_suffix(1);
-  return text;
+  return zeus::text::trim(text, " \t");
 }
 
 }  // namespace zeus::http::detail
