@@ -32,6 +32,21 @@ TEST(Selectors, ZeusCostUsesMaxLimitTimesWorldSize) {
   EXPECT_THROW(zeus::optimizer::ZeusCostSelector(0.5, 0), zeus::Error);
 }
 
+TEST(Selectors, ZeusCostWithAGivenMaxPower) {
+  using zeus::optimizer::ZeusCostSelector;
+  // The same as the measured maximum (300 W) or world size 2 (600 W) when given those.
+  EXPECT_EQ(ZeusCostSelector::with_max_power(0.5, 300.0).select(sample()),
+            ZeusCostSelector(0.5).select(sample()));
+  std::vector<PowerLimitMeasurement> slow = sample();
+  slow[0].time_s = 10.5;  // 300 W: 50 + 0.5 x MaxPower x 10.5
+  EXPECT_EQ(ZeusCostSelector::with_max_power(0.5, 600.0).select(slow),
+            ZeusCostSelector(0.5, 2).select(slow));
+  // A small max power weighs time little: 250 W (40 + 5.5) beats 300 W (50 + 5) and 200 W.
+  EXPECT_EQ(ZeusCostSelector::with_max_power(0.5, 1.0).select(sample()), 250);
+  EXPECT_THROW(ZeusCostSelector::with_max_power(0.5, 0.0), zeus::Error);
+  EXPECT_THROW(ZeusCostSelector::with_max_power(1.5, 300.0), zeus::Error);
+}
+
 TEST(Selectors, MaxSlowdownTakesTheLowestLimitWithinTheFactor) {
   EXPECT_EQ(zeus::optimizer::MaxSlowdownSelector(1.0).select(sample()), 300);
   EXPECT_EQ(zeus::optimizer::MaxSlowdownSelector(1.1).select(sample()), 250);
