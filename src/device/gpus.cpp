@@ -7,7 +7,8 @@ namespace zeus {
 Gpus::Gpus(std::vector<std::shared_ptr<Gpu>> gpus, std::vector<int> physical_indices)
     : gpus_(std::move(gpus)), physical_indices_(std::move(physical_indices)) {
   if (gpus_.size() != physical_indices_.size()) {
-    throw Error(ErrorKind::kInvalidArgument, "Gpus: one physical index is needed per GPU");
+    throw Error(ErrorKind::kInvalidArgument, "Gpus: one physical index is needed per GPU",
+                ErrorSubject::kGpu);
   }
 }
 
@@ -17,13 +18,15 @@ void Gpus::check_index(int index) const {
   }
   if (gpus_.empty()) {
     throw Error(ErrorKind::kInvalidArgument,
-                "GPU index " + std::to_string(index) + " is invalid: no GPU is available");
+                "GPU index " + std::to_string(index) + " is invalid: no GPU is available",
+                ErrorSubject::kGpu);
   }
   std::string valid = gpus_.size() == 1 ? "0" : "0.." + std::to_string(gpus_.size() - 1);
   throw Error(ErrorKind::kInvalidArgument,
               "GPU index " + std::to_string(index) + " is invalid: valid indices are " + valid +
                   " (indices count the GPUs visible through CUDA_VISIBLE_DEVICES / "
-                  "HIP_VISIBLE_DEVICES)");
+                  "HIP_VISIBLE_DEVICES)",
+              ErrorSubject::kGpu);
 }
 
 Gpu& Gpus::at(int index) const {
@@ -49,9 +52,10 @@ void Gpus::ensure_homogeneous() const {
   for (std::size_t i = 1; i < gpus_.size(); ++i) {
     const std::string other = gpus_[i]->name();
     if (other != first) {
-      throw Error(ErrorKind::kInvalidArgument, "GPUs are not all the same model: GPU 0 is " +
-                                                   first + " but GPU " + std::to_string(i) +
-                                                   " is " + other);
+      throw Error(ErrorKind::kInvalidArgument,
+                  "GPUs are not all the same model: GPU 0 is " + first + " but GPU " +
+                      std::to_string(i) + " is " + other,
+                  ErrorSubject::kGpu);
     }
   }
 }

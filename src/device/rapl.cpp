@@ -175,15 +175,17 @@ bool starts_with(std::string_view text, std::string_view prefix) {
   return text.substr(0, prefix.size()) == prefix;
 }
 
-// Reads an energy counter file; permission errors get the advice on how to fix them.
+// Reads an energy counter file; its errors are about a CPU, and permission errors get the advice
+// on how to fix them.
 std::uint64_t read_energy_file_uj(const fs::path& energy_path) {
   try {
     return sysfs::read_uint64(energy_path);
   } catch (const Error& error) {
     if (error.kind() == ErrorKind::kNoPermission) {
-      throw Error(ErrorKind::kNoPermission, std::string(error.what()) + ". " + permission_advice());
+      throw Error(ErrorKind::kNoPermission, std::string(error.what()) + ". " + permission_advice(),
+                  ErrorSubject::kCpu);
     }
-    throw;
+    throw Error(error.kind(), error.what(), ErrorSubject::kCpu);
   }
 }
 
@@ -199,7 +201,8 @@ class WrappingCounter {
         max_energy_range_uj_(sysfs::read_uint64(zone_dir / "max_energy_range_uj")),
         last_raw_energy_uj_(sysfs::read_uint64(energy_path_)) {  // discovery adds the advice
     if (max_energy_range_uj_ == 0) {
-      throw Error(ErrorKind::kIo, (zone_dir / "max_energy_range_uj").string() + " is 0");
+      throw Error(ErrorKind::kIo, (zone_dir / "max_energy_range_uj").string() + " is 0",
+                  ErrorSubject::kCpu);
     }
   }
 
@@ -237,7 +240,8 @@ class RaplCpu final : public Cpu {
   std::uint64_t dram_energy_uj() override {
     if (!dram_) {
       throw Error(ErrorKind::kNotSupported,
-                  "CPU " + std::to_string(index_) + " (" + name_ + ") has no RAPL DRAM zone");
+                  "CPU " + std::to_string(index_) + " (" + name_ + ") has no RAPL DRAM zone",
+                  ErrorSubject::kCpu);
     }
     return dram_->read_energy_uj();
   }

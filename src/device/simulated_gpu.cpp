@@ -5,8 +5,10 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/text.hpp"
 #include "device/gpu_models.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/units.hpp"
 
 namespace zeus {
 namespace {
@@ -20,18 +22,10 @@ std::string lower(std::string_view text) {
   return out;
 }
 
-std::uint32_t fnv1a32(std::string_view text) {
-  std::uint32_t hash = 2166136261u;
-  for (const char c : text) {
-    hash ^= static_cast<unsigned char>(c);
-    hash *= 16777619u;
-  }
-  return hash;
-}
-
 std::string make_uuid(const SimulatedGpuModel& model, int index) {
   char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "GPU-%08x-5a5a-4000-8000-%012d", fnv1a32(model.key), index);
+  std::snprintf(buffer, sizeof(buffer), "GPU-%08x-5a5a-4000-8000-%012d", text::fnv1a_32(model.key),
+                index);
   return buffer;
 }
 
@@ -67,7 +61,8 @@ const SimulatedGpuModel& simulated_gpu_model(std::string_view key) {
     known += (known.empty() ? "" : ", ") + model.key;
   }
   throw Error(ErrorKind::kInvalidArgument,
-              "unknown simulated GPU model \"" + std::string(key) + "\"; known models: " + known);
+              "unknown simulated GPU model \"" + std::string(key) + "\"; known models: " + known,
+              ErrorSubject::kGpu);
 }
 
 SimulatedGpu::SimulatedGpu(SimulatedGpuModel model, int physical_index,
@@ -98,7 +93,7 @@ void SimulatedGpu::advance_locked() const {
   if (now_ns <= last_update_ns_) {
     return;
   }
-  energy_mj_ += draw_mw_locked() * static_cast<double>(now_ns - last_update_ns_) * 1e-9;
+  energy_mj_ += units::millijoules_at(draw_mw_locked(), now_ns - last_update_ns_);
   last_update_ns_ = now_ns;
 }
 
@@ -143,7 +138,7 @@ double SimulatedGpu::relative_speed() const {
 double SimulatedGpu::exact_energy_j() const {
   std::lock_guard lock(mutex_);
   advance_locked();
-  return energy_mj_ / 1000.0;
+  return units::joules_from_millijoules(energy_mj_);
 }
 
 PowerLimitConstraints SimulatedGpu::power_limit_constraints_mw() {
@@ -160,7 +155,8 @@ void SimulatedGpu::set_power_limit_mw(std::uint32_t power_limit_mw) {
     throw Error(ErrorKind::kInvalidArgument,
                 "power limit " + std::to_string(power_limit_mw) + " mW is outside the range of " +
                     model_.name + ": [" + std::to_string(model_.min_power_limit_mw) + ", " +
-                    std::to_string(model_.max_power_limit_mw) + "] mW");
+                    std::to_string(model_.max_power_limit_mw) + "] mW",
+                ErrorSubject::kGpu);
   }
   std::lock_guard lock(mutex_);
   if (power_limit_mw == power_limit_mw_) {
@@ -193,9 +189,10 @@ std::vector<std::uint32_t> SimulatedGpu::supported_graphics_clocks_mhz(
   if (memory_clock_mhz &&
       std::find(model_.memory_clocks_mhz.begin(), model_.memory_clocks_mhz.end(),
                 *memory_clock_mhz) == model_.memory_clocks_mhz.end()) {
-    throw Error(ErrorKind::kInvalidArgument, std::to_string(*memory_clock_mhz) +
-                                                 " MHz is not a supported memory clock of " +
-                                                 model_.name);
+    throw Error(ErrorKind::kInvalidArgument,
+                std::to_string(*memory_clock_mhz) + " MHz is not a supported memory clock of " +
+                    model_.name,
+                ErrorSubject::kGpu);
   }
   std::vector<std::uint32_t> clocks;
   for (std::uint32_t mhz = model_.max_graphics_clock_mhz; mhz >= model_.min_graphics_clock_mhz;
@@ -210,9 +207,10 @@ std::vector<std::uint32_t> SimulatedGpu::supported_graphics_clocks_mhz(
 
 void SimulatedGpu::set_gpu_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) {
   if (min_mhz > max_mhz) {
-    throw Error(ErrorKind::kInvalidArgument, "minimum clock " + std::to_string(min_mhz) +
-                                                 " MHz is above the maximum " +
-                                                 std::to_string(max_mhz) + " MHz");
+    throw Error(ErrorKind::kInvalidArgument,
+                "minimum clock " + std::to_string(min_mhz) + " MHz is above the maximum " +
+                    std::to_string(max_mhz) + " MHz",
+                ErrorSubject::kGpu);
   }
   std::lock_guard lock(mutex_);
   record_breakpoint_locked();
@@ -229,9 +227,10 @@ void SimulatedGpu::reset_gpu_locked_clocks() {
 
 void SimulatedGpu::set_memory_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) {
   if (min_mhz > max_mhz) {
-    throw Error(ErrorKind::kInvalidArgument, "minimum clock " + std::to_string(min_mhz) +
-                                                 " MHz is above the maximum " +
-                                                 std::to_string(max_mhz) + " MHz");
+    throw Error(ErrorKind::kInvalidArgument,
+                "minimum clock " + std::to_string(min_mhz) + " MHz is above the maximum " +
+                    std::to_string(max_mhz) + " MHz",
+                ErrorSubject::kGpu);
   }
   // Memory clocks do not enter the power model.
 }
@@ -265,7 +264,7 @@ std::uint32_t SimulatedGpu::average_power_mw() {
   const double start_energy_mj =
       e0_mj + slope_mj_per_ns * static_cast<double>(window_start_ns - t0_ns);
   const double average_mw =
-      (energy_mj_ - start_energy_mj) / (static_cast<double>(now_ns - window_start_ns) * 1e-9);
+      (energy_mj_ - start_energy_mj) / units::seconds_from_nanoseconds(now_ns - window_start_ns);
   return static_cast<std::uint32_t>(std::lround(std::max(0.0, average_mw)));
 }
 
@@ -277,7 +276,8 @@ std::uint32_t SimulatedGpu::average_memory_power_mw() {
 std::uint64_t SimulatedGpu::total_energy_mj() {
   if (!model_.energy_counter) {
     throw Error(ErrorKind::kNotSupported,
-                model_.name + " (simulated) has no energy counter, as on real pre-Volta GPUs");
+                model_.name + " (simulated) has no energy counter, as on real pre-Volta GPUs",
+                ErrorSubject::kGpu);
   }
   std::lock_guard lock(mutex_);
   advance_locked();
@@ -310,7 +310,8 @@ class SimulatedProvider final : public GpuProvider {
   std::shared_ptr<SimulatedGpu> at(int physical_index) const {
     if (physical_index < 0 || physical_index >= static_cast<int>(gpus_.size())) {
       throw Error(ErrorKind::kNotFound,
-                  "no simulated GPU with index " + std::to_string(physical_index));
+                  "no simulated GPU with index " + std::to_string(physical_index),
+                  ErrorSubject::kGpu);
     }
     return gpus_[static_cast<std::size_t>(physical_index)];
   }
@@ -332,18 +333,20 @@ SimulatedGpusSpec parse_simulated_gpus_spec(const std::string& value) {
   if (count_text.empty() || count_text.size() > 4 ||
       count_text.find_first_not_of("0123456789") != std::string::npos) {
     throw Error(ErrorKind::kInvalidArgument,
-                quoted + " is malformed: expected <count>[:<model>], e.g. \"4:h200\"");
+                quoted + " is malformed: expected <count>[:<model>], e.g. \"4:h200\"",
+                ErrorSubject::kGpu);
   }
   spec.count = std::stoi(count_text);
   if (spec.count < 1 || spec.count > 1024) {
-    throw Error(ErrorKind::kInvalidArgument, quoted + ": the GPU count must be between 1 and 1024");
+    throw Error(ErrorKind::kInvalidArgument, quoted + ": the GPU count must be between 1 and 1024",
+                ErrorSubject::kGpu);
   }
   if (colon != std::string::npos) {
     spec.model_key = lower(value.substr(colon + 1));
     try {
       simulated_gpu_model(spec.model_key);
     } catch (const Error& error) {
-      throw Error(ErrorKind::kInvalidArgument, quoted + ": " + error.what());
+      throw Error(ErrorKind::kInvalidArgument, quoted + ": " + error.what(), ErrorSubject::kGpu);
     }
   }
   return spec;

@@ -4,19 +4,11 @@
 #include <cctype>
 
 #include "common/log.hpp"
+#include "common/text.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus {
 namespace {
-
-std::string trim(const std::string& text) {
-  const auto begin = text.find_first_not_of(" \t\n\r");
-  if (begin == std::string::npos) {
-    return "";
-  }
-  const auto end = text.find_last_not_of(" \t\n\r");
-  return text.substr(begin, end - begin + 1);
-}
 
 bool is_integer(const std::string& text) {
   std::size_t start = (!text.empty() && (text[0] == '-' || text[0] == '+')) ? 1 : 0;
@@ -44,24 +36,14 @@ std::vector<int> resolve_visible_devices(const std::string& variable,
     return visible;
   }
   const std::string quoted = variable + "=\"" + *value + "\"";
-  if (trim(*value).empty()) {
+  if (text::trim(*value).empty()) {
     log().warn("{} hides every GPU", quoted);
     return visible;
   }
 
   // First parse every entry, so that a syntax error anywhere is reported even after a point
   // where CUDA would stop reading.
-  std::vector<std::string> entries;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = value->find(',', start);
-    entries.push_back(
-        trim(value->substr(start, comma == std::string::npos ? std::string::npos : comma - start)));
-    if (comma == std::string::npos) {
-      break;
-    }
-    start = comma + 1;
-  }
+  const std::vector<std::string> entries = text::split_to_strings(*value, ',');
   for (const std::string& entry : entries) {
     if (entry.empty()) {
       throw Error(ErrorKind::kInvalidArgument,

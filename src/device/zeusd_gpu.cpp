@@ -171,6 +171,12 @@ Error refused(const ZeusdConfig& config, const std::string& operation, int statu
   return Error(ErrorKind::kUnknown, text);
 }
 
+// `error` about the device family `subject` (the connection's errors are about whichever device
+// the call was for).
+Error about(const Error& error, ErrorSubject subject) {
+  return Error(error.kind(), error.what(), subject);
+}
+
 }  // namespace
 
 void ZeusdConnection::fetch_discover_locked() {
@@ -260,14 +266,15 @@ void ZeusdConnection::require_gpu_control() {
     impl_->control_checked = true;
   }
   if (impl_->control_error) {
-    throw Error(ErrorKind::kNoPermission, *impl_->control_error);
+    throw Error(ErrorKind::kNoPermission, *impl_->control_error, ErrorSubject::kGpu);
   }
 }
 
 std::vector<ZeusdCpuInfo> ZeusdConnection::readable_cpus() {
   const std::lock_guard lock(mutex_);
   if (std::optional<std::string> error = group_error_locked("cpu-read")) {
-    throw Error(ErrorKind::kNoPermission, *error + "; CPU energy cannot be read through it");
+    throw Error(ErrorKind::kNoPermission, *error + "; CPU energy cannot be read through it",
+                ErrorSubject::kCpu);
   }
   std::vector<ZeusdCpuInfo> cpus;
   for (const json& cpu : (*impl_->discovered)["cpus"]) {
@@ -300,10 +307,11 @@ int ZeusdConnection::daemon_index_by_pci(const std::string& pci_bus_id) {
     }
   }
   if (matches.size() != 1) {
-    throw Error(ErrorKind::kNotFound, "the zeusd daemon at " + config_.describe() + " lists " +
-                                          std::to_string(matches.size()) +
-                                          " GPU(s) with PCI address " + pci_bus_id +
-                                          " (exactly one expected)");
+    throw Error(ErrorKind::kNotFound,
+                "the zeusd daemon at " + config_.describe() + " lists " +
+                    std::to_string(matches.size()) + " GPU(s) with PCI address " + pci_bus_id +
+                    " (exactly one expected)",
+                ErrorSubject::kGpu);
   }
   return matches.front();
 }
@@ -323,6 +331,14 @@ ZeusdCpu::ZeusdCpu(ZeusdCpuInfo info, std::shared_ptr<ZeusdConnection> daemon)
     : info_(info), daemon_(std::move(daemon)) {}
 
 std::uint64_t ZeusdCpu::read(bool dram) {
+  try {
+    return read_energy_uj(dram);
+  } catch (const Error& error) {
+    throw about(error, ErrorSubject::kCpu);
+  }
+}
+
+std::uint64_t ZeusdCpu::read_energy_uj(bool dram) {
   const std::string id = std::to_string(info_.id);
   const std::string what = dram ? "read the DRAM energy of CPU " : "read the energy of CPU ";
   const std::string body =
@@ -333,9 +349,10 @@ std::uint64_t ZeusdCpu::read(bool dram) {
     const json reply = json::parse(body);
     return reply.at(id).at(field).get<std::uint64_t>();
   } catch (const json::exception& error) {
-    throw Error(ErrorKind::kIo, "the zeusd daemon at " + daemon_->config().describe() +
-                                    " sent a reply without " + field + " for CPU " + id + " (" +
-                                    error.what() + "): " + body_text(body));
+    throw Error(ErrorKind::kIo,
+                "the zeusd daemon at " + daemon_->config().describe() + " sent a reply without " +
+                    field + " for CPU " + id + " (" + error.what() + "): " + body_text(body),
+                ErrorSubject::kCpu);
   }
 }
 
@@ -345,9 +362,10 @@ std::uint64_t ZeusdCpu::package_energy_uj() {
 
 std::uint64_t ZeusdCpu::dram_energy_uj() {
   if (!info_.dram_available) {
-    throw Error(ErrorKind::kNotSupported, "CPU package " + std::to_string(info_.id) +
-                                              " has no DRAM zone on the zeusd daemon at " +
-                                              daemon_->config().describe());
+    throw Error(ErrorKind::kNotSupported,
+                "CPU package " + std::to_string(info_.id) +
+                    " has no DRAM zone on the zeusd daemon at " + daemon_->config().describe(),
+                ErrorSubject::kCpu);
   }
   return read(true);
 }
@@ -370,10 +388,14 @@ int ZeusdGpu::daemon_index() {
 
 void ZeusdGpu::send(const std::string& operation, const std::string& route,
                     const std::string& extra) {
-  daemon_->require_gpu_control();
-  const int index = daemon_index();
-  daemon_->post(operation + " of GPU " + std::to_string(index),
-                route + "?gpu_ids=" + std::to_string(index) + extra + "&block=true");
+  try {
+    daemon_->require_gpu_control();
+    const int index = daemon_index();
+    daemon_->post(operation + " of GPU " + std::to_string(index),
+                  route + "?gpu_ids=" + std::to_string(index) + extra + "&block=true");
+  } catch (const Error& error) {
+    throw about(error, ErrorSubject::kGpu);
+  }
 }
 
 void ZeusdGpu::set_power_limit_mw(std::uint32_t power_limit_mw) {

@@ -113,8 +113,10 @@ class FaultInjectingGpu final : public Gpu {
   auto call(std::string_view method, Fn fn) -> decltype(fn()) {
     const long count = ++calls_;
     if (fail_after_ >= 0 && count > fail_after_) {
-      throw Error(fail_kind_, "injected fault: " + std::string(method) + " (call " +
-                                  std::to_string(count) + ")");
+      throw Error(
+          fail_kind_,
+          "injected fault: " + std::string(method) + " (call " + std::to_string(count) + ")",
+          ErrorSubject::kGpu);
     }
     if (hook_) {
       hook_(method);

@@ -99,7 +99,9 @@ class ZeusdCpu final : public Cpu {
   std::uint64_t dram_energy_uj() override;
 
  private:
+  // read_energy_uj with every error marked as about a CPU.
   std::uint64_t read(bool dram);
+  std::uint64_t read_energy_uj(bool dram);
 
   ZeusdCpuInfo info_;
   std::shared_ptr<ZeusdConnection> daemon_;
