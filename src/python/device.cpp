@@ -14,6 +14,7 @@
 
 #include "bindings.hpp"
 #include "device/privileges.hpp"
+#include "zeus/common/units.hpp"
 #include "zeus/device/discovery.hpp"
 #include "zeus/device/gpus.hpp"
 #include "zeus/device/simulated_gpu.hpp"
@@ -34,9 +35,10 @@ struct PyCpus {
     for (const auto& cpu : cpus) {
       valid += (valid.empty() ? "" : ", ") + std::to_string(cpu->index());
     }
-    throw Error(ErrorKind::kNotFound, "CPU package " + std::to_string(index) +
-                                          " does not exist (available: " +
-                                          (valid.empty() ? std::string("none") : valid) + ")");
+    throw Error(ErrorKind::kNotFound,
+                "CPU package " + std::to_string(index) + " does not exist (available: " +
+                    (valid.empty() ? std::string("none") : valid) + ")",
+                ErrorSubject::kCpu);
   }
 };
 
@@ -237,10 +239,12 @@ void bind_device(py::module_& module) {
           [](const PyCpus& self, int index) -> std::pair<double, std::optional<double>> {
             try {
               Cpu& cpu = self.at(index);
-              const double cpu_mj = static_cast<double>(cpu.package_energy_uj()) / 1000.0;
+              const double cpu_mj =
+                  units::millijoules_from_microjoules(static_cast<double>(cpu.package_energy_uj()));
               std::optional<double> dram_mj;
               if (cpu.has_dram()) {
-                dram_mj = static_cast<double>(cpu.dram_energy_uj()) / 1000.0;
+                dram_mj =
+                    units::millijoules_from_microjoules(static_cast<double>(cpu.dram_energy_uj()));
               }
               return {cpu_mj, dram_mj};
             } catch (const Error& error) {

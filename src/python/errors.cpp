@@ -63,16 +63,29 @@ std::string_view class_name_for(const Error& error, ErrorFamily family) {
   return family == ErrorFamily::kCpu ? "ZeusBaseCPUError" : "ZeusGPUUnknownError";
 }
 
-// An error whose message is about a CPU package or DRAM (the monitor prefixes every device read
-// error with the device) belongs to the CPU family.
+// The family is the device the error is about (Error::subject()): a CPU package or its DRAM
+// gives the CPU family; a GPU, or no device at all, the GPU family (the reference's default).
 ErrorFamily family_of(const Error& error) {
-  const std::string_view what = error.what();
-  for (const std::string_view prefix : {"CPU", "DRAM", "RAPL"}) {
-    if (what.substr(0, prefix.size()) == prefix) {
-      return ErrorFamily::kCpu;
-    }
+  return error.subject() == ErrorSubject::kCpu ? ErrorFamily::kCpu : ErrorFamily::kGpu;
+}
+
+// The subject `_raise_error` gives its error: `subject` when named ("gpu", "cpu", "none"), else
+// the device its message starts with, as a device backend would have marked it.
+ErrorSubject subject_for_test(const std::string& subject, const std::string& message) {
+  if (subject == "gpu") {
+    return ErrorSubject::kGpu;
   }
-  return ErrorFamily::kGpu;
+  if (subject == "cpu") {
+    return ErrorSubject::kCpu;
+  }
+  if (subject == "none") {
+    return ErrorSubject::kNone;
+  }
+  if (!subject.empty()) {
+    throw py::value_error("subject: expected 'gpu', 'cpu' or 'none', not '" + subject + "'");
+  }
+  const std::string_view what = message;
+  return what.substr(0, 3) == "CPU" ? ErrorSubject::kCpu : ErrorSubject::kGpu;
 }
 
 void set_error(std::string_view name, const char* message) {
@@ -150,19 +163,19 @@ void bind_errors(py::module_& module) {
   }
   module.attr("_ERROR_TABLE") = table;
 
-  // Raises the translation of an Error of kind `kind` (a name of the table) with `message`, as C++
-  // code would: lets tests check the translator end to end.
+  // Raises the translation of an Error of kind `kind` (a name of the table) with `message` about
+  // `subject`, as C++ code would: lets tests check the translator end to end.
   module.def(
       "_raise_error",
-      [](const std::string& kind, const std::string& message) {
+      [](const std::string& kind, const std::string& message, const std::string& subject) {
         for (const KindClasses& entry : kKindTable) {
           if (error_kind_name(entry.kind) == kind) {
-            throw Error(entry.kind, message);
+            throw Error(entry.kind, message, subject_for_test(subject, message));
           }
         }
         throw py::value_error("kind: unknown error kind '" + kind + "'");
       },
-      py::arg("kind"), py::arg("message"));
+      py::arg("kind"), py::arg("message"), py::arg("subject") = "");
 }
 
 }  // namespace zeus::python
