@@ -248,7 +248,11 @@ void Session::read_version() {
 std::shared_ptr<DynamicLibrary> load_library(const std::string& library_path,
                                              const EnvLookup& env) {
   if (library_path != kDefaultAmdSmiLibrary) {
-    return DynamicLibrary::open(library_path);
+    try {
+      return DynamicLibrary::open(library_path);
+    } catch (const Error& error) {
+      throw Error(error.kind(), error.what(), ErrorSubject::kGpu);
+    }
   }
   // The default name: explicit hints first, then the loader's search path, then /opt/rocm.
   std::vector<std::string> candidates;

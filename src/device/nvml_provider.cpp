@@ -3,9 +3,11 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "common/dynamic_library.hpp"
 #include "nvml_library.hpp"
+#include "zeus/common/error.hpp"
 #include "zeus/device/gpu_provider.hpp"
 
 namespace zeus {
@@ -49,8 +51,13 @@ class NvmlProvider final : public GpuProvider {
 }  // namespace
 
 std::shared_ptr<GpuProvider> open_nvml(const std::string& library_path) {
-  return std::make_shared<NvmlProvider>(
-      std::make_shared<nvml::Library>(DynamicLibrary::open(library_path)));
+  std::shared_ptr<DynamicLibrary> library;
+  try {
+    library = DynamicLibrary::open(library_path);
+  } catch (const Error& error) {
+    throw Error(error.kind(), error.what(), ErrorSubject::kGpu);
+  }
+  return std::make_shared<NvmlProvider>(std::make_shared<nvml::Library>(std::move(library)));
 }
 
 }  // namespace zeus

@@ -346,3 +346,18 @@ TEST_F(NvmlTest, DiscoveryReadsTheLibraryPathFromTheEnvironment) {
 }
 
 }  // namespace
+
+// Python and other callers tell GPU errors from CPU errors by Error::subject().
+TEST_F(NvmlTest, ErrorsAreAboutAGpu) {
+  auto gpu = open({{"devices", {h100(0)}}, {"fail", {{"nvmlDeviceSetPowerManagementLimit", 4}}}})
+                 ->open_gpu(0);
+  const zeus::VendorError vendor = vendor_error([&] { gpu->set_power_limit_mw(300000); });
+  EXPECT_EQ(vendor.subject(), zeus::ErrorSubject::kGpu);
+  try {
+    gpu->set_power_limit_mw(150000);
+    FAIL() << "no error";
+  } catch (const zeus::Error& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_EQ(error.subject(), zeus::ErrorSubject::kGpu);
+  }
+}

@@ -655,3 +655,24 @@ TEST_F(RaplPermissionTest, ReadAsUnprivilegedUser) {
 }
 
 }  // namespace
+
+// Python and other callers tell CPU errors from GPU errors by Error::subject().
+TEST_F(RaplTest, ReadErrorsAreAboutACpu) {
+  make_zone(root_ / "intel-rapl:0", "package-0", 1);
+  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  ASSERT_EQ(found.cpus.size(), 1u);
+  try {
+    found.cpus[0]->dram_energy_uj();
+    FAIL() << "no error";
+  } catch (const zeus::Error& error) {
+    EXPECT_EQ(error.subject(), zeus::ErrorSubject::kCpu);
+  }
+  fs::remove_all(root_ / "intel-rapl:0");
+  try {
+    found.cpus[0]->package_energy_uj();
+    FAIL() << "no error";
+  } catch (const zeus::Error& error) {
+    EXPECT_EQ(error.kind(), zeus::ErrorKind::kNotFound);
+    EXPECT_EQ(error.subject(), zeus::ErrorSubject::kCpu);
+  }
+}

@@ -275,6 +275,32 @@ TEST_F(AmdSmiTest, MissingRequiredSymbolIsFunctionNotFound) {
   EXPECT_THAT(message, HasSubstr("amdsmi_get_power_info"));
 }
 
+// Python and other callers tell GPU errors from CPU errors by Error::subject().
+TEST_F(AmdSmiTest, ErrorsAreAboutAGpu) {
+  full_fake().configure(
+      script_of({device("AMD Instinct MI300X")}, status_override("amdsmi_init", 34)));
+  try {
+    zeus::open_amdsmi_with_options(full_fake().path(), options(full_fake()));
+    FAIL() << "no error";
+  } catch (const zeus::Error& error) {
+    EXPECT_EQ(error.subject(), zeus::ErrorSubject::kGpu);
+  }
+  try {
+    zeus::open_amdsmi("/nonexistent/zeus-test/libamd_smi.so");
+    FAIL() << "no error";
+  } catch (const zeus::Error& error) {
+    EXPECT_EQ(error.subject(), zeus::ErrorSubject::kGpu);
+  }
+  auto gpu = open(script_of({device("X")}))->open_gpu(0);
+  try {
+    gpu->set_persistence_mode(true);
+    FAIL() << "no error";
+  } catch (const zeus::Error& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::kNotSupported);
+    EXPECT_EQ(error.subject(), zeus::ErrorSubject::kGpu);
+  }
+}
+
 TEST_F(AmdSmiTest, InitFailureIsVendorError) {
   full_fake().configure(
       script_of({device("AMD Instinct MI300X")}, status_override("amdsmi_init", 34)));

@@ -1,0 +1,25 @@
+"""The GPU/CPU exception family follows the subject a C++ error carries, not its message."""
+import pytest
+
+from zeus_cpp import _zeus
+from zeus_cpp import exception as exc
+
+
+def test_cpu_subject_gives_the_cpu_family_whatever_the_message() -> None:
+    with pytest.raises(exc.ZeusRAPLNotSupportedError):
+        _zeus._raise_error("not_supported", "GPU 0: a message that names a GPU", subject="cpu")
+
+
+def test_gpu_subject_gives_the_gpu_family_whatever_the_message() -> None:
+    with pytest.raises(exc.ZeusGPUNotSupportedError):
+        _zeus._raise_error("not_supported", "CPU package 0: a message", subject="gpu")
+
+
+def test_no_subject_gives_the_gpu_family() -> None:
+    with pytest.raises(exc.ZeusGPUNotFoundError):
+        _zeus._raise_error("not_found", "CPU package 0: a message", subject="none")
+
+
+def test_unknown_subject_is_a_value_error_naming_the_parameter() -> None:
+    with pytest.raises(ValueError, match="subject"):
+        _zeus._raise_error("not_found", "x", subject="tpu")
