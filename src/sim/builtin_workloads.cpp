@@ -184,10 +184,6 @@ std::vector<PowerPoint> power_points(const WorkloadModel& model, const GpuModel&
   return points;
 }
 
-bool same_metric(double a, double b) {
-  return std::fabs(a - b) <= 1e-6 * std::max({1e-12, std::fabs(a), std::fabs(b)});
-}
-
 }  // namespace
 
 WorkloadTrace builtin_trace(std::string_view gpu, const Workload& workload) {
@@ -209,7 +205,7 @@ WorkloadTrace builtin_trace(std::string_view gpu, const Workload& workload) {
                                                  detail::workload_label(workload) +
                                                  "; the built-in models are " + known);
   }
-  if (!same_metric(model->target_metric, workload.target_metric)) {
+  if (!detail::same_metric(model->target_metric, workload.target_metric)) {
     std::ostringstream message;
     message << "the built-in model of " << detail::workload_label(workload)
             << " is made for the target metric " << model->target_metric << ", not "

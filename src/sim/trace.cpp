@@ -103,6 +103,10 @@ std::string workload_label(const Workload& workload) {
   return workload.dataset + "/" + workload.network + "/" + workload.optimizer;
 }
 
+bool same_metric(double a, double b) {
+  return std::fabs(a - b) <= 1e-6 * std::max({1e-12, std::fabs(a), std::fabs(b)});
+}
+
 std::string join_ints(const std::vector<int>& values) {
   std::string text;
   for (const int value : values) {
@@ -356,10 +360,6 @@ std::string available_workloads(const Table& table) {
   return text;
 }
 
-bool same_metric(double a, double b) {
-  return std::fabs(a - b) <= 1e-6 * std::max({1e-12, std::fabs(a), std::fabs(b)});
-}
-
 void check_gpu_name(std::string_view gpu) {
   const bool valid =
       !gpu.empty() && gpu != "." && gpu != ".." && std::all_of(gpu.begin(), gpu.end(), [](char c) {
@@ -397,7 +397,7 @@ WorkloadTrace build_trace(const TrainTable& train, const PowerTable& power,
   std::set<double> metrics;
   for (const TrainRow& row : train_it->second) {
     metrics.insert(row.target_metric);
-    if (same_metric(row.target_metric, workload.target_metric)) {
+    if (detail::same_metric(row.target_metric, workload.target_metric)) {
       runs_by_size[row.batch_size].push_back(&row);
     }
   }

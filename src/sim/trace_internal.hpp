@@ -11,6 +11,9 @@ namespace zeus::sim::detail {
 // "librispeech/deepspeech2/adamw".
 std::string workload_label(const Workload& workload);
 
+// Whether two target metrics are the same up to the rounding of a CSV file (relative 1e-6).
+bool same_metric(double a, double b);
+
 // "8, 16, 32".
 std::string join_ints(const std::vector<int>& values);
 
