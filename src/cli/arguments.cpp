@@ -11,6 +11,7 @@
 #include <system_error>
 #include <utility>
 
+#include "common/text.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus::cli {
@@ -98,22 +99,13 @@ std::string format_duration(double duration_s) {
 
 std::vector<int> parse_index_list(std::string_view text, std::string_view what) {
   std::vector<int> indices;
-  std::string_view rest = text;
   const auto malformed_list = [&](std::string_view why) {
     return Error(ErrorKind::kInvalidArgument,
                  fmt::format("{} \"{}\" is not a valid index list: {}; expected indices "
                              "separated by commas, e.g. 0,1",
                              what, text, why));
   };
-  while (true) {
-    const auto comma = rest.find(',');
-    std::string_view item = rest.substr(0, comma);
-    while (!item.empty() && item.front() == ' ') {
-      item.remove_prefix(1);
-    }
-    while (!item.empty() && item.back() == ' ') {
-      item.remove_suffix(1);
-    }
+  for (const std::string_view item : text::split_trimmed(text, ',', false, " ")) {
     if (item.empty()) {
       throw malformed_list("an item is empty");
     }
@@ -126,10 +118,6 @@ std::vector<int> parse_index_list(std::string_view text, std::string_view what) 
       throw malformed_list(fmt::format("{} is repeated", index));
     }
     indices.push_back(index);
-    if (comma == std::string_view::npos) {
-      break;
-    }
-    rest.remove_prefix(comma + 1);
   }
   return indices;
 }

@@ -8,6 +8,7 @@
 #include "arguments.hpp"
 #include "commands.hpp"
 #include "common/signals.hpp"
+#include "devices.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
 #include "zeus/metrics/prometheus.hpp"
@@ -43,35 +44,21 @@ int run(const ExporterArgs& args) {
   }
 
   const Gpus& gpus = get_gpus();
-  if (!args.gpus.empty()) {
-    options.gpu_indices = parse_index_list(args.gpus, "--gpus");
-    std::vector<int> valid;
-    for (std::size_t i = 0; i < gpus.size(); ++i) {
-      valid.push_back(static_cast<int>(i));
-    }
-    check_indices(*options.gpu_indices, valid, "--gpus", "GPU");
+  if (const auto gpu_request = parse_device_request(args.gpus, "--gpus")) {
+    options.gpu_indices = select_gpus(gpu_request, gpus);
   }
   std::vector<std::shared_ptr<Cpu>> cpus;
   const CpuDiscovery& cpu_discovery = get_cpus();
   if (args.cpus != "none") {
-    std::vector<int> valid;
-    for (const auto& cpu : cpu_discovery.cpus) {
-      valid.push_back(cpu->index());
-    }
     if (args.cpus.empty()) {
       cpus = cpu_discovery.cpus;
     } else {
-      const std::vector<int> wanted = parse_index_list(args.cpus, "--cpus");
+      const auto wanted = parse_device_request(args.cpus, "--cpus");
       if (!cpu_discovery.available) {
         throw Error(ErrorKind::kNoPermission, fmt::format("--cpus {}: RAPL cannot be read: {}",
                                                           args.cpus, cpu_discovery.message));
       }
-      check_indices(wanted, valid, "--cpus", "CPU package");
-      for (const auto& cpu : cpu_discovery.cpus) {
-        if (std::find(wanted.begin(), wanted.end(), cpu->index()) != wanted.end()) {
-          cpus.push_back(cpu);
-        }
-      }
+      cpus = cpus_with_indices(cpu_discovery, select_cpus(wanted, cpu_discovery));
     }
   }
   if (gpus.empty() && cpus.empty()) {

@@ -17,6 +17,7 @@
 #include "commands.hpp"
 #include "common/process.hpp"
 #include "common/signals.hpp"
+#include "devices.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
@@ -265,46 +266,28 @@ int run(const MonitorArgs& args) {
                 "zeus monitor needs a command to measure (zeus monitor [OPTIONS] -- CMD ARGS...) "
                 "or a time to measure for (zeus monitor --duration 10s); see zeus monitor --help");
   }
-  std::optional<std::vector<int>> gpu_request;
-  if (!args.gpus.empty()) {
-    gpu_request = parse_index_list(args.gpus, "--gpus");
-  }
-  std::optional<std::vector<int>> cpu_request;
-  if (!args.cpus.empty()) {
-    cpu_request = parse_index_list(args.cpus, "--cpus");
-  }
+  const std::optional<std::vector<int>> gpu_request = parse_device_request(args.gpus, "--gpus");
+  const std::optional<std::vector<int>> cpu_request = parse_device_request(args.cpus, "--cpus");
 
   const Gpus& gpus = get_gpus();
-  std::vector<int> all_gpus;
-  for (int i = 0; i < static_cast<int>(gpus.size()); ++i) {
-    all_gpus.push_back(i);
-  }
   std::vector<std::string> notes;
-  std::vector<int> gpu_indices = all_gpus;
-  if (gpu_request) {
-    check_indices(*gpu_request, all_gpus, "--gpus", "GPU");
-    gpu_indices = *gpu_request;
-  } else if (gpus.empty()) {
+  const std::vector<int> gpu_indices = select_gpus(gpu_request, gpus);
+  if (!gpu_request && gpus.empty()) {
     notes.push_back("no GPU found; `zeus show-env` says why");
   }
 
   const CpuDiscovery cpus = args.powercap_root.empty()
                                 ? get_cpus()
                                 : discover_rapl_cpus(std::filesystem::path(args.powercap_root));
-  std::vector<int> all_cpus;
-  for (const auto& cpu : cpus.cpus) {
-    all_cpus.push_back(cpu->index());
-  }
   std::vector<int> cpu_indices;
   if (cpu_request) {
     if (!cpus.available || cpus.cpus.empty()) {
       throw Error(cpus.permission_denied ? ErrorKind::kNoPermission : ErrorKind::kNotSupported,
                   "--cpus " + args.cpus + ": cannot measure CPU packages: " + cpus.message);
     }
-    check_indices(*cpu_request, all_cpus, "--cpus", "CPU package");
-    cpu_indices = *cpu_request;
+    cpu_indices = select_cpus(cpu_request, cpus);
   } else if (cpus.available) {
-    cpu_indices = all_cpus;
+    cpu_indices = select_cpus(std::nullopt, cpus);
   } else {
     notes.push_back("no CPU energy: " + first_sentence(cpus.message) +
                     "; `zeus show-env` has the details");
@@ -341,12 +324,7 @@ int run(const MonitorArgs& args) {
     metrics::DeviceMetricsOptions metrics_options;
     metrics_options.gpu_indices = gpu_indices;
     metrics_options.interval_s = interval_s.value_or(1.0);
-    std::vector<std::shared_ptr<Cpu>> metric_cpus;
-    for (const auto& cpu : cpus.cpus) {
-      if (std::find(cpu_indices.begin(), cpu_indices.end(), cpu->index()) != cpu_indices.end()) {
-        metric_cpus.push_back(cpu);
-      }
-    }
+    std::vector<std::shared_ptr<Cpu>> metric_cpus = cpus_with_indices(cpus, cpu_indices);
     device_metrics =
         std::make_unique<metrics::DeviceMetrics>(gpus, metric_cpus, std::move(metrics_options));
     metrics_server = std::make_unique<metrics::MetricsServer>(

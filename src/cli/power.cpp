@@ -15,6 +15,7 @@
 #include "commands.hpp"
 #include "common/process.hpp"
 #include "common/signals.hpp"
+#include "devices.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
@@ -63,25 +64,14 @@ int run(const PowerArgs& args) {
     }
   }
   const PowerDomain domain = parse_power_domain(args.domain);
-  std::optional<std::vector<int>> gpu_request;
-  if (!args.gpus.empty()) {
-    gpu_request = parse_index_list(args.gpus, "--gpus");
-  }
+  const std::optional<std::vector<int>> gpu_request = parse_device_request(args.gpus, "--gpus");
 
   const Gpus& gpus = get_gpus();
-  std::vector<int> all_gpus;
-  for (int i = 0; i < static_cast<int>(gpus.size()); ++i) {
-    all_gpus.push_back(i);
-  }
   if (gpus.empty()) {
     throw Error(ErrorKind::kNotSupported,
                 "no GPU found, so there is no power to show; `zeus show-env` says why");
   }
-  std::vector<int> gpu_indices = all_gpus;
-  if (gpu_request) {
-    check_indices(*gpu_request, all_gpus, "--gpus", "GPU");
-    gpu_indices = *gpu_request;
-  }
+  const std::vector<int> gpu_indices = select_gpus(gpu_request, gpus);
 
   SignalWatch watch;
   const std::shared_ptr<Clock> clock = steady_clock();

@@ -15,6 +15,7 @@
 #include <system_error>
 
 #include "commands.hpp"
+#include "common/text.hpp"
 #include "report.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/optimizer/power_limit_selector.hpp"
@@ -41,34 +42,9 @@ Error bad_input(const fs::path& path, std::string_view what) {
   return Error(ErrorKind::kInvalidArgument, fmt::format("{}: {}", path.string(), what));
 }
 
-std::string read_text(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    throw bad_input(path,
-                    fmt::format("cannot open it: {}", std::generic_category().message(errno)));
-  }
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
-
+// Fields are trimmed of blanks and of the quotes some writers put around every field.
 void split_fields(std::string_view line, std::vector<std::string>& fields) {
-  fields.clear();
-  while (true) {
-    const auto comma = line.find(',');
-    std::string_view field = line.substr(0, comma);
-    while (!field.empty() && (field.front() == ' ' || field.front() == '"')) {
-      field.remove_prefix(1);
-    }
-    while (!field.empty() && (field.back() == ' ' || field.back() == '"')) {
-      field.remove_suffix(1);
-    }
-    fields.emplace_back(field);
-    if (comma == std::string_view::npos) {
-      return;
-    }
-    line.remove_prefix(comma + 1);
-  }
+  fields = text::split_to_strings(line, ',', false, " \"");
 }
 
 // A data line of a CSV file: its 1-based line number and fields.
@@ -374,7 +350,7 @@ SimResults read_simulation(const fs::path& dir) {
   }
   nlohmann::json summary;
   try {
-    summary = nlohmann::json::parse(read_text(summary_path));
+    summary = nlohmann::json::parse(text::read_file(summary_path));
   } catch (const nlohmann::json::parse_error& parse_error) {
     throw bad_input(summary_path, fmt::format("not valid JSON: {}", parse_error.what()));
   }

@@ -1,7 +1,9 @@
 #include "zeus/monitor/measurement.hpp"
 
-#include <stdexcept>
+#include <algorithm>
 #include <string>
+
+#include "zeus/common/error.hpp"
 
 namespace zeus {
 
@@ -22,7 +24,7 @@ double EnergyByIndex::at(int index) const {
       return value;
     }
   }
-  throw std::out_of_range("no energy for device index " + std::to_string(index));
+  throw Error(ErrorKind::kNotFound, "no energy for device index " + std::to_string(index));
 }
 
 bool EnergyByIndex::contains(int index) const {

@@ -4,23 +4,15 @@
 #include <fstream>
 #include <optional>
 
+#include "common/text.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus {
 namespace {
 
+// Fields exactly as written (nothing trimmed), empty ones kept.
 std::vector<std::string> split_csv_line(const std::string& line) {
-  std::vector<std::string> fields;
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t comma = line.find(',', start);
-    fields.push_back(
-        line.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) {
-      return fields;
-    }
-    start = comma + 1;
-  }
+  return text::split_to_strings(line, ',', false, "");
 }
 
 std::optional<double> parse_double(const std::string& text) {

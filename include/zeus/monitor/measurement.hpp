@@ -15,7 +15,7 @@ class EnergyByIndex {
   using value_type = std::pair<int, double>;
 
   void set(int index, double value);
-  // Throws std::out_of_range naming the index when absent.
+  // Throws Error(kNotFound) naming the index when absent.
   double at(int index) const;
   bool contains(int index) const;
   double sum() const;

@@ -1,0 +1,33 @@
+// Which devices a command works on: `--gpus 0,1` and `--cpus 0` checked against what was found,
+// for zeus monitor, zeus power and zeus exporter alike.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "zeus/device/gpus.hpp"
+#include "zeus/device/rapl.hpp"
+
+namespace zeus::cli {
+
+// The indices `text` lists ("0,1"; parse_index_list), or nullopt when it is empty (no choice
+// made). Throws Error(kInvalidArgument) naming `what` for a malformed list.
+std::optional<std::vector<int>> parse_device_request(std::string_view text, std::string_view what);
+
+// The GPUs (indices 0..n-1 of `gpus`) a command uses: all of them without a request, else the
+// requested ones, each checked (Error(kInvalidArgument) naming --gpus and the valid indices).
+std::vector<int> select_gpus(const std::optional<std::vector<int>>& request, const Gpus& gpus);
+
+// The same for RAPL CPU packages (their package indices), checked against the discovered ones
+// (--cpus). Whether RAPL can be read at all is the caller's to say: the commands word it
+// differently.
+std::vector<int> select_cpus(const std::optional<std::vector<int>>& request,
+                             const CpuDiscovery& cpus);
+
+// The discovered packages whose index is in `indices`, in package order.
+std::vector<std::shared_ptr<Cpu>> cpus_with_indices(const CpuDiscovery& cpus,
+                                                    const std::vector<int>& indices);
+
+}  // namespace zeus::cli
