@@ -21,13 +21,16 @@ using testing::RawClient;
 void echo(const Request& req, Response& res) {
   res.content_type = "text/plain";
   res.body = req.method + " " + req.path;
-  for (const auto& [key, value] : req.params)
+  for (const auto& [key, value] : req.params) {
     res.body += " " + key + "=" + value;
+  }
   res.body += " body=" + req.body;
-  if (req.path == "/big")
+  if (req.path == "/big") {
     res.body = std::string(4096, 'x');
-  if (req.path == "/slow")
+  }
+  if (req.path == "/slow") {
     std::this_thread::sleep_for(300ms);
+  }
 }
 
 struct TestHost {
@@ -141,8 +144,9 @@ TEST(HttpHost, BoundsHeaderBytesAndCount) {
   }
   {
     std::string many;
-    for (int i = 0; i < 11; ++i)
+    for (int i = 0; i < 11; ++i) {
       many += "X-" + std::to_string(i) + ": 1\r\n";
+    }
     RawClient client = RawClient::tcp(server.port);
     client.send(get("/", many));
     auto response = client.read_response();
@@ -154,8 +158,9 @@ TEST(HttpHost, BoundsHeaderBytesAndCount) {
     RawClient client = RawClient::tcp(server.port);
     client.send("GET / HTTP/1.1\r\n");
     std::string lines;
-    for (int i = 0; i < 1000; ++i)
+    for (int i = 0; i < 1000; ++i) {
       lines += "A: b\r\n";
+    }
     for (int i = 0; i < 50 && client.send(lines); ++i) {
     }
     auto response = client.read_response();
@@ -200,8 +205,9 @@ TEST(HttpHost, SlowHeadersHoldNoWorkerAndTimeOut) {
     slow.back().send("GET / HTTP/1.1\r\nX-Slow: 1\r\n");
   }
   for (int probe = 0; probe < 5; ++probe) {
-    for (auto& client : slow)
+    for (auto& client : slow) {
       client.send("X-More: 1\r\n");
+    }
     RawClient valid = RawClient::tcp(server.port);
     valid.send(get("/ok"));
     const auto started = std::chrono::steady_clock::now();
@@ -260,8 +266,9 @@ TEST(HttpHost, CapsConnectionsPerPeerAndInAll) {
     RawClient again = RawClient::tcp(server.port);
     again.send(get("/"));
     auto response = again.read_response();
-    if (response && response->status == 200)
+    if (response && response->status == 200) {
       return;
+    }
     std::this_thread::sleep_for(20ms);
   }
   FAIL() << "no connection was served after one closed";
@@ -304,8 +311,9 @@ TEST(HttpHost, CompressesOnlyLargeResponsesThatAskForIt) {
 TEST(HttpHost, IgnoresRange) {
   TestHost server;
   std::string ranges = "Range: bytes=0-";
-  for (int i = 1; i < 1000; ++i)
+  for (int i = 1; i < 1000; ++i) {
     ranges.append(",0-");
+  }
   RawClient client = RawClient::tcp(server.port);
   client.send(get("/big", ranges + "\r\n"));
   auto response = client.read_response();
@@ -317,8 +325,9 @@ TEST(HttpHost, IgnoresRange) {
 TEST(HttpHost, HeadFilterAnswersBeforeTheBody) {
   HostOptions options;
   options.head_filter = [](const Request& head, Response& res) {
-    if (head.header("authorization"))
+    if (head.header("authorization")) {
       return false;
+    }
     res.status = 401;
     res.body = R"({"detail":"no"})";
     return true;
@@ -388,8 +397,9 @@ TEST(HttpHost, StopFinishesRequestsInFlightAndDropsSlowClients) {
   EXPECT_TRUE(response->has_header("connection: close"));
   server->host.join();
   EXPECT_LT(std::chrono::steady_clock::now() - started, 1500ms);
-  for (auto& client : dripping)
+  for (auto& client : dripping) {
     EXPECT_TRUE(client.closed_within(100ms));
+  }
   EXPECT_TRUE(idle.closed_within(100ms));
   EXPECT_THROW(RawClient::tcp(server->port), std::runtime_error);
 }
@@ -399,8 +409,9 @@ TEST(HttpHost, StopCutsRequestsPastTheGrace) {
   options.limits.shutdown_grace = 200ms;
   std::atomic<bool> release{false};
   auto server = std::make_unique<TestHost>(options, [&release](const Request&, Response&) {
-    while (!release)
+    while (!release) {
       std::this_thread::sleep_for(10ms);
+    }
   });
   RawClient stuck = RawClient::tcp(server->port);
   stuck.send(get("/"));

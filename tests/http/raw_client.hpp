@@ -23,8 +23,9 @@ struct RawResponse {
   std::string body;  // de-chunked when chunked
   bool has_header(const std::string& lower_name_colon_value) const {
     std::string lower;
-    for (char c : head)
+    for (char c : head) {
       lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    }
     return lower.find(lower_name_colon_value) != std::string::npos;
   }
 };
@@ -60,8 +61,9 @@ class RawClient {
   }
   RawClient& operator=(RawClient&&) = delete;
   ~RawClient() {
-    if (fd_ >= 0)
+    if (fd_ >= 0) {
       ::close(fd_);
+    }
   }
 
   // False when the peer has closed (EPIPE, ECONNRESET).
@@ -70,8 +72,9 @@ class RawClient {
     while (sent < bytes.size()) {
       const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
       if (n < 0) {
-        if (errno == EINTR)
+        if (errno == EINTR) {
           continue;
+        }
         return false;
       }
       sent += static_cast<std::size_t>(n);
@@ -86,25 +89,30 @@ class RawClient {
       std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     auto response = read_head_only(timeout);
-    if (!response)
+    if (!response) {
       return std::nullopt;
-    if (response->status == 100)
+    }
+    if (response->status == 100) {
       return read_response(timeout);
+    }
     const std::optional<std::size_t> length = content_length(response->head);
     if (response->has_header("transfer-encoding: chunked")) {
       while (true) {
         bool last = false;
         auto chunk = next_chunk(deadline, last);
-        if (!chunk)
+        if (!chunk) {
           return std::nullopt;
-        if (last)
+        }
+        if (last) {
           break;
+        }
         response->body += *chunk;
       }
     } else if (length) {
       while (pending_.size() < *length) {
-        if (!fill(deadline))
+        if (!fill(deadline)) {
           return std::nullopt;
+        }
       }
       response->body = pending_.substr(0, *length);
       pending_.erase(0, *length);
@@ -121,8 +129,9 @@ class RawClient {
   std::optional<std::string> read_chunk(std::chrono::milliseconds timeout) {
     bool last = false;
     auto chunk = next_chunk(std::chrono::steady_clock::now() + timeout, last);
-    if (last)
+    if (last) {
       return std::nullopt;
+    }
     return chunk;
   }
   // Reads a response head only (for streams and interim responses).
@@ -130,14 +139,16 @@ class RawClient {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     std::size_t head_end;
     while ((head_end = pending_.find("\r\n\r\n")) == std::string::npos) {
-      if (!fill(deadline))
+      if (!fill(deadline)) {
         return std::nullopt;
+      }
     }
     RawResponse response;
     response.head = pending_.substr(0, head_end);
     pending_.erase(0, head_end + 4);
-    if (response.head.size() < 12)
+    if (response.head.size() < 12) {
       return std::nullopt;
+    }
     response.status = std::stoi(response.head.substr(9, 3));
     return response;
   }
@@ -148,16 +159,19 @@ class RawClient {
     while (true) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0)
+      if (left.count() <= 0) {
         return false;
+      }
       pollfd pfd{fd_, POLLIN, 0};
       const int rc = ::poll(&pfd, 1, static_cast<int>(left.count()));
-      if (rc <= 0)
+      if (rc <= 0) {
         continue;
+      }
       char buffer[4096];
       const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
-      if (n <= 0)
+      if (n <= 0) {
         return true;
+      }
       pending_.append(buffer, static_cast<std::size_t>(n));
     }
   }
@@ -168,11 +182,13 @@ class RawClient {
 
   static std::optional<std::size_t> content_length(const std::string& head) {
     std::string lower;
-    for (char c : head)
+    for (char c : head) {
       lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    }
     const std::size_t at = lower.find("content-length:");
-    if (at == std::string::npos)
+    if (at == std::string::npos) {
       return std::nullopt;
+    }
     return std::stoul(lower.substr(at + 15));
   }
 
@@ -181,13 +197,15 @@ class RawClient {
                                         bool& last) {
     std::size_t line_end;
     while ((line_end = pending_.find("\r\n")) == std::string::npos) {
-      if (!fill(deadline))
+      if (!fill(deadline)) {
         return std::nullopt;
+      }
     }
     const std::size_t size = std::stoul(pending_.substr(0, line_end), nullptr, 16);
     while (pending_.size() < line_end + 2 + size + 2) {
-      if (!fill(deadline))
+      if (!fill(deadline)) {
         return std::nullopt;
+      }
     }
     std::string chunk = pending_.substr(line_end + 2, size);
     pending_.erase(0, line_end + 2 + size + 2);
@@ -198,15 +216,18 @@ class RawClient {
   bool fill(std::chrono::steady_clock::time_point deadline) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0)
+    if (left.count() <= 0) {
       return false;
+    }
     pollfd pfd{fd_, POLLIN, 0};
-    if (::poll(&pfd, 1, static_cast<int>(left.count())) <= 0)
+    if (::poll(&pfd, 1, static_cast<int>(left.count())) <= 0) {
       return false;
+    }
     char buffer[16384];
     const ssize_t n = ::recv(fd_, buffer, sizeof(buffer), 0);
-    if (n <= 0)
+    if (n <= 0) {
       return false;
+    }
     pending_.append(buffer, static_cast<std::size_t>(n));
     return true;
   }

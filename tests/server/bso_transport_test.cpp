@@ -85,8 +85,9 @@ TEST(BsoTransport, RangeIsIgnoredAndSmallAnswersAreNotCompressed) {
   ServerHarness server;
   ASSERT_EQ(server.request("POST", "/jobs", peer_job_spec("peer-r").dump())->status, 201);
   std::string ranges = "Range: bytes=0-";
-  for (int i = 1; i < 1000; ++i)
+  for (int i = 1; i < 1000; ++i) {
     ranges.append(",0-");
+  }
   RawClient client = RawClient::tcp(server.port());
   client.send("GET /jobs HTTP/1.1\r\nHost: localhost\r\nAccept-Encoding: gzip, br\r\n" + ranges +
               "\r\n\r\n");

@@ -26,14 +26,16 @@ class SpawnedProcess {
       : log_(log) {
     pid_ = ::fork();
     if (pid_ == 0) {
-      for (const auto& [name, value] : env)
+      for (const auto& [name, value] : env) {
         ::setenv(name.c_str(), value.c_str(), 1);
+      }
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
       std::vector<char*> argv;
-      for (std::string& arg : args)
+      for (std::string& arg : args) {
         argv.push_back(arg.data());
+      }
       argv.push_back(nullptr);
       ::execv(argv[0], argv.data());
       ::_exit(127);
@@ -60,8 +62,9 @@ class SpawnedProcess {
         pid_ = -1;
         return status;
       }
-      if (std::chrono::steady_clock::now() > deadline)
+      if (std::chrono::steady_clock::now() > deadline) {
         return std::nullopt;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
@@ -82,8 +85,9 @@ inline int wait_for_port_file(const std::filesystem::path& path,
   while (std::chrono::steady_clock::now() < deadline) {
     std::ifstream in(path);
     int port = 0;
-    if (in >> port && port > 0)
+    if (in >> port && port > 0) {
       return port;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return 0;
