@@ -67,8 +67,9 @@ Server start_zeusd(const TempDir& dir, bool tcp) {
       server.port = std::stoi(match[1]);
       break;
     }
-    if (!tcp && log.find("listening on") != std::string::npos)
+    if (!tcp && log.find("listening on") != std::string::npos) {
       break;
+    }
     std::this_thread::sleep_for(10ms);
   }
   EXPECT_TRUE(!tcp || server.port > 0) << server.process->log();
@@ -90,11 +91,13 @@ void valid_clients_keep_getting_answers(const Server& server, const std::string&
     slow.push_back(server.connect());
     slow.back().send("GET " + path + " HTTP/1.1\r\nHost: localhost\r\n");
   }
-  for (int i = 0; i < idle_sockets; ++i)
+  for (int i = 0; i < idle_sockets; ++i) {
     idle.push_back(server.connect());
+  }
   for (int probe = 0; probe < 6; ++probe) {
-    for (auto& client : slow)
+    for (auto& client : slow) {
       client.send("X-Drip: " + std::to_string(probe) + "\r\n");
+    }
     const auto started = std::chrono::steady_clock::now();
     RawClient valid = server.connect();
     valid.send(get(path));
@@ -150,8 +153,9 @@ void sigterm_exits_promptly(Server& server) {
   const auto status = server.process->wait_for(5s);
   ASSERT_TRUE(status) << "still running 5 s after SIGTERM: " << server.process->log();
   EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << server.process->log();
-  for (auto& client : dripping)
+  for (auto& client : dripping) {
     EXPECT_TRUE(client.closed_within(100ms));
+  }
 }
 
 TEST(HostileClients, BsoServerStopsOnSigtermWithSlowSocketsOpen) {
