@@ -38,9 +38,9 @@ using sim::PolicyKind;
 using sim_report::Cell;
 using sim_report::configurations_csv;
 using sim_report::history_csv;
+using sim_report::SimArgs;
 using sim_report::summary_json;
 using sim_report::write_text;
-using sim_report::SimArgs;
 
 // More seeds than this is a typo (e.g. 1-1000000000), not a simulation anyone waits for.
 constexpr std::size_t kMaxSeeds = 100'000;
