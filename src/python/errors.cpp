@@ -64,9 +64,27 @@ std::string_view class_name_for(const Error& error, ErrorFamily family) {
 }
 
 // The family is the device the error is about (Error::subject()): a CPU package or its DRAM
-// gives the CPU family; a GPU, or no device at all, the GPU family (the reference's default).
+// gives the CPU family, a GPU the GPU family. An error with no subject is classed by the device
+// its message starts with, until the layers that still throw those mark them: the monitor
+// (ZeusMonitor's CPU-index checks and rethrow_device_error, which drops the subject) and
+// metrics.cpp's CPU-index check. Without a device in the message, the GPU family (the
+// reference's default). Remove the fallback once those carry ErrorSubject::kCpu.
 ErrorFamily family_of(const Error& error) {
-  return error.subject() == ErrorSubject::kCpu ? ErrorFamily::kCpu : ErrorFamily::kGpu;
+  switch (error.subject()) {
+    case ErrorSubject::kCpu:
+      return ErrorFamily::kCpu;
+    case ErrorSubject::kGpu:
+      return ErrorFamily::kGpu;
+    case ErrorSubject::kNone:
+      break;
+  }
+  const std::string_view what = error.what();
+  for (const std::string_view prefix : {"CPU", "DRAM", "RAPL"}) {
+    if (what.substr(0, prefix.size()) == prefix) {
+      return ErrorFamily::kCpu;
+    }
+  }
+  return ErrorFamily::kGpu;
 }
 
 // The subject `_raise_error` gives its error: `subject` when named ("gpu", "cpu", "none"), else

@@ -15,9 +15,15 @@ def test_gpu_subject_gives_the_gpu_family_whatever_the_message() -> None:
         _zeus._raise_error("not_supported", "CPU package 0: a message", subject="gpu")
 
 
-def test_no_subject_gives_the_gpu_family() -> None:
+def test_no_subject_and_no_device_gives_the_gpu_family() -> None:
     with pytest.raises(exc.ZeusGPUNotFoundError):
-        _zeus._raise_error("not_found", "CPU package 0: a message", subject="none")
+        _zeus._raise_error("not_found", "no such thing", subject="none")
+
+
+def test_no_subject_falls_back_to_the_device_the_message_names() -> None:
+    # Until the monitor marks its CPU errors: "CPU package 3 is invalid: ..." stays a CPU error.
+    with pytest.raises(exc.ZeusCPUNotFoundError):
+        _zeus._raise_error("invalid_argument", "CPU package 3 is invalid", subject="none")
 
 
 def test_unknown_subject_is_a_value_error_naming_the_parameter() -> None:
