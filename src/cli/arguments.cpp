@@ -13,6 +13,7 @@
 
 #include "common/text.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/units.hpp"
 
 namespace zeus::cli {
 namespace {
@@ -89,7 +90,7 @@ double parse_duration_s(std::string_view text, std::string_view what) {
 
 std::string format_duration(double duration_s) {
   if (duration_s < 1.0) {
-    return fmt::format("{:g} ms", duration_s * 1e3);
+    return fmt::format("{:g} ms", units::milliseconds_from_seconds(duration_s));
   }
   if (duration_s < 60.0) {
     return fmt::format("{:g} s", duration_s);

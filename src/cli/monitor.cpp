@@ -20,6 +20,7 @@
 #include "devices.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/units.hpp"
 #include "zeus/device/discovery.hpp"
 #include "zeus/metrics/prometheus.hpp"
 #include "zeus/monitor/power_sampler.hpp"
@@ -83,7 +84,8 @@ class TimelineWriter {
     try {
       buffer_.clear();
       for (const PowerSample& sample : sweep) {
-        const std::int64_t wall_us = wall_start_us_ + (sample.time_ns - steady_start_ns_) / 1000;
+        const std::int64_t wall_us = wall_start_us_ + units::microseconds_from_nanoseconds(
+                                                          sample.time_ns - steady_start_ns_);
         fmt::format_to(std::back_inserter(buffer_), "{}.{:06},gpu{},{},{:.3f}\n",
                        wall_us / 1'000'000, wall_us % 1'000'000, sample.gpu_index,
                        power_domain_name(sample.domain), sample.power_w);
@@ -374,7 +376,9 @@ int run(const MonitorArgs& args) {
   // Counted from after the window opened (opening it reads every device, which takes a while
   // on a busy machine), so the measured window is never shorter than --duration.
   const std::int64_t start_ns = clock->now_ns();
-  const auto elapsed_s = [&] { return static_cast<double>(clock->now_ns() - start_ns) * 1e-9; };
+  const auto elapsed_s = [&] {
+    return units::seconds_from_nanoseconds(clock->now_ns() - start_ns);
+  };
 
   if (!args.command.empty()) {
     auto started = ChildProcess::start(args.command);

@@ -18,6 +18,7 @@
 #include "devices.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/units.hpp"
 #include "zeus/device/discovery.hpp"
 #include "zeus/monitor/power_sampler.hpp"
 
@@ -84,7 +85,9 @@ int run(const PowerArgs& args) {
   PowerSampler sampler(gpus, std::move(options));
 
   const std::int64_t start_ns = clock->now_ns();
-  const auto elapsed_s = [&] { return static_cast<double>(clock->now_ns() - start_ns) * 1e-9; };
+  const auto elapsed_s = [&] {
+    return units::seconds_from_nanoseconds(clock->now_ns() - start_ns);
+  };
   double next_line_s = interval_s;
   while (!watch.stop_signal()) {
     const double now_s = elapsed_s();
@@ -119,7 +122,7 @@ int run(const PowerArgs& args) {
   sampler.stop();
   sampler.rethrow_if_failed();
 
-  const double time_s = static_cast<double>(end_ns - start_ns) * 1e-9;
+  const double time_s = units::seconds_from_nanoseconds(end_ns - start_ns);
   const std::optional<int> stop_signal = watch.stop_signal();
   std::cout << fmt::format(
       "\n Energy over {:.3f} s ({} power, sampled every {}{}):\n\n", time_s,

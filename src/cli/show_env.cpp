@@ -9,6 +9,7 @@
 #include "device/privileges.hpp"
 #include "zeus/common/env.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/units.hpp"
 #include "zeus/device/discovery.hpp"
 
 namespace zeus::cli {
@@ -48,15 +49,15 @@ GpuRow describe_gpu(const Gpus& gpus, int index, bool sys_admin) {
       read_or_note(row, "architecture", [&] { return gpu.architecture(); }).value_or("unknown");
   if (const auto range = read_or_note(row, "power limit range",
                                       [&] { return gpu.power_limit_constraints_mw(); })) {
-    row.min_w = range->min_mw / 1000.0;
-    row.max_w = range->max_mw / 1000.0;
+    row.min_w = units::watts_from_milliwatts(range->min_mw);
+    row.max_w = units::watts_from_milliwatts(range->max_mw);
   }
   if (const auto limit = read_or_note(row, "power limit", [&] { return gpu.power_limit_mw(); })) {
-    row.current_w = *limit / 1000.0;
+    row.current_w = units::watts_from_milliwatts(*limit);
   }
   if (const auto value =
           read_or_note(row, "default power limit", [&] { return gpu.default_power_limit_mw(); })) {
-    row.default_w = *value / 1000.0;
+    row.default_w = units::watts_from_milliwatts(*value);
   }
   row.energy_counter = gpu.supports_energy_counter();
   row.can_set_power_limit = gpu.backend() == GpuBackend::kSimulated || sys_admin;

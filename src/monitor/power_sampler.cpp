@@ -10,6 +10,7 @@
 
 #include "common/log.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/units.hpp"
 
 namespace zeus {
 
@@ -57,7 +58,7 @@ double infer_power_update_period_s(Gpu& gpu, PowerDomain domain, Clock& clock, d
   constexpr int kMaxReads = 2000;
   constexpr double kDefaultPeriodS = 0.1;
   const std::int64_t start_ns = clock.now_ns();
-  const auto budget_ns = static_cast<std::int64_t>(budget_s * 1e9);
+  const auto budget_ns = units::nanoseconds_from_seconds(budget_s);
   std::optional<std::uint32_t> previous_mw;
   std::optional<std::int64_t> previous_change_ns;
   std::optional<std::int64_t> shortest_ns;
@@ -82,7 +83,7 @@ double infer_power_update_period_s(Gpu& gpu, PowerDomain domain, Clock& clock, d
   if (!shortest_ns) {
     return kDefaultPeriodS;
   }
-  return std::clamp(static_cast<double>(*shortest_ns) * 1e-9 / 2.0, kMinSamplingPeriodS,
+  return std::clamp(units::seconds_from_nanoseconds(*shortest_ns) / 2.0, kMinSamplingPeriodS,
                     kDefaultPeriodS);
 }
 
@@ -173,7 +174,7 @@ void PowerSampler::stop() {
 }
 
 void PowerSampler::run() {
-  const auto period = std::chrono::nanoseconds(static_cast<std::int64_t>(period_s_ * 1e9));
+  const auto period = std::chrono::nanoseconds(units::nanoseconds_from_seconds(period_s_));
   // Short periods sleep with clock_nanosleep (the cheapest wake-up; stop() then waits at most
   // one period); longer ones wait on the condition variable so that stop() is immediate.
   const bool short_period = period <= std::chrono::milliseconds(10);
@@ -228,7 +229,7 @@ void PowerSampler::sample_once() {
   for (const PowerDomain domain : domains_) {
     for (std::size_t i = 0; i < gpus_.size(); ++i) {
       try {
-        const double power_w = read_power_mw(*gpus_[i], domain) / 1000.0;
+        const double power_w = units::watts_from_milliwatts(read_power_mw(*gpus_[i], domain));
         sweep_.push_back({now_ns, gpu_indices_[i], domain, power_w});
       } catch (const Error& error) {
         record_error(std::make_exception_ptr(
@@ -252,7 +253,7 @@ void PowerSampler::sample_once() {
           continue;  // a clock that went backwards; keep the series ordered
         }
         energy_j = last.energy_j +
-                   last.power_w * static_cast<double>(sample.time_ns - last.time_ns) * 1e-9;
+                   last.power_w * units::seconds_from_nanoseconds(sample.time_ns - last.time_ns);
       }
       if (target.entries.size() >= max_samples_) {
         if (overflow_ == OverflowPolicy::kError) {
@@ -306,7 +307,7 @@ std::optional<double> PowerSampler::energy_at(const Series& series, std::int64_t
   const std::optional<std::size_t> index = entry_at(series, time_ns);
   // Before the first kept sample, hold that sample's value backwards.
   const Entry& entry = index ? series.entries[*index] : series.entries.front();
-  return entry.energy_j + entry.power_w * static_cast<double>(time_ns - entry.time_ns) * 1e-9;
+  return entry.energy_j + entry.power_w * units::seconds_from_nanoseconds(time_ns - entry.time_ns);
 }
 
 std::optional<double> PowerSampler::cumulative_energy_j(PowerDomain domain, int gpu_index,

@@ -8,6 +8,7 @@
 
 #include "common/log.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/units.hpp"
 #include "zeus/device/discovery.hpp"
 
 namespace zeus {
@@ -288,7 +289,7 @@ Measurement ZeusMonitor::end_window(const std::string& name, bool sync_execution
   }
 
   const Snapshot& start = node.mapped();
-  result.time_s = static_cast<double>(end.time_ns - start.time_ns) * 1e-9;
+  result.time_s = units::seconds_from_nanoseconds(end.time_ns - start.time_ns);
   std::size_t slot = 0;
   for (std::size_t i = 0; i < gpus_.size(); ++i, ++slot) {
     double energy_j = end.values[slot] - start.values[slot];
@@ -298,7 +299,7 @@ Measurement ZeusMonitor::end_window(const std::string& name, bool sync_execution
     if (energy_j == 0.0 && result.time_s > 0.0) {
       if (approx_instant_energy_) {
         try {
-          energy_j = gpus_[i]->instant_power_mw() / 1000.0 * result.time_s;
+          energy_j = units::watts_from_milliwatts(gpus_[i]->instant_power_mw()) * result.time_s;
         } catch (const std::exception& error) {
           recycle(std::move(node));
           recycle(std::move(scratch));
@@ -315,10 +316,12 @@ Measurement ZeusMonitor::end_window(const std::string& name, bool sync_execution
     result.gpu_energy_j.set(gpu_indices_[i], energy_j);
   }
   for (std::size_t i = 0; i < cpus_.size(); ++i, ++slot) {
-    result.cpu_energy_j.set(cpu_indices_[i], (end.values[slot] - start.values[slot]) / 1e6);
+    result.cpu_energy_j.set(cpu_indices_[i],
+                            units::joules_from_microjoules(end.values[slot] - start.values[slot]));
   }
   for (std::size_t i = 0; i < drams_.size(); ++i, ++slot) {
-    result.dram_energy_j.set(dram_indices_[i], (end.values[slot] - start.values[slot]) / 1e6);
+    result.dram_energy_j.set(dram_indices_[i],
+                             units::joules_from_microjoules(end.values[slot] - start.values[slot]));
   }
   if (log_.is_open()) {
     std::lock_guard lock(mutex_);

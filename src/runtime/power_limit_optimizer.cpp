@@ -4,6 +4,7 @@
 
 #include "common/log.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/units.hpp"
 
 namespace zeus {
 namespace {
@@ -103,7 +104,7 @@ PowerLimitOptimizer::PowerLimitOptimizer(std::shared_ptr<WindowMonitor> monitor,
     measurements_ = load_power_limit_profile(profile_path_).measurements;
     const auto optimal_mw = static_cast<std::uint32_t>(selector_->select(measurements_)) * 1000u;
     log().info("power-limit profile {} loaded: {} W ({})", profile_path_.string(),
-               optimal_mw / 1000, selector_->describe());
+               units::whole_watts_from_milliwatts(optimal_mw), selector_->describe());
     state_ = plo_state::Done{optimal_mw};
     set_power_limit(optimal_mw);
     return;
@@ -134,7 +135,8 @@ PowerLimitOptimizer::~PowerLimitOptimizer() {
 }
 
 std::string PowerLimitOptimizer::window_name(std::uint32_t power_limit_mw) const {
-  return "__GlobalPowerLimitOptimizer_" + std::to_string(power_limit_mw / 1000);
+  return "__GlobalPowerLimitOptimizer_" +
+         std::to_string(units::whole_watts_from_milliwatts(power_limit_mw));
 }
 
 void PowerLimitOptimizer::set_power_limit(std::uint32_t power_limit_mw) {
@@ -180,7 +182,7 @@ void PowerLimitOptimizer::finish_window() {
   const std::uint32_t limit_mw = std::get<plo_state::Profiling>(state_).power_limit_mw;
   const Measurement measurement = monitor_->end_window(window_name(limit_mw));
   optimizer::PowerLimitMeasurement result;
-  result.power_limit_w = static_cast<int>(limit_mw / 1000);
+  result.power_limit_w = static_cast<int>(units::whole_watts_from_milliwatts(limit_mw));
   result.energy_j = reducer_->sum(measurement.total_energy_j());
   result.time_s = reducer_->max(measurement.time_s);
   measurements_.push_back(result);
@@ -188,7 +190,8 @@ void PowerLimitOptimizer::finish_window() {
   const auto position = std::find(power_limits_mw_.begin(), power_limits_mw_.end(), limit_mw);
   if (position + 1 == power_limits_mw_.end()) {
     const auto optimal_mw = static_cast<std::uint32_t>(selector_->select(measurements_)) * 1000u;
-    log().info("power-limit profiling done: {} W ({})", optimal_mw / 1000, selector_->describe());
+    log().info("power-limit profiling done: {} W ({})",
+               units::whole_watts_from_milliwatts(optimal_mw), selector_->describe());
     state_ = plo_state::Done{optimal_mw};
     set_power_limit(optimal_mw);
     if (!profile_path_.empty()) {
