@@ -19,6 +19,16 @@ void SteadyClock::sleep_for_ns(std::int64_t duration_ns) const {
   }
 }
 
+std::int64_t SystemClock::now_ns() const {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void SystemClock::sleep_for_ns(std::int64_t duration_ns) const {
+  steady_clock()->sleep_for_ns(duration_ns);
+}
+
 void ManualClock::sleep_for_ns(std::int64_t duration_ns) const {
   const std::int64_t step = duration_ns > 0 ? duration_ns : 0;
   sleeps_.fetch_add(1, std::memory_order_acq_rel);
@@ -35,6 +45,11 @@ void ManualClock::advance_ns(std::int64_t delta_ns) {
 
 std::shared_ptr<Clock> steady_clock() {
   static const auto clock = std::make_shared<SteadyClock>();
+  return clock;
+}
+
+std::shared_ptr<Clock> system_clock() {
+  static const auto clock = std::make_shared<SystemClock>();
   return clock;
 }
 

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/text.hpp"
+#include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus::daemon::auth {
@@ -101,12 +102,6 @@ std::string mode_octal(mode_t mode) {
   char buffer[8];
   std::snprintf(buffer, sizeof(buffer), "%04o", static_cast<unsigned>(mode & 07777));
   return buffer;
-}
-
-std::int64_t system_now_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace
@@ -437,7 +432,8 @@ int run_token_issue(int argc, const char* const* argv, std::ostream& out, std::o
 }
 
 int run_token_issue(int argc, const char* const* argv) {
-  return run_token_issue(argc, argv, std::cout, std::cerr, system_now_s());
+  return run_token_issue(argc, argv, std::cout, std::cerr,
+                         static_cast<std::int64_t>(system_clock()->now_s()));
 }
 
 }  // namespace zeus::daemon::auth

@@ -16,6 +16,7 @@
 #include "daemon/daemon.hpp"
 #include "daemon/ledger.hpp"
 #include "device/privileges.hpp"
+#include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
 
@@ -60,12 +61,6 @@ struct ServeExtras {
   bool no_restore = false;
 };
 
-std::int64_t now_unix_s() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // The JWT middleware (auth.hpp) behind the daemon's authorize hook.
 zeus::daemon::AuthorizeHook make_authorize(const zeus::daemon::DaemonConfig& config,
                                            const std::string& signing_key_path) {
@@ -75,7 +70,7 @@ zeus::daemon::AuthorizeHook make_authorize(const zeus::daemon::DaemonConfig& con
   return [auth_config](const std::string& path, const std::string& header) {
     const auth::AuthResult decision = auth::authorize(
         *auth_config, path, header.empty() ? std::nullopt : std::optional<std::string>(header),
-        now_unix_s());
+        static_cast<std::int64_t>(zeus::system_clock()->now_s()));
     zeus::daemon::AuthResult result;
     result.allowed = decision.allowed;
     result.status = decision.allowed ? 200 : decision.status;

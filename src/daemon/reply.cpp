@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <chrono>
 
+#include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/units.hpp"
 
 namespace zeus::daemon {
 namespace {
@@ -31,9 +33,7 @@ std::string dump(const Json& body) {
 }  // namespace
 
 std::uint64_t unix_time_ms() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::system_clock::now().time_since_epoch())
-                                        .count());
+  return static_cast<std::uint64_t>(units::milliseconds_from_nanoseconds(system_clock()->now_ns()));
 }
 
 DeviceFailure failure_of(const std::exception& e) {

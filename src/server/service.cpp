@@ -20,18 +20,6 @@ using optimizer::BatchSizePolicy;
 using optimizer::BatchSizePolicyConfig;
 using optimizer::TrialKind;
 
-class UnixClock final : public Clock {
- public:
-  std::int64_t now_ns() const override {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::system_clock::now().time_since_epoch())
-        .count();
-  }
-  void sleep_for_ns(std::int64_t duration_ns) const override {
-    steady_clock()->sleep_for_ns(duration_ns);
-  }
-};
-
 std::uint64_t random_u64() {
   static thread_local std::mt19937_64 engine{std::random_device{}()};
   return engine();
@@ -160,13 +148,8 @@ void check_cost(double cost, const bso::TrainingResult& result, const bso::JobSp
 
 }  // namespace
 
-std::shared_ptr<Clock> unix_clock() {
-  static const auto clock = std::make_shared<UnixClock>();
-  return clock;
-}
-
 BsoService::BsoService(Store& store, std::shared_ptr<Clock> clock)
-    : store_(store), clock_(clock ? std::move(clock) : unix_clock()) {}
+    : store_(store), clock_(clock ? std::move(clock) : system_clock()) {}
 
 std::int64_t BsoService::now_ms() const {
   return units::milliseconds_from_nanoseconds(clock_->now_ns());

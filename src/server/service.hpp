@@ -29,11 +29,6 @@ class ServiceError : public Error {
  public:
   ServiceError(ErrorKind kind, const std::string& message) : Error(kind, to_valid_utf8(message)) {}
 };
-// Unix time (std::chrono::system_clock, whose epoch is the Unix epoch since C++20): what jobs
-// and trials are stamped with. Unlike the steady clock it steps when the system time is set; a
-// timestamp tolerates that. Its sleep is the steady clock's.
-std::shared_ptr<Clock> unix_clock();
-
 struct RegisterResult {
   bool created = false;  // 201 when created, 200 when an identical job existed
   bso::JobSpec spec;     // as stored (job_id set, batch sizes sorted)
@@ -66,8 +61,8 @@ struct JobState {
 
 class BsoService {
  public:
-  // `clock` gives Unix time (see unix_clock(), the default) for timestamps; a ManualClock in
-  // tests. Jobs registered without mab_seed get a seed drawn from std::random_device.
+  // `clock` gives Unix time (see zeus::system_clock(), the default) for timestamps; a ManualClock
+  // in tests. Jobs registered without mab_seed get a seed drawn from std::random_device.
   explicit BsoService(Store& store, std::shared_ptr<Clock> clock = nullptr);
 
   // POST /jobs. Throws bso::ValidationError (422) for specs the policy core cannot run

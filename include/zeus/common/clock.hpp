@@ -30,6 +30,15 @@ class SteadyClock final : public Clock {
   void sleep_for_ns(std::int64_t duration_ns) const override;
 };
 
+// Unix time (std::chrono::system_clock, whose epoch is the Unix epoch since C++20): what records
+// are stamped with. Unlike the steady clock it steps when the system time is set, so measure
+// durations with the steady clock; its sleep is the steady clock's.
+class SystemClock final : public Clock {
+ public:
+  std::int64_t now_ns() const override;
+  void sleep_for_ns(std::int64_t duration_ns) const override;
+};
+
 // A clock that moves only when told to, or when something sleeps on it: sleep_for_ns advances it
 // by the duration and returns at once. Thread-safe.
 class ManualClock final : public Clock {
@@ -52,5 +61,8 @@ class ManualClock final : public Clock {
 
 // The process-wide steady clock.
 std::shared_ptr<Clock> steady_clock();
+
+// The process-wide Unix-time clock.
+std::shared_ptr<Clock> system_clock();
 
 }  // namespace zeus
