@@ -11,7 +11,8 @@
 namespace {
 
 void BM_SimulatedTotalEnergy(benchmark::State& state) {
-  zeus::SimulatedGpu gpu(zeus::simulated_gpu_model("h200"), 0, zeus::steady_clock());
+  zeus::device::SimulatedGpu gpu(zeus::device::simulated_gpu_model("h200"), 0,
+                                 zeus::steady_clock());
   gpu.set_utilization(0.8);
   for (auto _ : state) {
     benchmark::DoNotOptimize(gpu.total_energy_mj());
@@ -20,14 +21,15 @@ void BM_SimulatedTotalEnergy(benchmark::State& state) {
 BENCHMARK(BM_SimulatedTotalEnergy);
 
 void BM_SimulatedInstantPower(benchmark::State& state) {
-  zeus::SimulatedGpu gpu(zeus::simulated_gpu_model("h200"), 0, zeus::steady_clock());
+  zeus::device::SimulatedGpu gpu(zeus::device::simulated_gpu_model("h200"), 0,
+                                 zeus::steady_clock());
   for (auto _ : state) {
     benchmark::DoNotOptimize(gpu.instant_power_mw());
   }
 }
 BENCHMARK(BM_SimulatedInstantPower);
 
-std::shared_ptr<zeus::Gpu> fake_nvml_gpu(benchmark::State& state, void*& handle) {
+std::shared_ptr<zeus::device::Gpu> fake_nvml_gpu(benchmark::State& state, void*& handle) {
   const char* path = ZEUS_FAKE_NVML_PATH;
   handle = path[0] == '\0' ? nullptr : dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
@@ -39,7 +41,7 @@ std::shared_ptr<zeus::Gpu> fake_nvml_gpu(benchmark::State& state, void*& handle)
       "power_limit_min_mw":200000,"power_limit_max_mw":700000,"power_limit_default_mw":700000,
       "power_limit_mw":700000,"power_usage_mw":300000,"power_fields":{"186:0":310000},
       "energy_mj":1000,"energy_step_mj":7}]})");
-  return zeus::open_nvml(path)->open_gpu(0);
+  return zeus::device::open_nvml(path)->open_gpu(0);
 }
 
 void BM_FakeNvmlTotalEnergy(benchmark::State& state) {

@@ -15,14 +15,14 @@
 namespace {
 
 // A GPU whose every reading costs nothing: what is left is zeus's own overhead.
-class ZeroCostGpu final : public zeus::Gpu {
+class ZeroCostGpu final : public zeus::device::Gpu {
  public:
-  zeus::GpuBackend backend() const override { return zeus::GpuBackend::kSimulated; }
+  zeus::device::GpuBackend backend() const override { return zeus::device::GpuBackend::kSimulated; }
   std::string name() override { return "zero-cost"; }
   std::string uuid() override { return "GPU-0"; }
   std::string pci_bus_id() override { return "00000000:00:00.0"; }
   std::string architecture() override { return "hopper"; }
-  zeus::PowerLimitConstraints power_limit_constraints_mw() override { return {100, 200}; }
+  zeus::device::PowerLimitConstraints power_limit_constraints_mw() override { return {100, 200}; }
   std::uint32_t default_power_limit_mw() override { return 200; }
   std::uint32_t power_limit_mw() override { return 200; }
   std::uint32_t enforced_power_limit_mw() override { return 200; }
@@ -52,38 +52,38 @@ class ZeroCostGpu final : public zeus::Gpu {
   std::uint64_t energy_mj_ = 0;
 };
 
-zeus::Gpus zero_cost_gpus(int count, bool counter = true) {
-  std::vector<std::shared_ptr<zeus::Gpu>> gpus;
+zeus::device::Gpus zero_cost_gpus(int count, bool counter = true) {
+  std::vector<std::shared_ptr<zeus::device::Gpu>> gpus;
   std::vector<int> physical;
   for (int i = 0; i < count; ++i) {
     gpus.push_back(std::make_shared<ZeroCostGpu>(counter));
     physical.push_back(i);
   }
-  return zeus::Gpus(gpus, physical);
+  return zeus::device::Gpus(gpus, physical);
 }
 
 void BM_WindowPairZeroCost(benchmark::State& state) {
-  const zeus::Gpus gpus = zero_cost_gpus(static_cast<int>(state.range(0)));
-  zeus::ZeusMonitor monitor(gpus, {}, {});
+  const zeus::device::Gpus gpus = zero_cost_gpus(static_cast<int>(state.range(0)));
+  zeus::monitor::ZeusMonitor monitor(gpus, {}, {});
   for (auto _ : state) {
-    monitor.begin_window("step", false);
-    benchmark::DoNotOptimize(monitor.end_window("step", false));
+    monitor.begin_window("step", {.sync_execution = false});
+    benchmark::DoNotOptimize(monitor.end_window("step", {.sync_execution = false}));
   }
 }
 BENCHMARK(BM_WindowPairZeroCost)->Arg(1)->Arg(8);
 
 void BM_WindowPairSimulatedH200(benchmark::State& state) {
-  std::vector<std::shared_ptr<zeus::Gpu>> gpus;
+  std::vector<std::shared_ptr<zeus::device::Gpu>> gpus;
   std::vector<int> physical;
   for (int i = 0; i < state.range(0); ++i) {
-    gpus.push_back(std::make_shared<zeus::SimulatedGpu>(zeus::simulated_gpu_model("h200"), i,
-                                                        zeus::steady_clock()));
+    gpus.push_back(std::make_shared<zeus::device::SimulatedGpu>(
+        zeus::device::simulated_gpu_model("h200"), i, zeus::steady_clock()));
     physical.push_back(i);
   }
-  zeus::ZeusMonitor monitor(zeus::Gpus(gpus, physical), {}, {});
+  zeus::monitor::ZeusMonitor monitor(zeus::device::Gpus(gpus, physical), {}, {});
   for (auto _ : state) {
-    monitor.begin_window("step", false);
-    benchmark::DoNotOptimize(monitor.end_window("step", false));
+    monitor.begin_window("step", {.sync_execution = false});
+    benchmark::DoNotOptimize(monitor.end_window("step", {.sync_execution = false}));
   }
 }
 BENCHMARK(BM_WindowPairSimulatedH200)->Arg(1)->Arg(8);
@@ -110,19 +110,19 @@ IdleWindow sleep_and_measure_cpu() {
 
 // CPU used by the sampler thread while the main thread sleeps, as % of one core.
 void BM_SamplerCpuCost(benchmark::State& state) {
-  const zeus::Gpus gpus = zero_cost_gpus(8);
+  const zeus::device::Gpus gpus = zero_cost_gpus(8);
   const double period_s = 1.0 / static_cast<double>(state.range(0));
   for (auto _ : state) {
-    zeus::PowerSamplerOptions options;
+    zeus::monitor::PowerSamplerOptions options;
     options.period_s = period_s;
-    options.domains = {zeus::PowerDomain::kDeviceInstant};
-    zeus::PowerSampler sampler(gpus, options);
+    options.domains = {zeus::monitor::PowerDomain::kDeviceInstant};
+    zeus::monitor::PowerSampler sampler(gpus, options);
     const IdleWindow window = sleep_and_measure_cpu();
     sampler.stop();
     state.SetIterationTime(window.wall_s);
     state.counters["cpu_percent_of_one_core"] = 100.0 * window.cpu_s / window.wall_s;
     state.counters["samples"] =
-        static_cast<double>(sampler.timeline(zeus::PowerDomain::kDeviceInstant, 0).size());
+        static_cast<double>(sampler.timeline(zeus::monitor::PowerDomain::kDeviceInstant, 0).size());
   }
 }
 BENCHMARK(BM_SamplerCpuCost)

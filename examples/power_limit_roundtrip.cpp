@@ -11,14 +11,14 @@
 
 int main() {
   try {
-    const zeus::Gpus& gpus = zeus::get_gpus();
+    const zeus::device::Gpus& gpus = zeus::device::get_gpus();
     if (gpus.empty()) {
       std::puts("no GPU visible (set ZEUS_SIMULATED_GPUS=<count>[:<model>] to simulate some)");
       return 4;
     }
     int failures = 0;
     for (int i = 0; i < static_cast<int>(gpus.size()); ++i) {
-      zeus::Gpu& gpu = gpus.at(i);
+      zeus::device::Gpu& gpu = gpus.at(i);
       std::printf("GPU %d (physical %d): %s %s\n", i, gpus.physical_index(i), gpu.name().c_str(),
                   gpu.uuid().c_str());
       if (gpu.supports_energy_counter()) {
@@ -35,7 +35,7 @@ int main() {
       } else {
         std::printf("  no energy counter; instant power %.1f W\n", gpu.instant_power_mw() / 1000.0);
       }
-      const zeus::PowerLimitConstraints range = gpu.power_limit_constraints_mw();
+      const zeus::device::PowerLimitConstraints range = gpu.power_limit_constraints_mw();
       const std::uint32_t original_mw = gpu.power_limit_mw();
       std::printf("  power limit %u mW, range [%u, %u] mW\n", original_mw, range.min_mw,
                   range.max_mw);

@@ -191,7 +191,7 @@ void check_value(const std::uint8_t* data, std::size_t size) {
 
 void check_histograms(const std::string& window, double energy_j, double time_s) {
   metrics::WindowHistograms histograms;
-  zeus::Measurement measurement;
+  zeus::monitor::Measurement measurement;
   measurement.time_s = time_s;
   measurement.gpu_energy_j.set(0, energy_j);
   measurement.gpu_energy_j.set(1, energy_j / 2);

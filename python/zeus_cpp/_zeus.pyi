@@ -13,7 +13,7 @@ import numpy.typing as npt
 
 _ERROR_TABLE: List[Tuple[str, str, str]]
 
-def _raise_error(kind: str, message: str) -> None: ...
+def _raise_error(kind: str, message: str, subject: str = "") -> None: ...
 
 # ---- devices ----
 

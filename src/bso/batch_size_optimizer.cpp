@@ -21,12 +21,12 @@ TrainFailedError::TrainFailedError(ReportResponse response)
                                      "re-launch the training"),
       response_(std::move(response)) {}
 
-void fill_gpu_config(JobSpec& spec, const Gpus& gpus, const std::vector<int>& gpu_indices) {
+void fill_gpu_config(JobSpec& spec, const device::Gpus& gpus, const std::vector<int>& gpu_indices) {
   if (gpu_indices.empty()) {
     throw Error(ErrorKind::kInvalidArgument,
                 "the batch size optimizer needs the monitor to measure at least one GPU");
   }
-  Gpu& first = gpus.at(gpu_indices.front());
+  device::Gpu& first = gpus.at(gpu_indices.front());
   const std::string name = first.name();
   for (const int index : gpu_indices) {
     const std::string other = gpus.at(index).name();
@@ -60,9 +60,9 @@ JobSpec validated(const JobSpec& spec) {
 
 }  // namespace
 
-BatchSizeOptimizer::BatchSizeOptimizer(std::shared_ptr<WindowMonitor> monitor, const Gpus& gpus,
-                                       const std::string& server_url, JobSpec job,
-                                       ClientOptions options)
+BatchSizeOptimizer::BatchSizeOptimizer(std::shared_ptr<monitor::WindowMonitor> monitor,
+                                       const device::Gpus& gpus, const std::string& server_url,
+                                       JobSpec job, ClientOptions options)
     : monitor_(std::move(monitor)),
       client_(server_url, std::move(options)),
       rank_(client_.options().rank) {
@@ -76,10 +76,10 @@ BatchSizeOptimizer::BatchSizeOptimizer(std::shared_ptr<WindowMonitor> monitor, c
              fmt::join(job_.batch_sizes, ", "));
 }
 
-BatchSizeOptimizer::BatchSizeOptimizer(std::shared_ptr<WindowMonitor> monitor,
+BatchSizeOptimizer::BatchSizeOptimizer(std::shared_ptr<monitor::WindowMonitor> monitor,
                                        const std::string& server_url, JobSpec job,
                                        ClientOptions options)
-    : BatchSizeOptimizer(std::move(monitor), get_gpus(), server_url, std::move(job),
+    : BatchSizeOptimizer(std::move(monitor), device::get_gpus(), server_url, std::move(job),
                          std::move(options)) {}
 
 BatchSizeOptimizer::~BatchSizeOptimizer() {
@@ -162,7 +162,7 @@ ReportResponse BatchSizeOptimizer::on_evaluate(double metric) {
     throw Error(ErrorKind::kInvalidArgument, "on_evaluate: call on_train_begin() first");
   }
   window_open_ = false;
-  const Measurement measured = monitor_->end_window(kWindowName);
+  const monitor::Measurement measured = monitor_->end_window(kWindowName);
   ++current_epoch_;
   time_s_ += measured.time_s;
   energy_j_ += measured.total_energy_j();
@@ -204,7 +204,7 @@ void BatchSizeOptimizer::end() {
   if (window_open_) {
     window_open_ = false;
     try {
-      monitor_->end_window(kWindowName, /*sync_execution=*/false, /*cancel=*/true);
+      monitor_->end_window(kWindowName, {.sync_execution = false, .cancel = true});
     } catch (const std::exception& error) {
       log().warn("BSO: closing the measurement window: {}", error.what());
     }

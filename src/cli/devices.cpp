@@ -13,7 +13,8 @@ std::optional<std::vector<int>> parse_device_request(std::string_view text, std:
   return parse_index_list(text, what);
 }
 
-std::vector<int> select_gpus(const std::optional<std::vector<int>>& request, const Gpus& gpus) {
+std::vector<int> select_gpus(const std::optional<std::vector<int>>& request,
+                             const device::Gpus& gpus) {
   std::vector<int> all;
   for (int i = 0; i < static_cast<int>(gpus.size()); ++i) {
     all.push_back(i);
@@ -26,7 +27,7 @@ std::vector<int> select_gpus(const std::optional<std::vector<int>>& request, con
 }
 
 std::vector<int> select_cpus(const std::optional<std::vector<int>>& request,
-                             const CpuDiscovery& cpus) {
+                             const device::CpuDiscovery& cpus) {
   std::vector<int> all;
   for (const auto& cpu : cpus.cpus) {
     all.push_back(cpu->index());
@@ -38,9 +39,9 @@ std::vector<int> select_cpus(const std::optional<std::vector<int>>& request,
   return *request;
 }
 
-std::vector<std::shared_ptr<Cpu>> cpus_with_indices(const CpuDiscovery& cpus,
-                                                    const std::vector<int>& indices) {
-  std::vector<std::shared_ptr<Cpu>> chosen;
+std::vector<std::shared_ptr<device::Cpu>> cpus_with_indices(const device::CpuDiscovery& cpus,
+                                                            const std::vector<int>& indices) {
+  std::vector<std::shared_ptr<device::Cpu>> chosen;
   for (const auto& cpu : cpus.cpus) {
     if (std::find(indices.begin(), indices.end(), cpu->index()) != indices.end()) {
       chosen.push_back(cpu);

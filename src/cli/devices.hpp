@@ -18,16 +18,17 @@ std::optional<std::vector<int>> parse_device_request(std::string_view text, std:
 
 // The GPUs (indices 0..n-1 of `gpus`) a command uses: all of them without a request, else the
 // requested ones, each checked (Error(kInvalidArgument) naming --gpus and the valid indices).
-std::vector<int> select_gpus(const std::optional<std::vector<int>>& request, const Gpus& gpus);
+std::vector<int> select_gpus(const std::optional<std::vector<int>>& request,
+                             const device::Gpus& gpus);
 
 // The same for RAPL CPU packages (their package indices), checked against the discovered ones
 // (--cpus). Whether RAPL can be read at all is the caller's to say: the commands word it
 // differently.
 std::vector<int> select_cpus(const std::optional<std::vector<int>>& request,
-                             const CpuDiscovery& cpus);
+                             const device::CpuDiscovery& cpus);
 
 // The discovered packages whose index is in `indices`, in package order.
-std::vector<std::shared_ptr<Cpu>> cpus_with_indices(const CpuDiscovery& cpus,
-                                                    const std::vector<int>& indices);
+std::vector<std::shared_ptr<device::Cpu>> cpus_with_indices(const device::CpuDiscovery& cpus,
+                                                            const std::vector<int>& indices);
 
 }  // namespace zeus::cli

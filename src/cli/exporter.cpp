@@ -43,12 +43,12 @@ int run(const ExporterArgs& args) {
     duration_s = parse_duration_s(args.duration, "--duration");
   }
 
-  const Gpus& gpus = get_gpus();
+  const device::Gpus& gpus = device::get_gpus();
   if (const auto gpu_request = parse_device_request(args.gpus, "--gpus")) {
     options.gpu_indices = select_gpus(gpu_request, gpus);
   }
-  std::vector<std::shared_ptr<Cpu>> cpus;
-  const CpuDiscovery& cpu_discovery = get_cpus();
+  std::vector<std::shared_ptr<device::Cpu>> cpus;
+  const device::CpuDiscovery& cpu_discovery = device::get_cpus();
   if (args.cpus != "none") {
     if (args.cpus.empty()) {
       cpus = cpu_discovery.cpus;

@@ -3,6 +3,7 @@
 
 #include "commands.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/version.hpp"
 
 namespace {
 
@@ -25,7 +26,7 @@ int exit_code_for(zeus::ErrorKind kind) {
 
 int main(int argc, char** argv) {
   CLI::App app{"zeus: measure and optimize the GPU energy of deep learning training", "zeus"};
-  app.set_version_flag("--version", std::string("zeus ") + ZEUS_VERSION);
+  app.set_version_flag("--version", std::string("zeus ") + ZEUS_VERSION_STRING);
   app.require_subcommand(1);
   app.footer(
       "Exit codes: 0 success, 1 run-time failure, 2 usage error, 3 permission denied, "

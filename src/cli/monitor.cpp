@@ -80,15 +80,15 @@ class TimelineWriter {
   }
 
   // Called on the sampler thread; must not throw.
-  void write(const std::vector<PowerSample>& sweep) noexcept {
+  void write(const std::vector<monitor::PowerSample>& sweep) noexcept {
     try {
       buffer_.clear();
-      for (const PowerSample& sample : sweep) {
+      for (const monitor::PowerSample& sample : sweep) {
         const std::int64_t wall_us = wall_start_us_ + units::microseconds_from_nanoseconds(
                                                           sample.time_ns - steady_start_ns_);
         fmt::format_to(std::back_inserter(buffer_), "{}.{:06},gpu{},{},{:.3f}\n",
                        wall_us / 1'000'000, wall_us % 1'000'000, sample.gpu_index,
-                       power_domain_name(sample.domain), sample.power_w);
+                       monitor::power_domain_name(sample.domain), sample.power_w);
       }
       file_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
     } catch (...) {
@@ -111,11 +111,12 @@ class TimelineWriter {
 };
 
 // Whether every GPU of `indices` can read `domain`; other errors than kNotSupported propagate.
-bool domain_supported(const Gpus& gpus, const std::vector<int>& indices, PowerDomain domain) {
+bool domain_supported(const device::Gpus& gpus, const std::vector<int>& indices,
+                      monitor::PowerDomain domain) {
   for (const int index : indices) {
-    Gpu& gpu = gpus.at(index);
+    device::Gpu& gpu = gpus.at(index);
     try {
-      read_power_mw(gpu, domain);
+      monitor::read_power_mw(gpu, domain);
     } catch (const Error& error) {
       if (error.kind() == ErrorKind::kNotSupported) {
         return false;
@@ -126,7 +127,7 @@ bool domain_supported(const Gpus& gpus, const std::vector<int>& indices, PowerDo
   return true;
 }
 
-std::string gpu_name(const Gpus& gpus, int index) {
+std::string gpu_name(const device::Gpus& gpus, int index) {
   try {
     return gpus.at(index).name();
   } catch (const Error&) {
@@ -154,8 +155,9 @@ std::string outcome_text(const RunOutcome& outcome) {
   return text;
 }
 
-void write_text_summary(std::ostream& out, const MonitorArgs& args, const Measurement& measured,
-                        const RunOutcome& outcome, const Gpus& gpus, const CpuDiscovery& cpus,
+void write_text_summary(std::ostream& out, const MonitorArgs& args,
+                        const monitor::Measurement& measured, const RunOutcome& outcome,
+                        const device::Gpus& gpus, const device::CpuDiscovery& cpus,
                         const std::vector<std::string>& notes) {
   const std::string status = outcome_text(outcome);
   if (outcome.child) {
@@ -206,7 +208,7 @@ void write_text_summary(std::ostream& out, const MonitorArgs& args, const Measur
   out << "\n";
 }
 
-nlohmann::json energy_json(const EnergyByIndex& energy) {
+nlohmann::json energy_json(const monitor::EnergyByIndex& energy) {
   nlohmann::json object = nlohmann::json::object();
   for (const auto& [index, energy_j] : energy) {
     object[std::to_string(index)] = energy_j;
@@ -214,8 +216,9 @@ nlohmann::json energy_json(const EnergyByIndex& energy) {
   return object;
 }
 
-void write_json_summary(std::ostream& out, const MonitorArgs& args, const Measurement& measured,
-                        const RunOutcome& outcome, const std::vector<std::string>& notes) {
+void write_json_summary(std::ostream& out, const MonitorArgs& args,
+                        const monitor::Measurement& measured, const RunOutcome& outcome,
+                        const std::vector<std::string>& notes) {
   nlohmann::json summary;
   summary["command"] =
       args.command.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.command);
@@ -253,10 +256,10 @@ int run(const MonitorArgs& args) {
   std::optional<double> interval_s;
   if (!args.interval.empty()) {
     interval_s = parse_duration_s(args.interval, "--interval");
-    if (*interval_s < kMinSamplingPeriodS) {
+    if (*interval_s < monitor::kMinSamplingPeriodS) {
       throw Error(ErrorKind::kInvalidArgument,
                   fmt::format("--interval \"{}\" is below the shortest sampling period, {}",
-                              args.interval, format_duration(kMinSamplingPeriodS)));
+                              args.interval, format_duration(monitor::kMinSamplingPeriodS)));
     }
   }
   std::optional<double> duration_s;
@@ -271,16 +274,17 @@ int run(const MonitorArgs& args) {
   const std::optional<std::vector<int>> gpu_request = parse_device_request(args.gpus, "--gpus");
   const std::optional<std::vector<int>> cpu_request = parse_device_request(args.cpus, "--cpus");
 
-  const Gpus& gpus = get_gpus();
+  const device::Gpus& gpus = device::get_gpus();
   std::vector<std::string> notes;
   const std::vector<int> gpu_indices = select_gpus(gpu_request, gpus);
   if (!gpu_request && gpus.empty()) {
     notes.push_back("no GPU found; `zeus show-env` says why");
   }
 
-  const CpuDiscovery cpus = args.powercap_root.empty()
-                                ? get_cpus()
-                                : discover_rapl_cpus(std::filesystem::path(args.powercap_root));
+  const device::CpuDiscovery cpus =
+      args.powercap_root.empty()
+          ? device::get_cpus()
+          : device::discover_rapl_cpus(std::filesystem::path(args.powercap_root));
   std::vector<int> cpu_indices;
   if (cpu_request) {
     if (!cpus.available || cpus.cpus.empty()) {
@@ -304,7 +308,7 @@ int run(const MonitorArgs& args) {
     timeline_file = open_for_writing(args.timeline, "--timeline");
   }
 
-  ZeusMonitorOptions options;
+  monitor::ZeusMonitorOptions options;
   options.gpu_indices = gpu_indices;
   options.cpu_indices = cpu_indices;
   options.sampler_period_s = interval_s;
@@ -312,7 +316,7 @@ int run(const MonitorArgs& args) {
     // The measured window, for `zeus report` to shade on the timeline (ZeusMonitor's log format).
     options.log_file = args.timeline + ".windows.csv";
   }
-  ZeusMonitor monitor(gpus, cpus.cpus, options);
+  monitor::ZeusMonitor monitor(gpus, cpus.cpus, options);
 
   // /metrics while the command runs (docs/prometheus.md).
   std::unique_ptr<metrics::DeviceMetrics> device_metrics;
@@ -326,7 +330,7 @@ int run(const MonitorArgs& args) {
     metrics::DeviceMetricsOptions metrics_options;
     metrics_options.gpu_indices = gpu_indices;
     metrics_options.interval_s = interval_s.value_or(1.0);
-    std::vector<std::shared_ptr<Cpu>> metric_cpus = cpus_with_indices(cpus, cpu_indices);
+    std::vector<std::shared_ptr<device::Cpu>> metric_cpus = cpus_with_indices(cpus, cpu_indices);
     device_metrics =
         std::make_unique<metrics::DeviceMetrics>(gpus, metric_cpus, std::move(metrics_options));
     metrics_server = std::make_unique<metrics::MetricsServer>(
@@ -340,16 +344,17 @@ int run(const MonitorArgs& args) {
 
   // The power timeline: every readable domain of the monitored GPUs, streamed to the file.
   std::unique_ptr<TimelineWriter> timeline;
-  std::unique_ptr<PowerSampler> sampler;
+  std::unique_ptr<monitor::PowerSampler> sampler;
   if (!args.timeline.empty()) {
     const std::shared_ptr<Clock> clock = steady_clock();
     timeline = std::make_unique<TimelineWriter>(std::move(timeline_file), clock->now_ns());
     if (!gpu_indices.empty()) {
-      PowerSamplerOptions sampler_options;
+      monitor::PowerSamplerOptions sampler_options;
       sampler_options.gpu_indices = gpu_indices;
       sampler_options.domains.clear();
-      for (const PowerDomain domain : {PowerDomain::kDeviceInstant, PowerDomain::kDeviceAverage,
-                                       PowerDomain::kMemoryAverage}) {
+      for (const monitor::PowerDomain domain :
+           {monitor::PowerDomain::kDeviceInstant, monitor::PowerDomain::kDeviceAverage,
+            monitor::PowerDomain::kMemoryAverage}) {
         if (domain_supported(gpus, gpu_indices, domain)) {
           sampler_options.domains.push_back(domain);
         }
@@ -360,10 +365,11 @@ int run(const MonitorArgs& args) {
       }
       sampler_options.period_s = interval_s;
       sampler_options.clock = clock;
-      sampler_options.on_sweep = [writer = timeline.get()](const std::vector<PowerSample>& sweep) {
-        writer->write(sweep);
-      };
-      sampler = std::make_unique<PowerSampler>(gpus, std::move(sampler_options));
+      sampler_options.on_sweep =
+          [writer = timeline.get()](const std::vector<monitor::PowerSample>& sweep) {
+            writer->write(sweep);
+          };
+      sampler = std::make_unique<monitor::PowerSampler>(gpus, std::move(sampler_options));
     }
   }
 
@@ -372,7 +378,7 @@ int run(const MonitorArgs& args) {
   RunOutcome outcome;
   outcome.limit_s = duration_s;
   const std::shared_ptr<Clock> clock = steady_clock();
-  monitor.begin_window(kWindowName, false);
+  monitor.begin_window(kWindowName, {.sync_execution = false});
   // Counted from after the window opened (opening it reads every device, which takes a while
   // on a busy machine), so the measured window is never shorter than --duration.
   const std::int64_t start_ns = clock->now_ns();
@@ -383,7 +389,7 @@ int run(const MonitorArgs& args) {
   if (!args.command.empty()) {
     auto started = ChildProcess::start(args.command);
     if (auto* failure = std::get_if<ChildProcess::StartFailure>(&started)) {
-      monitor.end_window(kWindowName, false, true);
+      monitor.end_window(kWindowName, {.sync_execution = false, .cancel = true});
       std::cerr << "zeus: " << failure->message << "\n";
       return kExitCommandNotStarted;
     }
@@ -416,7 +422,7 @@ int run(const MonitorArgs& args) {
     outcome.stop_signal = watch.stop_signal();
   }
 
-  const Measurement measured = monitor.end_window(kWindowName, false);
+  const monitor::Measurement measured = monitor.end_window(kWindowName, {.sync_execution = false});
   if (metrics_server) {
     metrics_server->stop();
     device_metrics->stop();

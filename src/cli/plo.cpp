@@ -57,7 +57,7 @@ int run_show(const std::string& path, const std::vector<std::string>& selector_t
   if (world_size < 1) {
     throw Error(ErrorKind::kInvalidArgument, "--world-size must be at least 1");
   }
-  const PowerLimitProfile profile = load_power_limit_profile(path);
+  const runtime::PowerLimitProfile profile = runtime::load_power_limit_profile(path);
   std::vector<std::string> texts = selector_texts;
   if (texts.empty()) {
     texts = {"zeus-cost:0.5", "energy", "time", "max-slowdown:1.1"};

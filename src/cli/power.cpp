@@ -51,10 +51,10 @@ std::string local_iso_time() {
 
 int run(const PowerArgs& args) {
   const double interval_s = parse_duration_s(args.interval, "--interval");
-  if (interval_s < kMinSamplingPeriodS) {
+  if (interval_s < monitor::kMinSamplingPeriodS) {
     throw Error(ErrorKind::kInvalidArgument,
                 fmt::format("--interval \"{}\" is below the shortest sampling period, {}",
-                            args.interval, format_duration(kMinSamplingPeriodS)));
+                            args.interval, format_duration(monitor::kMinSamplingPeriodS)));
   }
   std::optional<double> duration_s;
   if (!args.duration.empty()) {
@@ -64,10 +64,10 @@ int run(const PowerArgs& args) {
                   fmt::format("--duration \"{}\" must be longer than zero", args.duration));
     }
   }
-  const PowerDomain domain = parse_power_domain(args.domain);
+  const monitor::PowerDomain domain = monitor::parse_power_domain(args.domain);
   const std::optional<std::vector<int>> gpu_request = parse_device_request(args.gpus, "--gpus");
 
-  const Gpus& gpus = get_gpus();
+  const device::Gpus& gpus = device::get_gpus();
   if (gpus.empty()) {
     throw Error(ErrorKind::kNotSupported,
                 "no GPU found, so there is no power to show; `zeus show-env` says why");
@@ -76,13 +76,13 @@ int run(const PowerArgs& args) {
 
   SignalWatch watch;
   const std::shared_ptr<Clock> clock = steady_clock();
-  PowerSamplerOptions options;
+  monitor::PowerSamplerOptions options;
   options.gpu_indices = gpu_indices;
   options.domains = {domain};
   options.period_s = std::min(interval_s, kMaxSamplingPeriodS);
   options.clock = clock;
   // Throws Error(kNotSupported) naming the GPU when the domain cannot be read.
-  PowerSampler sampler(gpus, std::move(options));
+  monitor::PowerSampler sampler(gpus, std::move(options));
 
   const std::int64_t start_ns = clock->now_ns();
   const auto elapsed_s = [&] {
@@ -126,7 +126,7 @@ int run(const PowerArgs& args) {
   const std::optional<int> stop_signal = watch.stop_signal();
   std::cout << fmt::format(
       "\n Energy over {:.3f} s ({} power, sampled every {}{}):\n\n", time_s,
-      power_domain_name(domain), format_duration(sampler.period_s()),
+      monitor::power_domain_name(domain), format_duration(sampler.period_s()),
       stop_signal ? ", interrupted by " + signal_name(*stop_signal) : std::string());
   double total_j = 0.0;
   for (const int index : gpu_indices) {

@@ -13,6 +13,7 @@
 
 #include "report.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/version.hpp"
 
 namespace zeus::cli::report {
 namespace {
@@ -462,7 +463,8 @@ std::string render_html(const Inputs& inputs, std::string_view title) {
   html +=
       "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
       "script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:\">\n";
-  html += fmt::format("<meta name=\"generator\" content=\"zeus report {}\">\n", ZEUS_VERSION);
+  html +=
+      fmt::format("<meta name=\"generator\" content=\"zeus report {}\">\n", ZEUS_VERSION_STRING);
   html += fmt::format("<title>{}</title>\n<style>\n", escape_html(title));
   html += assets::report_css();
   // Errors are recorded from the start, before Chart.js runs.
@@ -481,7 +483,7 @@ std::string render_html(const Inputs& inputs, std::string_view title) {
       "<h1>{}</h1>\n<p class=\"meta\">Written by zeus report {} at {}. {} plot{}. "
       "Drawn with the embedded Chart.js {} (MIT licence); this page loads "
       "nothing from the network.</p>\n</header>\n<main>\n",
-      escape_html(title), ZEUS_VERSION, utc_time(static_cast<double>(std::time(nullptr))),
+      escape_html(title), ZEUS_VERSION_STRING, utc_time(static_cast<double>(std::time(nullptr))),
       page.chart_count(), page.chart_count() == 1 ? "" : "s", ZEUS_CHARTJS_VERSION);
   html += page.body();
   html += "</main>\n<script type=\"application/json\" id=\"zeus-report-data\">";

@@ -407,9 +407,9 @@ SimResults read_simulation(const fs::path& dir) {
 }
 
 Profile read_profile(const fs::path& path, const optimizer::OptimumSelector& selector) {
-  PowerLimitProfile loaded;
+  runtime::PowerLimitProfile loaded;
   try {
-    loaded = load_power_limit_profile(path);
+    loaded = runtime::load_power_limit_profile(path);
   } catch (const Error& load_error) {
     const std::string message = load_error.what();
     // The loader's messages name the file already; keep them, as usage errors.

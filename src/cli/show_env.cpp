@@ -11,6 +11,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
 #include "zeus/device/discovery.hpp"
+#include "zeus/version.hpp"
 
 namespace zeus::cli {
 namespace {
@@ -36,12 +37,12 @@ auto read_or_note(GpuRow& row, const char* what, Getter getter)
   }
 }
 
-GpuRow describe_gpu(const Gpus& gpus, int index, bool sys_admin) {
-  Gpu& gpu = gpus.at(index);
+GpuRow describe_gpu(const device::Gpus& gpus, int index, bool sys_admin) {
+  device::Gpu& gpu = gpus.at(index);
   GpuRow row;
   row.index = index;
   row.physical_index = gpus.physical_index(index);
-  row.backend = std::string(gpu_backend_name(gpu.backend()));
+  row.backend = std::string(device::gpu_backend_name(gpu.backend()));
   row.name = read_or_note(row, "name", [&] { return gpu.name(); }).value_or("?");
   row.uuid = read_or_note(row, "uuid", [&] { return gpu.uuid(); }).value_or("?");
   row.pci_bus_id = read_or_note(row, "pci bus id", [&] { return gpu.pci_bus_id(); }).value_or("?");
@@ -60,7 +61,7 @@ GpuRow describe_gpu(const Gpus& gpus, int index, bool sys_admin) {
     row.default_w = units::watts_from_milliwatts(*value);
   }
   row.energy_counter = gpu.supports_energy_counter();
-  row.can_set_power_limit = gpu.backend() == GpuBackend::kSimulated || sys_admin;
+  row.can_set_power_limit = gpu.backend() == device::GpuBackend::kSimulated || sys_admin;
   return row;
 }
 
@@ -73,12 +74,12 @@ nlohmann::json optional_json(const std::optional<double>& value) {
 }
 
 int run(bool as_json, const std::string& powercap_root_option) {
-  const GpuDiscovery discovery = discover_gpus();
+  const device::GpuDiscovery discovery = device::discover_gpus();
   const std::filesystem::path powercap_root = powercap_root_option.empty()
-                                                  ? default_powercap_root()
+                                                  ? device::default_powercap_root()
                                                   : std::filesystem::path(powercap_root_option);
-  const CpuDiscovery cpus = discover_rapl_cpus(powercap_root);
-  const bool sys_admin = has_sys_admin();
+  const device::CpuDiscovery cpus = device::discover_rapl_cpus(powercap_root);
+  const bool sys_admin = device::has_sys_admin();
 
   std::vector<GpuRow> rows;
   for (int i = 0; i < static_cast<int>(discovery.gpus.size()); ++i) {
@@ -87,9 +88,9 @@ int run(bool as_json, const std::string& powercap_root_option) {
 
   if (as_json) {
     nlohmann::json out;
-    out["zeus_version"] = ZEUS_VERSION;
+    out["zeus_version"] = ZEUS_VERSION_STRING;
     out["backends"] = nlohmann::json::array();
-    for (const BackendProbe& probe : discovery.probes) {
+    for (const device::BackendProbe& probe : discovery.probes) {
       out["backends"].push_back({{"backend", probe.backend},
                                  {"loaded", probe.loaded},
                                  {"library_path", probe.library_path},
@@ -99,7 +100,7 @@ int run(bool as_json, const std::string& powercap_root_option) {
                                  {"message", probe.message}});
     }
     out["backend"] = discovery.backend
-                         ? nlohmann::json(std::string(gpu_backend_name(*discovery.backend)))
+                         ? nlohmann::json(std::string(device::gpu_backend_name(*discovery.backend)))
                          : nlohmann::json(nullptr);
     out["visible_devices"] = {
         {"variable", discovery.visible_devices_variable},
@@ -135,8 +136,8 @@ int run(bool as_json, const std::string& powercap_root_option) {
     return kExitOk;
   }
 
-  std::cout << "zeus " << ZEUS_VERSION << "\n\nGPU backends (tried in order):\n";
-  for (const BackendProbe& probe : discovery.probes) {
+  std::cout << "zeus " << ZEUS_VERSION_STRING << "\n\nGPU backends (tried in order):\n";
+  for (const device::BackendProbe& probe : discovery.probes) {
     std::string detail;
     if (probe.loaded) {
       detail =

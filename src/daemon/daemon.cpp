@@ -44,8 +44,8 @@ struct Daemon::Impl {
   // Members are destroyed bottom-up: the host (no more requests) first, then the routes, then
   // the writers, which finish their queued writes while the GPUs still exist.
   const DaemonConfig config;
-  Gpus gpus;
-  const std::vector<std::shared_ptr<Cpu>> cpus;
+  device::Gpus gpus;
+  const std::vector<std::shared_ptr<device::Cpu>> cpus;
   const bool authenticated;
   GpuWriters writers;
   Routes routes;
@@ -55,8 +55,8 @@ struct Daemon::Impl {
   int port = 0;
   std::mutex stop_mutex;
 
-  Impl(DaemonConfig cfg, Gpus g, std::vector<std::shared_ptr<Cpu>> c, DaemonHooks hooks,
-       std::shared_ptr<const Clock> clock)
+  Impl(DaemonConfig cfg, device::Gpus g, std::vector<std::shared_ptr<device::Cpu>> c,
+       DaemonHooks hooks, std::shared_ptr<const Clock> clock)
       : config(effective(std::move(cfg))),
         gpus(std::move(g)),
         cpus(std::move(c)),
@@ -67,8 +67,9 @@ struct Daemon::Impl {
              [this](const http::Request& req, http::Response& res) { routes.handle(req, res); }) {}
 };
 
-Daemon::Daemon(DaemonConfig config, Gpus gpus, std::vector<std::shared_ptr<Cpu>> cpus,
-               DaemonHooks hooks, std::shared_ptr<const Clock> clock)
+Daemon::Daemon(DaemonConfig config, device::Gpus gpus,
+               std::vector<std::shared_ptr<device::Cpu>> cpus, DaemonHooks hooks,
+               std::shared_ptr<const Clock> clock)
     : impl_(std::make_unique<Impl>(std::move(config), std::move(gpus), std::move(cpus),
                                    std::move(hooks), std::move(clock))) {}
 

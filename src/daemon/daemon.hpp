@@ -29,7 +29,7 @@ class Daemon {
  public:
   // `gpus` are numbered by their position (the NVML index over all GPUs); CPUs by
   // Cpu::index() (the RAPL package number). `clock` times the CPU power samples.
-  Daemon(DaemonConfig config, Gpus gpus, std::vector<std::shared_ptr<Cpu>> cpus,
+  Daemon(DaemonConfig config, device::Gpus gpus, std::vector<std::shared_ptr<device::Cpu>> cpus,
          DaemonHooks hooks = {}, std::shared_ptr<const Clock> clock = steady_clock());
   ~Daemon();
   Daemon(const Daemon&) = delete;

@@ -59,7 +59,7 @@ class GpuWriters::Worker {
   std::thread thread_;
 };
 
-SettingValue current_value(Gpu& gpu, Setting setting) {
+SettingValue current_value(device::Gpu& gpu, Setting setting) {
   switch (setting) {
     case Setting::kPowerLimit:
       return SettingValue::power_limit(gpu.power_limit_mw());
@@ -72,7 +72,7 @@ SettingValue current_value(Gpu& gpu, Setting setting) {
   return SettingValue::locked_clocks(std::nullopt);
 }
 
-GpuWriters::GpuWriters(Gpus& gpus, WriteHook before_write, WriteHook on_write)
+GpuWriters::GpuWriters(device::Gpus& gpus, WriteHook before_write, WriteHook on_write)
     : gpus_(gpus), before_write_(std::move(before_write)), on_write_(std::move(on_write)) {
   for (std::size_t i = 0; i < gpus_.size(); ++i) {
     workers_.push_back(std::make_unique<Worker>());
@@ -119,7 +119,7 @@ std::future<std::optional<DeviceFailure>> GpuWriters::submit(int gpu_index, GpuW
 }
 
 void GpuWriters::write_now(int gpu_index, const GpuWrite& write, const PeerCredentials& peer) {
-  Gpu& gpu = gpus_.at(gpu_index);
+  device::Gpu& gpu = gpus_.at(gpu_index);
   std::vector<WriteEvent> events;
   for (const Setting setting : write.settings) {
     WriteEvent event{gpu_index, setting, std::nullopt, write.value, peer};

@@ -25,17 +25,17 @@ struct GpuWrite {
   std::vector<Setting> settings;
   // The new value of settings[0] (written with apply_setting); nullopt: a reset, done by `reset`.
   std::optional<SettingValue> value;
-  std::function<void(Gpu&)> reset;
+  std::function<void(device::Gpu&)> reset;
 };
 
 // The value of `setting` in force on `gpu` now, as restoring it would write it (locked clocks
 // cannot be read back: "not locked").
-SettingValue current_value(Gpu& gpu, Setting setting);
+SettingValue current_value(device::Gpu& gpu, Setting setting);
 
 class GpuWriters {
  public:
   // `gpus` must outlive this. The hooks run on the GPU's worker (see DaemonHooks).
-  GpuWriters(Gpus& gpus, WriteHook before_write, WriteHook on_write);
+  GpuWriters(device::Gpus& gpus, WriteHook before_write, WriteHook on_write);
   // Finishes every queued task, then joins the workers.
   ~GpuWriters();
   GpuWriters(const GpuWriters&) = delete;
@@ -54,7 +54,7 @@ class GpuWriters {
   class Worker;
   void write_now(int gpu_index, const GpuWrite& write, const PeerCredentials& peer);
 
-  Gpus& gpus_;
+  device::Gpus& gpus_;
   WriteHook before_write_;
   WriteHook on_write_;
   std::vector<std::unique_ptr<Worker>> workers_;

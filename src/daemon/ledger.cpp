@@ -129,7 +129,7 @@ std::string describe_setting_value(Setting setting, const SettingValue& value) {
   return "?";
 }
 
-void apply_setting(Gpu& gpu, Setting setting, const SettingValue& value) {
+void apply_setting(device::Gpu& gpu, Setting setting, const SettingValue& value) {
   switch (setting) {
     case Setting::kPowerLimit:
       gpu.set_power_limit_mw(value.power_limit_mw);
@@ -156,7 +156,8 @@ void apply_setting(Gpu& gpu, Setting setting, const SettingValue& value) {
   }
 }
 
-SettingsLedger::SettingsLedger(std::vector<std::shared_ptr<Gpu>> gpus, LedgerOptions options)
+SettingsLedger::SettingsLedger(std::vector<std::shared_ptr<device::Gpu>> gpus,
+                               LedgerOptions options)
     : gpus_(std::move(gpus)), options_(std::move(options)) {
   if (!options_.enabled) {
     log().info("settings ledger: restore on owner exit is off (--no-restore)");

@@ -82,7 +82,7 @@ struct SettingValue {
 std::string describe_setting_value(Setting setting, const SettingValue& value);
 
 // Writes `value` of `setting` to `gpu` through the Gpu interface.
-void apply_setting(Gpu& gpu, Setting setting, const SettingValue& value);
+void apply_setting(device::Gpu& gpu, Setting setting, const SettingValue& value);
 
 struct LedgerEntry {
   int gpu_index = 0;
@@ -106,7 +106,7 @@ struct LedgerOptions {
 class SettingsLedger {
  public:
   // `gpus[i]` is the GPU the daemon calls index i. Starts the watcher thread when enabled.
-  SettingsLedger(std::vector<std::shared_ptr<Gpu>> gpus, LedgerOptions options = {});
+  SettingsLedger(std::vector<std::shared_ptr<device::Gpu>> gpus, LedgerOptions options = {});
   ~SettingsLedger();
   SettingsLedger(const SettingsLedger&) = delete;
   SettingsLedger& operator=(const SettingsLedger&) = delete;
@@ -159,7 +159,7 @@ class SettingsLedger {
   void release_owner_locked(pid_t pid);
   Owner watch_owner(pid_t pid);  // throws as record_change
 
-  const std::vector<std::shared_ptr<Gpu>> gpus_;
+  const std::vector<std::shared_ptr<device::Gpu>> gpus_;
   const LedgerOptions options_;
   bool use_pidfd_ = false;
   int wake_fd_ = -1;

@@ -19,6 +19,7 @@
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
+#include "zeus/version.hpp"
 
 namespace {
 
@@ -144,7 +145,7 @@ int serve(zeus::daemon::DaemonConfig config, const ServeExtras& extras) {
 
   // The daemon numbers GPUs by vendor index over all GPUs (clients send NVML indices), so the
   // *_VISIBLE_DEVICES masks of its own environment do not apply.
-  zeus::DiscoveryOptions options;
+  zeus::device::DiscoveryOptions options;
   options.env = [base =
                      zeus::process_env()](const std::string& name) -> std::optional<std::string> {
     if (name == "CUDA_VISIBLE_DEVICES" || name == "HIP_VISIBLE_DEVICES") {
@@ -152,16 +153,16 @@ int serve(zeus::daemon::DaemonConfig config, const ServeExtras& extras) {
     }
     return base(name);
   };
-  const zeus::GpuDiscovery discovery = zeus::discover_gpus(options);
-  zeus::daemon::check_startup_privileges(config, discovery.backend, zeus::has_sys_admin());
-  std::vector<std::shared_ptr<zeus::Cpu>> cpus;
+  const zeus::device::GpuDiscovery discovery = zeus::device::discover_gpus(options);
+  zeus::daemon::check_startup_privileges(config, discovery.backend, zeus::device::has_sys_admin());
+  std::vector<std::shared_ptr<zeus::device::Cpu>> cpus;
   if (std::find(config.enabled_groups.begin(), config.enabled_groups.end(),
                 zeus::daemon::ApiGroup::kCpuRead) != config.enabled_groups.end()) {
     // Never through another daemon: only this machine's RAPL (ZEUS_POWERCAP_ROOT for tests).
     const char* root = std::getenv("ZEUS_POWERCAP_ROOT");
-    const zeus::CpuDiscovery cpu_discovery =
-        zeus::discover_rapl_cpus(root != nullptr && *root != '\0' ? std::filesystem::path(root)
-                                                                  : zeus::default_powercap_root());
+    const zeus::device::CpuDiscovery cpu_discovery = zeus::device::discover_rapl_cpus(
+        root != nullptr && *root != '\0' ? std::filesystem::path(root)
+                                         : zeus::device::default_powercap_root());
     if (!cpu_discovery.available) {
       zeus::log().warn("zeusd: cpu-read enabled but no RAPL CPU is usable: {}",
                        cpu_discovery.message);
@@ -181,7 +182,7 @@ int serve(zeus::daemon::DaemonConfig config, const ServeExtras& extras) {
   if (!extras.no_restore) {
     attach_ledger(hooks, ledger_slot);
   }
-  std::vector<std::shared_ptr<zeus::Gpu>> gpu_list;
+  std::vector<std::shared_ptr<zeus::device::Gpu>> gpu_list;
   for (std::size_t i = 0; i < discovery.gpus.size(); ++i) {
     gpu_list.push_back(discovery.gpus.shared(static_cast<int>(i)));
   }
@@ -217,7 +218,7 @@ int main(int argc, char** argv) {
     return auth::run_token_issue(argc - 2, argv + 2);
   }
   CLI::App app{"zeusd: the Zeus privileged daemon (GPU control and RAPL reads)", "zeusd"};
-  app.set_version_flag("--version", std::string("zeusd ") + ZEUS_VERSION);
+  app.set_version_flag("--version", std::string("zeusd ") + ZEUS_VERSION_STRING);
   app.require_subcommand(1);
 
   zeus::daemon::DaemonConfig config;

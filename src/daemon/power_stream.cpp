@@ -36,7 +36,7 @@ struct EnergySample {
   std::optional<std::uint64_t> dram_uj;
 };
 
-EnergySample sample_energy(Cpu& cpu, const Clock& clock) {
+EnergySample sample_energy(device::Cpu& cpu, const Clock& clock) {
   EnergySample sample;
   sample.time_ns = clock.now_ns();
   sample.cpu_uj = cpu.package_energy_uj();
@@ -68,7 +68,8 @@ std::uint32_t power_mw_between(std::uint64_t before_uj, std::uint64_t after_uj,
   return static_cast<std::uint32_t>(energy_mj / units::seconds_from_nanoseconds(elapsed_ns));
 }
 
-void stream_gpu_power(http::Response& res, Gpus& gpus, std::vector<int> ids, double poll_hz) {
+void stream_gpu_power(http::Response& res, device::Gpus& gpus, std::vector<int> ids,
+                      double poll_hz) {
   auto last_mw = std::make_shared<std::vector<std::optional<std::uint32_t>>>(ids.size());
   const auto stream = start_stream(res, poll_hz > 0 ? poll_hz : 20.0);
   // The current values right away, then only changes, once a period.
@@ -92,8 +93,8 @@ void stream_gpu_power(http::Response& res, Gpus& gpus, std::vector<int> ids, dou
   };
 }
 
-void stream_cpu_power(http::Response& res, std::vector<std::shared_ptr<Cpu>> cpus, double poll_hz,
-                      std::shared_ptr<const Clock> clock) {
+void stream_cpu_power(http::Response& res, std::vector<std::shared_ptr<device::Cpu>> cpus,
+                      double poll_hz, std::shared_ptr<const Clock> clock) {
   auto baselines = std::make_shared<std::vector<std::optional<EnergySample>>>(cpus.size());
   const auto stream = start_stream(res, poll_hz > 0 ? poll_hz : 10.0);
   // The first call only reads the baselines; every later one (a period later) reports.
@@ -118,7 +119,7 @@ void stream_cpu_power(http::Response& res, std::vector<std::shared_ptr<Cpu>> cpu
   };
 }
 
-Json sample_cpu_power(const std::vector<std::shared_ptr<Cpu>>& cpus, double poll_hz,
+Json sample_cpu_power(const std::vector<std::shared_ptr<device::Cpu>>& cpus, double poll_hz,
                       const Clock& clock) {
   auto sample = [&] {
     std::vector<EnergySample> out;

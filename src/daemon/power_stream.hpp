@@ -21,16 +21,17 @@ std::uint32_t power_mw_between(std::uint64_t before_uj, std::uint64_t after_uj,
 
 // Makes `res` an SSE stream of {"timestamp_ms","gpu_id","power_mw"} events for `ids`: every
 // GPU's power at once, then only changes, polled at `poll_hz`. `gpus` must outlive the stream.
-void stream_gpu_power(http::Response& res, Gpus& gpus, std::vector<int> ids, double poll_hz);
+void stream_gpu_power(http::Response& res, device::Gpus& gpus, std::vector<int> ids,
+                      double poll_hz);
 
 // Makes `res` an SSE stream of {"timestamp_ms","cpu_id","cpu_mw","dram_mw"} events, one per CPU
 // each period after the first (which only reads the energy baselines).
-void stream_cpu_power(http::Response& res, std::vector<std::shared_ptr<Cpu>> cpus, double poll_hz,
-                      std::shared_ptr<const Clock> clock);
+void stream_cpu_power(http::Response& res, std::vector<std::shared_ptr<device::Cpu>> cpus,
+                      double poll_hz, std::shared_ptr<const Clock> clock);
 
 // /cpu/get_power's body: {"timestamp_ms", "power_mw": {"<id>": {"cpu_mw","dram_mw"}}} from two
 // energy samples 1/poll_hz apart (slept on `clock`).
-Json sample_cpu_power(const std::vector<std::shared_ptr<Cpu>>& cpus, double poll_hz,
+Json sample_cpu_power(const std::vector<std::shared_ptr<device::Cpu>>& cpus, double poll_hz,
                       const Clock& clock);
 
 }  // namespace zeus::daemon

@@ -44,7 +44,7 @@ std::optional<std::string> check_clocks(const std::string& domain, std::uint32_t
   return std::nullopt;
 }
 
-std::optional<std::string> no_check(Gpu&) {
+std::optional<std::string> no_check(device::Gpu&) {
   return std::nullopt;
 }
 
@@ -58,8 +58,8 @@ std::vector<int> all_indices(std::size_t count) {
 
 }  // namespace
 
-Routes::Routes(const DaemonConfig& config, Gpus& gpus,
-               const std::vector<std::shared_ptr<Cpu>>& cpus, GpuWriters& writers,
+Routes::Routes(const DaemonConfig& config, device::Gpus& gpus,
+               const std::vector<std::shared_ptr<device::Cpu>>& cpus, GpuWriters& writers,
                AuthorizeHook authorize, std::shared_ptr<const Clock> clock)
     : config_(config),
       gpus_(gpus),
@@ -153,7 +153,7 @@ void Routes::discover(const http::Request& req, http::Response& res) const {
   Json gpu_list = Json::array();
   if (config_.enabled(ApiGroup::kGpuRead) || config_.enabled(ApiGroup::kGpuControl)) {
     for (std::size_t i = 0; i < gpus_.size(); ++i) {
-      Gpu& gpu = gpus_.at(static_cast<int>(i));
+      device::Gpu& gpu = gpus_.at(static_cast<int>(i));
       gpu_list.push_back({{"id", i},
                           {"name", gpu.name()},
                           {"pci_address", lspci_address(gpu.pci_bus_id())},
@@ -193,7 +193,8 @@ std::vector<int> Routes::read_gpu_ids(const Query& query) const {
 }
 
 // Reads `read(gpu)` for each requested GPU into {"<id>": value}; device failures -> errors.
-Json Routes::read_each(const std::vector<int>& ids, const std::function<Json(Gpu&)>& read) const {
+Json Routes::read_each(const std::vector<int>& ids,
+                       const std::function<Json(device::Gpu&)>& read) const {
   Json out = Json::object();
   std::map<int, DeviceFailure> failures;
   for (int id : ids) {
@@ -209,7 +210,7 @@ Json Routes::read_each(const std::vector<int>& ids, const std::function<Json(Gpu
   return out;
 }
 
-void Routes::gpu_read(const std::string& path, std::function<Json(Gpu&)> read) {
+void Routes::gpu_read(const std::string& path, std::function<Json(device::Gpu&)> read) {
   add("GET", path, [this, read](const http::Request& req, http::Response& res) {
     Query query(req, {"gpu_ids"});
     reply_json(res, read_each(read_gpu_ids(query), read));
@@ -217,23 +218,23 @@ void Routes::gpu_read(const std::string& path, std::function<Json(Gpu&)> read) {
 }
 
 void Routes::install_gpu_reads() {
-  gpu_read("/gpu/get_cumulative_energy", [](Gpu& gpu) -> Json {
+  gpu_read("/gpu/get_cumulative_energy", [](device::Gpu& gpu) -> Json {
     return {{"energy_mj", gpu.total_energy_mj()}};
   });
-  gpu_read("/gpu/get_power_limit", [](Gpu& gpu) -> Json {
+  gpu_read("/gpu/get_power_limit", [](device::Gpu& gpu) -> Json {
     return {{"power_limit_mw", gpu.power_limit_mw()}};
   });
-  gpu_read("/gpu/get_power_limit_constraints", [](Gpu& gpu) -> Json {
-    const PowerLimitConstraints c = gpu.power_limit_constraints_mw();
+  gpu_read("/gpu/get_power_limit_constraints", [](device::Gpu& gpu) -> Json {
+    const device::PowerLimitConstraints c = gpu.power_limit_constraints_mw();
     return {{"min_power_limit_mw", c.min_mw}, {"max_power_limit_mw", c.max_mw}};
   });
-  gpu_read("/gpu/get_persistence_mode", [](Gpu& gpu) -> Json {
+  gpu_read("/gpu/get_persistence_mode", [](device::Gpu& gpu) -> Json {
     return {{"enabled", gpu.persistence_mode()}};
   });
   add("GET", "/gpu/get_power", [this](const http::Request& req, http::Response& res) {
     Query query(req, {"gpu_ids"});
-    Json power =
-        read_each(read_gpu_ids(query), [](Gpu& gpu) -> Json { return gpu.instant_power_mw(); });
+    Json power = read_each(read_gpu_ids(query),
+                           [](device::Gpu& gpu) -> Json { return gpu.instant_power_mw(); });
     reply_json(res, {{"timestamp_ms", unix_time_ms()}, {"power_mw", power}});
   });
   add("GET", "/gpu/stream_power", [this](const http::Request& req, http::Response& res) {
@@ -328,8 +329,8 @@ void Routes::install_gpu_writes() {
     const std::uint32_t limit_mw = query.u32("power_limit_mw");
     return PlannedWrite{
         {"power_limit_mw", {Setting::kPowerLimit}, SettingValue::power_limit(limit_mw), {}},
-        [limit_mw](Gpu& gpu) -> std::optional<std::string> {
-          const PowerLimitConstraints c = gpu.power_limit_constraints_mw();
+        [limit_mw](device::Gpu& gpu) -> std::optional<std::string> {
+          const device::PowerLimitConstraints c = gpu.power_limit_constraints_mw();
           if (limit_mw < c.min_mw || limit_mw > c.max_mw) {
             return fmt::format("Power limit {} mW is outside the valid range {}-{} mW", limit_mw,
                                c.min_mw, c.max_mw);
@@ -355,7 +356,7 @@ void Routes::install_gpu_writes() {
                      {setting},
                      SettingValue::locked_clocks(ClockRangeMhz{min_mhz, max_mhz}),
                      {}},
-                    [=](Gpu& gpu) {
+                    [=](device::Gpu& gpu) {
                       return memory ? check_clocks("Memory", min_mhz, max_mhz,
                                                    gpu.supported_memory_clocks_mhz())
                                     : check_clocks("Graphics", min_mhz, max_mhz,
@@ -366,29 +367,31 @@ void Routes::install_gpu_writes() {
   auto reset_route = [this](const std::string& path, GpuWrite write) {
     gpu_write(path, {}, [write](const Query&) { return PlannedWrite{write, no_check}; });
   };
-  reset_route("/gpu/reset_gpu_locked_clocks",
-              {"gpu_locked_clocks_mhz", {Setting::kGpuLockedClocks}, std::nullopt, [](Gpu& gpu) {
-                 gpu.reset_gpu_locked_clocks();
-               }});
-  reset_route("/gpu/reset_mem_locked_clocks",
-              {"mem_locked_clocks_mhz", {Setting::kMemoryLockedClocks}, std::nullopt, [](Gpu& gpu) {
-                 gpu.reset_memory_locked_clocks();
-               }});
+  reset_route(
+      "/gpu/reset_gpu_locked_clocks",
+      {"gpu_locked_clocks_mhz", {Setting::kGpuLockedClocks}, std::nullopt, [](device::Gpu& gpu) {
+         gpu.reset_gpu_locked_clocks();
+       }});
+  reset_route(
+      "/gpu/reset_mem_locked_clocks",
+      {"mem_locked_clocks_mhz", {Setting::kMemoryLockedClocks}, std::nullopt, [](device::Gpu& gpu) {
+         gpu.reset_memory_locked_clocks();
+       }});
   reset_route("/gpu/reset_locked_clocks",
               {"locked_clocks_mhz",
                {Setting::kGpuLockedClocks, Setting::kMemoryLockedClocks},
                std::nullopt,
-               [](Gpu& gpu) { gpu.reset_locked_clocks(); }});
+               [](device::Gpu& gpu) { gpu.reset_locked_clocks(); }});
 }
 
 // ---- CPU reads ----
 
-std::vector<std::shared_ptr<Cpu>> Routes::read_cpus(const Query& query) const {
+std::vector<std::shared_ptr<device::Cpu>> Routes::read_cpus(const Query& query) const {
   const auto value = query.optional("cpu_ids");
   if (!value) {
     return cpus_;
   }
-  std::vector<std::shared_ptr<Cpu>> out;
+  std::vector<std::shared_ptr<device::Cpu>> out;
   for (int id : parse_ids("cpu_ids", *value, "CPU")) {
     auto it = std::find_if(cpus_.begin(), cpus_.end(),
                            [id](const auto& cpu) { return cpu->index() == id; });

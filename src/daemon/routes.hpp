@@ -22,14 +22,15 @@ namespace zeus::daemon {
 struct PlannedWrite {
   GpuWrite write;
   // A reason to refuse the write on this GPU ("Invalid request: ..."), or nullopt.
-  std::function<std::optional<std::string>(Gpu&)> validate;
+  std::function<std::optional<std::string>(device::Gpu&)> validate;
 };
 
 class Routes {
  public:
   // Everything referenced must outlive this.
-  Routes(const DaemonConfig& config, Gpus& gpus, const std::vector<std::shared_ptr<Cpu>>& cpus,
-         GpuWriters& writers, AuthorizeHook authorize, std::shared_ptr<const Clock> clock);
+  Routes(const DaemonConfig& config, device::Gpus& gpus,
+         const std::vector<std::shared_ptr<device::Cpu>>& cpus, GpuWriters& writers,
+         AuthorizeHook authorize, std::shared_ptr<const Clock> clock);
 
   // Answers one request (the http::Host's handler).
   void handle(const http::Request& req, http::Response& res) const;
@@ -45,19 +46,19 @@ class Routes {
   void install_cpu_reads();
 
   void discover(const http::Request& req, http::Response& res) const;
-  void gpu_read(const std::string& path, std::function<Json(Gpu&)> read);
+  void gpu_read(const std::string& path, std::function<Json(device::Gpu&)> read);
   void gpu_write(const std::string& path, std::vector<std::string_view> fields,
                  std::function<PlannedWrite(const Query&)> parse);
   std::vector<int> read_gpu_ids(const Query& query) const;
   std::vector<int> write_gpu_ids(const Query& query) const;
-  std::vector<std::shared_ptr<Cpu>> read_cpus(const Query& query) const;
-  Json read_each(const std::vector<int>& ids, const std::function<Json(Gpu&)>& read) const;
+  std::vector<std::shared_ptr<device::Cpu>> read_cpus(const Query& query) const;
+  Json read_each(const std::vector<int>& ids, const std::function<Json(device::Gpu&)>& read) const;
   void run_writes(const http::Request& req, http::Response& res, const std::vector<int>& ids,
                   bool block, const PlannedWrite& planned);
 
   const DaemonConfig& config_;
-  Gpus& gpus_;
-  const std::vector<std::shared_ptr<Cpu>>& cpus_;
+  device::Gpus& gpus_;
+  const std::vector<std::shared_ptr<device::Cpu>>& cpus_;
   GpuWriters& writers_;
   AuthorizeHook authorize_;
   std::shared_ptr<const Clock> clock_;

@@ -22,8 +22,8 @@ void prepare_socket_path(const std::filesystem::path& socket_path);
 // Refuses (Error(kNoPermission), with the fix) a start that needs root without it: gpu-control
 // enabled (and not read-only) on real GPUs (`gpu_backend` not simulated) when `has_root` is
 // false. Simulated GPUs and read-only starts need nothing.
-void check_startup_privileges(const DaemonConfig& config, std::optional<GpuBackend> gpu_backend,
-                              bool has_root);
+void check_startup_privileges(const DaemonConfig& config,
+                              std::optional<device::GpuBackend> gpu_backend, bool has_root);
 
 // Binds `host` to config.socket_path: prepare_socket_path, bind under umask 0177 (never
 // world-accessible, not even between bind and chmod), then chmod/chown as configured. Once the

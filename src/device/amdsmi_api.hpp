@@ -21,7 +21,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/device/gpu_provider.hpp"
 
-namespace zeus::amdsmi {
+namespace zeus::device::amdsmi {
 
 using Status = std::uint32_t;     // amdsmi_status_t
 using SocketHandle = void*;       // amdsmi_socket_handle
@@ -146,9 +146,9 @@ std::string status_name(Status status);
 // The zeus error kind for an AMD SMI status (the reference's mapping, see docs/amdsmi.md).
 ErrorKind error_kind_for_status(Status status);
 
-}  // namespace zeus::amdsmi
+}  // namespace zeus::device::amdsmi
 
-namespace zeus {
+namespace zeus::device {
 
 // Knobs of open_amdsmi that tests (and only tests) change.
 struct AmdSmiOptions {
@@ -166,4 +166,4 @@ struct AmdSmiOptions {
 std::shared_ptr<GpuProvider> open_amdsmi_with_options(const std::string& library_path,
                                                       const AmdSmiOptions& options);
 
-}  // namespace zeus
+}  // namespace zeus::device

@@ -26,7 +26,7 @@
 #include "zeus/device/gpu.hpp"
 #include "zeus/device/gpu_provider.hpp"
 
-namespace zeus {
+namespace zeus::device {
 namespace {
 
 using amdsmi::AmdSmiBuffer;
@@ -432,4 +432,4 @@ std::shared_ptr<GpuProvider> open_amdsmi(const std::string& library_path) {
   return open_amdsmi_with_options(library_path, AmdSmiOptions{});
 }
 
-}  // namespace zeus
+}  // namespace zeus::device

@@ -21,7 +21,7 @@
 #include "zeus/common/units.hpp"
 #include "zeus/device/gpu_provider.hpp"
 
-namespace zeus::amdsmi {
+namespace zeus::device::amdsmi {
 
 std::string AmdSmiBuffer::read_string(std::size_t offset, std::size_t max_size) const {
   if (offset >= kSize) {
@@ -186,8 +186,9 @@ Session::Session(std::shared_ptr<DynamicLibrary> library) : library_(std::move(l
   std::vector<std::string> missing;
 #define AMDSMI_REQUIRED(name, params)                                            \
   functions_.name = reinterpret_cast<Status(*) params>(library_->symbol(#name)); \
-  if (functions_.name == nullptr)                                                \
-    missing.emplace_back(#name);
+  if (functions_.name == nullptr) {                                              \
+    missing.emplace_back(#name);                                                 \
+  }
 #define AMDSMI_OPTIONAL(name, params) \
   functions_.name = reinterpret_cast<Status(*) params>(library_->symbol(#name));
 #include "amdsmi_symbols.def"
@@ -334,4 +335,4 @@ std::uint32_t milliwatts_from_socket_watts(std::uint32_t power_w) {
   return clamp_to_u32(units::milliwatts_from_whole_watts(power_w));
 }
 
-}  // namespace zeus::amdsmi
+}  // namespace zeus::device::amdsmi

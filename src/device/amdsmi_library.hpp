@@ -14,7 +14,7 @@
 #include "common/dynamic_library.hpp"
 #include "zeus/common/env.hpp"
 
-namespace zeus::amdsmi {
+namespace zeus::device::amdsmi {
 
 inline constexpr const char* kVendor = "amdsmi";
 
@@ -68,12 +68,13 @@ class Session {
 };
 
 // Calls an AMD SMI function and throws a VendorError naming it when it fails.
-#define ZEUS_AMDSMI_CALL(session, function, action, ...)                                    \
-  do {                                                                                      \
-    const ::zeus::amdsmi::Status zeus_amdsmi_status = (session).fn().function(__VA_ARGS__); \
-    if (zeus_amdsmi_status != ::zeus::amdsmi::kStatusSuccess) {                             \
-      ::zeus::amdsmi::throw_status(#function, zeus_amdsmi_status, action);                  \
-    }                                                                                       \
+#define ZEUS_AMDSMI_CALL(session, function, action, ...)                           \
+  do {                                                                             \
+    const ::zeus::device::amdsmi::Status zeus_amdsmi_status =                      \
+        (session).fn().function(__VA_ARGS__);                                      \
+    if (zeus_amdsmi_status != ::zeus::device::amdsmi::kStatusSuccess) {            \
+      ::zeus::device::amdsmi::throw_status(#function, zeus_amdsmi_status, action); \
+    }                                                                              \
   } while (false)
 
 // Opens `library_path`; for the default name, tries AMDSMI_LIB_DIR, ROCM_PATH/lib, the loader's
@@ -101,4 +102,4 @@ std::uint32_t clamp_to_u32(std::uint64_t value);
 // Milliwatts of a socket power field in whole watts, saturating at the uint32 range.
 std::uint32_t milliwatts_from_socket_watts(std::uint32_t power_w);
 
-}  // namespace zeus::amdsmi
+}  // namespace zeus::device::amdsmi

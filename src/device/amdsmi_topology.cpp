@@ -18,7 +18,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
 
-namespace zeus::amdsmi {
+namespace zeus::device::amdsmi {
 
 std::string odd_chiplet_message(int index) {
   return fmt::format(
@@ -253,4 +253,4 @@ std::vector<DeviceRecord> discover_devices(const Session& session, const AmdSmiO
   return devices;
 }
 
-}  // namespace zeus::amdsmi
+}  // namespace zeus::device::amdsmi

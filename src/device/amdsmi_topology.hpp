@@ -10,7 +10,7 @@
 
 #include "amdsmi_library.hpp"
 
-namespace zeus::amdsmi {
+namespace zeus::device::amdsmi {
 
 // What discovery learned about one device; immutable afterwards.
 struct DeviceRecord {
@@ -30,4 +30,4 @@ std::vector<DeviceRecord> discover_devices(const Session& session, const AmdSmiO
 // Why GPU `index` (an odd MI250 die) has no power or energy reading.
 std::string odd_chiplet_message(int index);
 
-}  // namespace zeus::amdsmi
+}  // namespace zeus::device::amdsmi

@@ -9,7 +9,7 @@
 #include "zeus/device/simulated_gpu.hpp"
 #include "zeus/device/zeusd_gpu.hpp"
 
-namespace zeus {
+namespace zeus::device {
 
 namespace fs = std::filesystem;
 namespace {
@@ -219,4 +219,4 @@ const CpuDiscovery& get_cpus() {
   return discovery;
 }
 
-}  // namespace zeus
+}  // namespace zeus::device

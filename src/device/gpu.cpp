@@ -1,6 +1,6 @@
 #include "zeus/device/gpu.hpp"
 
-namespace zeus {
+namespace zeus::device {
 
 std::string_view gpu_backend_name(GpuBackend backend) {
   switch (backend) {
@@ -14,4 +14,4 @@ std::string_view gpu_backend_name(GpuBackend backend) {
   return "unknown";
 }
 
-}  // namespace zeus
+}  // namespace zeus::device

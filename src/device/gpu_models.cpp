@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace zeus {
+namespace zeus::device {
 
 const std::vector<GpuModelEntry>& gpu_models() {
   // Boards: power-limit ranges are the real boards' (nvidia-smi -q); idle and memory power are
@@ -122,4 +122,4 @@ const GpuModelEntry* find_gpu_model(std::string_view key) {
   return it == models.end() ? nullptr : &*it;
 }
 
-}  // namespace zeus
+}  // namespace zeus::device

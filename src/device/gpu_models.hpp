@@ -16,7 +16,7 @@
 
 #include "zeus/device/simulated_gpu.hpp"
 
-namespace zeus {
+namespace zeus::device {
 
 // What the built-in workload models need of a GPU (docs/workload-models.md).
 struct WorkloadGpuModel {
@@ -39,4 +39,4 @@ const std::vector<GpuModelEntry>& gpu_models();
 // nullptr when `key` (exact, lower case) is not in the catalogue.
 const GpuModelEntry* find_gpu_model(std::string_view key);
 
-}  // namespace zeus
+}  // namespace zeus::device

@@ -2,7 +2,7 @@
 
 #include "zeus/common/error.hpp"
 
-namespace zeus {
+namespace zeus::device {
 
 Gpus::Gpus(std::vector<std::shared_ptr<Gpu>> gpus, std::vector<int> physical_indices)
     : gpus_(std::move(gpus)), physical_indices_(std::move(physical_indices)) {
@@ -60,4 +60,4 @@ void Gpus::ensure_homogeneous() const {
   }
 }
 
-}  // namespace zeus
+}  // namespace zeus::device

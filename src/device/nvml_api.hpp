@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-namespace zeus::nvml {
+namespace zeus::device::nvml {
 
 using Return = int;                   // nvmlReturn_t
 using Device = struct OpaqueDevice*;  // nvmlDevice_t
@@ -102,4 +102,4 @@ inline constexpr unsigned kDeviceNameBufferSize = 96;  // NVML_DEVICE_NAME_V2_BU
 inline constexpr unsigned kDeviceUuidBufferSize = 96;  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
 inline constexpr unsigned kVersionBufferSize = 80;     // NVML_SYSTEM_*_VERSION_BUFFER_SIZE
 
-}  // namespace zeus::nvml
+}  // namespace zeus::device::nvml

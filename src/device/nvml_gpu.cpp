@@ -16,7 +16,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/device/gpu.hpp"
 
-namespace zeus {
+namespace zeus::device {
 namespace {
 
 using nvml::Device;
@@ -381,4 +381,4 @@ std::shared_ptr<Gpu> nvml::make_gpu(std::shared_ptr<const Library> library, int 
   return std::make_shared<NvmlGpu>(std::move(library), physical_index);
 }
 
-}  // namespace zeus
+}  // namespace zeus::device

@@ -7,7 +7,7 @@
 
 #include "zeus/common/error.hpp"
 
-namespace zeus::nvml {
+namespace zeus::device::nvml {
 
 // The one place NVML return codes become error kinds.
 ReturnInfo describe_return(Return code) {
@@ -79,8 +79,9 @@ Library::Library(std::shared_ptr<DynamicLibrary> library) : library_(std::move(l
   std::vector<std::string> missing;
 #define NVML_REQUIRED(name, ret, params)                                      \
   functions_.name = reinterpret_cast<ret(*) params>(library_->symbol(#name)); \
-  if (functions_.name == nullptr)                                             \
-    missing.emplace_back(#name);
+  if (functions_.name == nullptr) {                                           \
+    missing.emplace_back(#name);                                              \
+  }
 #define NVML_OPTIONAL(name, ret, params) \
   functions_.name = reinterpret_cast<ret(*) params>(library_->symbol(#name));
 #include "nvml_symbols.def"
@@ -153,4 +154,4 @@ std::string Library::device_uuid(int physical_index) const {
   return buffer.data();
 }
 
-}  // namespace zeus::nvml
+}  // namespace zeus::device::nvml

@@ -13,7 +13,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/device/gpu.hpp"
 
-namespace zeus::nvml {
+namespace zeus::device::nvml {
 
 // Function pointers for every symbol in nvml_symbols.def.
 struct Functions {
@@ -62,4 +62,4 @@ class Library {
 // The Gpu for NVML device `physical_index` (nvml_gpu.cpp).
 std::shared_ptr<Gpu> make_gpu(std::shared_ptr<const Library> library, int physical_index);
 
-}  // namespace zeus::nvml
+}  // namespace zeus::device::nvml

@@ -10,7 +10,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/device/gpu_provider.hpp"
 
-namespace zeus {
+namespace zeus::device {
 namespace {
 
 class NvmlProvider final : public GpuProvider {
@@ -60,4 +60,4 @@ std::shared_ptr<GpuProvider> open_nvml(const std::string& library_path) {
   return std::make_shared<NvmlProvider>(std::make_shared<nvml::Library>(std::move(library)));
 }
 
-}  // namespace zeus
+}  // namespace zeus::device

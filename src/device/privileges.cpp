@@ -5,7 +5,7 @@
 #include <fstream>
 #include <string>
 
-namespace zeus {
+namespace zeus::device {
 
 bool has_sys_admin(const std::filesystem::path& proc_status) {
   if (geteuid() == 0) {
@@ -26,4 +26,4 @@ bool has_sys_admin(const std::filesystem::path& proc_status) {
   return false;
 }
 
-}  // namespace zeus
+}  // namespace zeus::device

@@ -23,7 +23,7 @@
 #include "common/sysfs.hpp"
 #include "zeus/common/error.hpp"
 
-namespace zeus {
+namespace zeus::device {
 namespace {
 
 namespace fs = std::filesystem;
@@ -381,4 +381,4 @@ CpuDiscovery discover_rapl_cpus(const fs::path& powercap_root) {
   }
 }
 
-}  // namespace zeus
+}  // namespace zeus::device

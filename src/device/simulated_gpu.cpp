@@ -10,7 +10,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
 
-namespace zeus {
+namespace zeus::device {
 namespace {
 
 constexpr std::int64_t kAverageWindowNs = 1'000'000'000;  // NVML averages over about 1 s
@@ -352,4 +352,4 @@ SimulatedGpusSpec parse_simulated_gpus_spec(const std::string& value) {
   return spec;
 }
 
-}  // namespace zeus
+}  // namespace zeus::device

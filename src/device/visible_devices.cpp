@@ -7,7 +7,7 @@
 #include "common/text.hpp"
 #include "zeus/common/error.hpp"
 
-namespace zeus {
+namespace zeus::device {
 namespace {
 
 bool is_integer(const std::string& text) {
@@ -115,4 +115,4 @@ std::vector<int> resolve_visible_devices(const std::string& variable,
   return visible;
 }
 
-}  // namespace zeus
+}  // namespace zeus::device

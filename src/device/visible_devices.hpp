@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace zeus {
+namespace zeus::device {
 
 // Maps the entries of a *_VISIBLE_DEVICES value onto physical device indices.
 //
@@ -26,4 +26,4 @@ std::vector<int> resolve_visible_devices(const std::string& variable,
                                          const std::optional<std::string>& value,
                                          const std::vector<std::string>& physical_uuids);
 
-}  // namespace zeus
+}  // namespace zeus::device

@@ -10,7 +10,7 @@
 
 #include "zeus/common/error.hpp"
 
-namespace zeus {
+namespace zeus::device {
 namespace {
 
 using nlohmann::json;
@@ -442,4 +442,4 @@ void ZeusdGpu::reset_locked_clocks() {
   reset_memory_locked_clocks();
 }
 
-}  // namespace zeus
+}  // namespace zeus::device

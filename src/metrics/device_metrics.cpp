@@ -13,10 +13,11 @@
 
 namespace zeus::metrics {
 
-DeviceMetrics::DeviceMetrics(const Gpus& gpus, std::vector<std::shared_ptr<Cpu>> cpus,
+DeviceMetrics::DeviceMetrics(const device::Gpus& gpus,
+                             std::vector<std::shared_ptr<device::Cpu>> cpus,
                              DeviceMetricsOptions options)
     : clock_(options.clock ? options.clock : steady_clock()), interval_s_(options.interval_s) {
-  if (!(interval_s_ >= kMinSamplingPeriodS) || !std::isfinite(interval_s_)) {
+  if (!(interval_s_ >= monitor::kMinSamplingPeriodS) || !std::isfinite(interval_s_)) {
     throw Error(ErrorKind::kInvalidArgument,
                 fmt::format("the metrics interval must be at least 1 ms; got {} s", interval_s_));
   }
@@ -44,10 +45,11 @@ DeviceMetrics::DeviceMetrics(const Gpus& gpus, std::vector<std::shared_ptr<Cpu>>
     } catch (const std::exception& error) {
       log().warn("metrics: GPU {}: {}", index, error.what());
     }
-    for (const PowerDomain domain :
-         {PowerDomain::kDeviceInstant, PowerDomain::kDeviceAverage, PowerDomain::kMemoryAverage}) {
+    for (const monitor::PowerDomain domain :
+         {monitor::PowerDomain::kDeviceInstant, monitor::PowerDomain::kDeviceAverage,
+          monitor::PowerDomain::kMemoryAverage}) {
       try {
-        read_power_mw(*state.gpu, domain);
+        monitor::read_power_mw(*state.gpu, domain);
         state.power_domains.push_back(domain);
       } catch (const Error& error) {
         if (error.kind() != ErrorKind::kNotSupported) {
@@ -100,14 +102,14 @@ void DeviceMetrics::sample_once() {
   // Read outside the lock; a scrape only waits for the copy into the state.
   struct GpuReading {
     std::optional<std::uint64_t> counter_mj;
-    std::vector<std::pair<PowerDomain, double>> power_w;
+    std::vector<std::pair<monitor::PowerDomain, double>> power_w;
     std::optional<double> limit_w;
     std::optional<double> temperature_c;
     bool failed = false;
   };
   std::vector<GpuReading> readings(gpus_.size());
   for (std::size_t i = 0; i < gpus_.size(); ++i) {
-    Gpu& gpu = *gpus_[i].gpu;
+    device::Gpu& gpu = *gpus_[i].gpu;
     GpuReading& reading = readings[i];
     const auto attempt = [&](auto read) {
       try {
@@ -123,8 +125,10 @@ void DeviceMetrics::sample_once() {
     if (gpus_[i].has_counter) {
       attempt([&] { reading.counter_mj = gpu.total_energy_mj(); });
     }
-    for (const PowerDomain domain : gpus_[i].power_domains) {
-      attempt([&] { reading.power_w.emplace_back(domain, read_power_mw(gpu, domain) / 1000.0); });
+    for (const monitor::PowerDomain domain : gpus_[i].power_domains) {
+      attempt([&] {
+        reading.power_w.emplace_back(domain, monitor::read_power_mw(gpu, domain) / 1000.0);
+      });
     }
     attempt([&] { reading.limit_w = gpu.power_limit_mw() / 1000.0; });
     attempt([&] { reading.temperature_c = gpu.temperature_c(); });
@@ -230,7 +234,8 @@ void DeviceMetrics::render(std::string& out) const {
   for (const GpuState& gpu : gpus_) {
     for (const auto& [domain, watts] : gpu.power_w) {
       line("power_monitor_gpu_power_watts",
-           fmt::format("index=\"{}\",domain=\"{}\"", gpu.index, power_domain_name(domain)), watts);
+           fmt::format("index=\"{}\",domain=\"{}\"", gpu.index, monitor::power_domain_name(domain)),
+           watts);
     }
   }
   write_family_header(out, "zeus_gpu_power_limit_watts", "gauge", "GPU power limit, in watts");

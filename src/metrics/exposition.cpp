@@ -111,7 +111,7 @@ void WindowHistograms::add(std::map<Key, Histogram>& series, const std::vector<d
   ++histogram.count;
 }
 
-void WindowHistograms::observe(const std::string& window, const Measurement& measurement) {
+void WindowHistograms::observe(const std::string& window, const monitor::Measurement& measurement) {
   const std::lock_guard lock(mutex_);
   for (const auto& [index, joules] : measurement.gpu_energy_j) {
     add(gpu_, buckets_.gpu_energy_j, window, index, joules);

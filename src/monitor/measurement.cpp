@@ -5,7 +5,7 @@
 
 #include "zeus/common/error.hpp"
 
-namespace zeus {
+namespace zeus::monitor {
 
 void EnergyByIndex::set(int index, double value) {
   const auto position =
@@ -40,4 +40,4 @@ double EnergyByIndex::sum() const {
   return total;
 }
 
-}  // namespace zeus
+}  // namespace zeus::monitor

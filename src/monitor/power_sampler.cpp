@@ -12,9 +12,9 @@
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
 
-namespace zeus {
+namespace zeus::monitor {
 
-std::uint32_t read_power_mw(Gpu& gpu, PowerDomain domain) {
+std::uint32_t read_power_mw(device::Gpu& gpu, PowerDomain domain) {
   switch (domain) {
     case PowerDomain::kDeviceInstant:
       return gpu.instant_power_mw();
@@ -54,7 +54,8 @@ PowerDomain parse_power_domain(std::string_view text) {
                   "memory_average (memory)");
 }
 
-double infer_power_update_period_s(Gpu& gpu, PowerDomain domain, Clock& clock, double budget_s) {
+double infer_power_update_period_s(device::Gpu& gpu, PowerDomain domain, Clock& clock,
+                                   double budget_s) {
   constexpr int kMaxReads = 2000;
   constexpr double kDefaultPeriodS = 0.1;
   const std::int64_t start_ns = clock.now_ns();
@@ -87,7 +88,7 @@ double infer_power_update_period_s(Gpu& gpu, PowerDomain domain, Clock& clock, d
                     kDefaultPeriodS);
 }
 
-PowerSampler::PowerSampler(const Gpus& gpus, PowerSamplerOptions options)
+PowerSampler::PowerSampler(const device::Gpus& gpus, PowerSamplerOptions options)
     : clock_(options.clock ? options.clock : steady_clock()),
       max_samples_(std::max<std::size_t>(1, options.max_samples_per_series)),
       overflow_(options.overflow),
@@ -370,4 +371,4 @@ void PowerSampler::rethrow_if_failed() const {
   }
 }
 
-}  // namespace zeus
+}  // namespace zeus::monitor

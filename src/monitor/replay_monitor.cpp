@@ -7,7 +7,7 @@
 #include "common/text.hpp"
 #include "zeus/common/error.hpp"
 
-namespace zeus {
+namespace zeus::monitor {
 namespace {
 
 // Fields exactly as written (nothing trimmed), empty ones kept.
@@ -105,20 +105,19 @@ ReplayMonitor::ReplayMonitor(const std::filesystem::path& log_file, bool match_w
   }
 }
 
-void ReplayMonitor::begin_window(const std::string& name, bool /*sync_execution*/, bool restart) {
-  if (open_.count(name) != 0 && !restart) {
+void ReplayMonitor::begin_window(const std::string& name, BeginWindowOptions options) {
+  if (open_.count(name) != 0 && !options.restart) {
     throw Error(ErrorKind::kInvalidArgument, "window '" + name + "' is already open");
   }
   open_.insert(name);
 }
 
-Measurement ReplayMonitor::end_window(const std::string& name, bool /*sync_execution*/,
-                                      bool cancel) {
+Measurement ReplayMonitor::end_window(const std::string& name, EndWindowOptions options) {
   if (open_.erase(name) == 0) {
     throw Error(ErrorKind::kInvalidArgument, "no open window named '" + name + "'");
   }
   Measurement result;
-  if (cancel) {
+  if (options.cancel) {
     for (const int index : gpu_indices_) {
       result.gpu_energy_j.set(index, 0.0);
     }
@@ -144,4 +143,4 @@ Measurement ReplayMonitor::end_window(const std::string& name, bool /*sync_execu
   return result;
 }
 
-}  // namespace zeus
+}  // namespace zeus::monitor

@@ -11,7 +11,7 @@
 #include "zeus/common/units.hpp"
 #include "zeus/device/discovery.hpp"
 
-namespace zeus {
+namespace zeus::monitor {
 namespace {
 
 std::string join_indices(const std::vector<int>& indices) {
@@ -27,13 +27,14 @@ double wall_time_s() {
 }
 
 // The CPUs of get_cpus(), failing clearly when packages were asked for but cannot be read.
-std::vector<std::shared_ptr<Cpu>> default_cpus(const ZeusMonitorOptions& options) {
-  const CpuDiscovery& discovery = get_cpus();
+std::vector<std::shared_ptr<device::Cpu>> default_cpus(const ZeusMonitorOptions& options) {
+  const device::CpuDiscovery& discovery = device::get_cpus();
   const bool requested = options.cpu_indices && !options.cpu_indices->empty();
   if (requested && discovery.cpus.empty()) {
     throw Error(discovery.permission_denied ? ErrorKind::kNoPermission : ErrorKind::kNotSupported,
                 "CPU packages " + join_indices(*options.cpu_indices) +
-                    " were asked for, but: " + discovery.message);
+                    " were asked for, but: " + discovery.message,
+                ErrorSubject::kCpu);
   }
   return discovery.cpus;
 }
@@ -41,9 +42,9 @@ std::vector<std::shared_ptr<Cpu>> default_cpus(const ZeusMonitorOptions& options
 }  // namespace
 
 ZeusMonitor::ZeusMonitor(ZeusMonitorOptions options)
-    : ZeusMonitor(get_gpus(), default_cpus(options), std::move(options)) {}
+    : ZeusMonitor(device::get_gpus(), default_cpus(options), std::move(options)) {}
 
-ZeusMonitor::ZeusMonitor(const Gpus& gpus, std::vector<std::shared_ptr<Cpu>> cpus,
+ZeusMonitor::ZeusMonitor(const device::Gpus& gpus, std::vector<std::shared_ptr<device::Cpu>> cpus,
                          ZeusMonitorOptions options)
     : clock_(options.clock ? options.clock : steady_clock()),
       sync_(std::move(options.sync)),
@@ -87,11 +88,12 @@ ZeusMonitor::ZeusMonitor(const Gpus& gpus, std::vector<std::shared_ptr<Cpu>> cpu
       throw Error(ErrorKind::kInvalidArgument,
                   "CPU package " + std::to_string(index) + " is invalid: " +
                       (available.empty() ? std::string("no CPU package is available")
-                                         : "available packages are " + join_indices(available)));
+                                         : "available packages are " + join_indices(available)),
+                  ErrorSubject::kCpu);
     }
     if (std::count(cpu_indices_.begin(), cpu_indices_.end(), index) > 1) {
       throw Error(ErrorKind::kInvalidArgument,
-                  "CPU package " + std::to_string(index) + " is listed twice");
+                  "CPU package " + std::to_string(index) + " is listed twice", ErrorSubject::kCpu);
     }
     cpus_.push_back(*found);
     if ((*found)->has_dram()) {
@@ -130,11 +132,12 @@ ZeusMonitor::ZeusMonitor(const Gpus& gpus, std::vector<std::shared_ptr<Cpu>> cpu
 
 ZeusMonitor::~ZeusMonitor() = default;
 
-void ZeusMonitor::rethrow_device_error(const std::string& device, const std::exception& error,
+void ZeusMonitor::rethrow_device_error(const std::string& device, ErrorSubject subject,
+                                       const std::exception& error,
                                        const std::string& window) const {
   const auto* zeus_error = dynamic_cast<const Error*>(&error);
   throw Error(zeus_error != nullptr ? zeus_error->kind() : ErrorKind::kUnknown,
-              device + " could not be read for window '" + window + "': " + error.what());
+              device + " could not be read for window '" + window + "': " + error.what(), subject);
 }
 
 void ZeusMonitor::take_snapshot(Snapshot& snapshot, const std::string& window) {
@@ -154,22 +157,24 @@ void ZeusMonitor::take_snapshot(Snapshot& snapshot, const std::string& window) {
                                     .value_or(0.0);
       }
     } catch (const std::exception& error) {
-      rethrow_device_error("GPU " + std::to_string(gpu_indices_[i]), error, window);
+      rethrow_device_error("GPU " + std::to_string(gpu_indices_[i]), ErrorSubject::kGpu, error,
+                           window);
     }
   }
   for (std::size_t i = 0; i < cpus_.size(); ++i, ++slot) {
     try {
       snapshot.values[slot] = static_cast<double>(cpus_[i]->package_energy_uj());
     } catch (const std::exception& error) {
-      rethrow_device_error("CPU package " + std::to_string(cpu_indices_[i]), error, window);
+      rethrow_device_error("CPU package " + std::to_string(cpu_indices_[i]), ErrorSubject::kCpu,
+                           error, window);
     }
   }
   for (std::size_t i = 0; i < drams_.size(); ++i, ++slot) {
     try {
       snapshot.values[slot] = static_cast<double>(drams_[i]->dram_energy_uj());
     } catch (const std::exception& error) {
-      rethrow_device_error("DRAM of CPU package " + std::to_string(dram_indices_[i]), error,
-                           window);
+      rethrow_device_error("DRAM of CPU package " + std::to_string(dram_indices_[i]),
+                           ErrorSubject::kCpu, error, window);
     }
   }
 }
@@ -192,7 +197,7 @@ void ZeusMonitor::recycle(Windows::node_type node) {
   spare_.push_back(std::move(node));
 }
 
-void ZeusMonitor::begin_window(const std::string& name, bool sync_execution, bool restart) {
+void ZeusMonitor::begin_window(const std::string& name, BeginWindowOptions options) {
   if (log_.is_open() && name.find_first_of(",\r\n") != std::string::npos) {
     throw Error(ErrorKind::kInvalidArgument,
                 "window name '" + name +
@@ -201,18 +206,18 @@ void ZeusMonitor::begin_window(const std::string& name, bool sync_execution, boo
   }
   {
     std::lock_guard lock(mutex_);
-    if (windows_.count(name) != 0 && !restart) {
+    if (windows_.count(name) != 0 && !options.restart) {
       throw Error(
           ErrorKind::kInvalidArgument,
           "window '" + name + "' is already open; end it first, or begin it with restart=true");
     }
   }
-  if (sync_execution && sync_ && !gpu_indices_.empty()) {
+  if (options.sync_execution && sync_ && !gpu_indices_.empty()) {
     sync_(gpu_indices_);
   }
   std::lock_guard lock(mutex_);
   if (auto existing = windows_.find(name); existing != windows_.end()) {
-    if (!restart) {
+    if (!options.restart) {
       throw Error(ErrorKind::kInvalidArgument, "window '" + name + "' is already open");
     }
     log().info("restarting window '{}'", name);
@@ -236,7 +241,7 @@ void ZeusMonitor::begin_window(const std::string& name, bool sync_execution, boo
   }
 }
 
-Measurement ZeusMonitor::end_window(const std::string& name, bool sync_execution, bool cancel) {
+Measurement ZeusMonitor::end_window(const std::string& name, EndWindowOptions options) {
   Windows::node_type node;
   {
     std::lock_guard lock(mutex_);
@@ -259,7 +264,7 @@ Measurement ZeusMonitor::end_window(const std::string& name, bool sync_execution
   result.gpu_energy_j.reserve(gpus_.size());
   result.cpu_energy_j.reserve(cpus_.size());
   result.dram_energy_j.reserve(drams_.size());
-  if (cancel) {
+  if (options.cancel) {
     recycle(std::move(node));
     for (const int index : gpu_indices_) {
       result.gpu_energy_j.set(index, 0.0);
@@ -278,7 +283,7 @@ Measurement ZeusMonitor::end_window(const std::string& name, bool sync_execution
   Snapshot local;
   Snapshot& end = scratch.empty() ? local : scratch.mapped();
   try {
-    if (sync_execution && sync_ && !gpu_indices_.empty()) {
+    if (options.sync_execution && sync_ && !gpu_indices_.empty()) {
       sync_(gpu_indices_);
     }
     take_snapshot(end, name);
@@ -303,7 +308,8 @@ Measurement ZeusMonitor::end_window(const std::string& name, bool sync_execution
         } catch (const std::exception& error) {
           recycle(std::move(node));
           recycle(std::move(scratch));
-          rethrow_device_error("GPU " + std::to_string(gpu_indices_[i]), error, name);
+          rethrow_device_error("GPU " + std::to_string(gpu_indices_[i]), ErrorSubject::kGpu, error,
+                               name);
         }
       } else if (!warned_zero_energy_[i].exchange(true)) {
         log().warn(
@@ -364,4 +370,4 @@ std::vector<std::string> ZeusMonitor::open_windows() const {
   return names;
 }
 
-}  // namespace zeus
+}  // namespace zeus::monitor

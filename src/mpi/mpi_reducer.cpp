@@ -8,7 +8,7 @@
 #include "common/log.hpp"
 #include "zeus/common/error.hpp"
 
-namespace zeus {
+namespace zeus::runtime {
 namespace {
 
 // The public header keeps communicators as plain ints (their Fortran handles).
@@ -147,4 +147,4 @@ double MpiReducer::max(double value) {
   return allreduce(comm_, value, MPI_MAX, "MpiReducer::max");
 }
 
-}  // namespace zeus
+}  // namespace zeus::runtime

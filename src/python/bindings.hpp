@@ -32,9 +32,9 @@ void bind_metrics(py::module_& module);
 //   - zeus::bso::TrainFailedError  -> ZeusBSOTrainFailError
 //   - zeus::bso::ServerError       -> ZeusBSORuntimError
 //   - zeus::bso::ValidationError   -> ZeusBSOConfigError
-//   - any other zeus::Error        -> by ErrorKind, in the GPU family (ZeusGPU...Error), or the
-//                                     CPU family (ZeusCPU...Error) when the message is about a
-//                                     CPU package or DRAM.
+//   - any other zeus::Error        -> by ErrorKind, in the CPU family (ZeusCPU...Error) when
+//                                     its subject() is ErrorSubject::kCpu, else in the GPU
+//                                     family (ZeusGPU...Error).
 // The classes are the pure-Python ones of zeus_cpp.exception.
 
 // Which family of classes a zeus::Error is translated to.
@@ -65,7 +65,7 @@ void set_python_error(const Error& error);
 // What zeus_cpp._zeus.GPUs holds (std::shared_ptr holder): the process's GPUs (get_gpus()), or
 // an explicit set (_zeus._benchmark_gpus()).
 struct PyGpus {
-  Gpus gpus;
+  device::Gpus gpus;
   std::string backend;  // "nvml", "amdsmi", "simulated" or "none"
 };
 
@@ -82,15 +82,15 @@ struct PyGpus {
 // the Python object alive (a Python subclass's C++ part cannot outlive its Python object) and
 // releases it with the GIL held. Throws py::type_error naming `parameter` when `object` is not a
 // WindowMonitor.
-std::shared_ptr<WindowMonitor> window_monitor_from_python(py::handle object,
-                                                          std::string_view parameter = "monitor");
+std::shared_ptr<monitor::WindowMonitor> window_monitor_from_python(
+    py::handle object, std::string_view parameter = "monitor");
 
 // The Python Measurement (zeus_cpp.monitor.Measurement, a native type) for a C++ measurement,
 // and back (reading the dicts when Python code has modified them). measurement_from_python
 // throws py::type_error for anything else. A pybind11 type caster (below) uses them, so bound
 // functions may simply take or return zeus::Measurement.
-py::object measurement_to_python(Measurement measurement);
-Measurement measurement_from_python(py::handle object);
+py::object measurement_to_python(monitor::Measurement measurement);
+monitor::Measurement measurement_from_python(py::handle object);
 bool is_measurement(py::handle object);
 
 }  // namespace zeus::python
@@ -98,8 +98,8 @@ bool is_measurement(py::handle object);
 namespace pybind11::detail {
 
 template <>
-struct type_caster<zeus::Measurement> {
-  PYBIND11_TYPE_CASTER(zeus::Measurement, const_name("Measurement"));
+struct type_caster<zeus::monitor::Measurement> {
+  PYBIND11_TYPE_CASTER(zeus::monitor::Measurement, const_name("Measurement"));
 
   bool load(handle source, bool /*convert*/) {
     if (!zeus::python::is_measurement(source)) {
@@ -108,7 +108,8 @@ struct type_caster<zeus::Measurement> {
     value = zeus::python::measurement_from_python(source);
     return true;
   }
-  static handle cast(zeus::Measurement source, return_value_policy /*policy*/, handle /*parent*/) {
+  static handle cast(zeus::monitor::Measurement source, return_value_policy /*policy*/,
+                     handle /*parent*/) {
     return zeus::python::measurement_to_python(std::move(source)).release();
   }
 };

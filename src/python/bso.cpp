@@ -79,7 +79,8 @@ std::unique_ptr<BatchSizeOptimizer> make_client(py::handle monitor, const std::s
   if (max_attempts < 1) {
     throw py::value_error("max_attempts must be at least 1, got " + std::to_string(max_attempts));
   }
-  std::shared_ptr<WindowMonitor> window_monitor = window_monitor_from_python(monitor, "monitor");
+  std::shared_ptr<monitor::WindowMonitor> window_monitor =
+      window_monitor_from_python(monitor, "monitor");
   bso::JobSpec job = job_from_json_text(job_json);
   bso::ClientOptions options;
   options.rank = rank;

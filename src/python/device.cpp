@@ -23,9 +23,9 @@ namespace zeus::python {
 namespace {
 
 struct PyCpus {
-  std::vector<std::shared_ptr<Cpu>> cpus;
+  std::vector<std::shared_ptr<device::Cpu>> cpus;
 
-  Cpu& at(int index) const {
+  device::Cpu& at(int index) const {
     for (const auto& cpu : cpus) {
       if (cpu->index() == index) {
         return *cpu;
@@ -45,9 +45,10 @@ struct PyCpus {
 std::shared_ptr<PyGpus> process_gpus() {
   static const std::shared_ptr<PyGpus> instance = [] {
     auto gpus = std::make_shared<PyGpus>();
-    gpus->gpus = get_gpus();
-    gpus->backend =
-        gpus->gpus.empty() ? "none" : std::string(gpu_backend_name(gpus->gpus.at(0).backend()));
+    gpus->gpus = device::get_gpus();
+    gpus->backend = gpus->gpus.empty()
+                        ? "none"
+                        : std::string(device::gpu_backend_name(gpus->gpus.at(0).backend()));
     return gpus;
   }();
   return instance;
@@ -55,26 +56,27 @@ std::shared_ptr<PyGpus> process_gpus() {
 
 // The GPU at `index` of `gpus`; for no GPU at all, the reference's ValueError("No GPUs
 // available.").
-Gpu& gpu_at(const PyGpus& self, int gpu_index) {
+device::Gpu& gpu_at(const PyGpus& self, int gpu_index) {
   if (self.gpus.empty()) {
     throw py::value_error("No GPUs available.");
   }
   return self.gpus.at(gpu_index);
 }
 
-py::tuple constraints(Gpu& gpu) {
-  const PowerLimitConstraints limits = gpu.power_limit_constraints_mw();
+py::tuple constraints(device::Gpu& gpu) {
+  const device::PowerLimitConstraints limits = gpu.power_limit_constraints_mw();
   return py::make_tuple(limits.min_mw, limits.max_mw);
 }
 
 // Registers `name` on both classes: GPU.name(self, args...) and GPUs.name(self, gpu_index,
 // args...).
 template <typename Result, typename... Args, typename... Extra>
-void def_both(py::class_<Gpu, std::shared_ptr<Gpu>>& gpu_class,
+void def_both(py::class_<device::Gpu, std::shared_ptr<device::Gpu>>& gpu_class,
               py::class_<PyGpus, std::shared_ptr<PyGpus>>& gpus_class, const char* name,
-              Result (*function)(Gpu&, Args...), const char* doc, const Extra&... extra) {
+              Result (*function)(device::Gpu&, Args...), const char* doc, const Extra&... extra) {
   gpu_class.def(
-      name, [function](Gpu& gpu, Args... args) { return function(gpu, std::move(args)...); },
+      name,
+      [function](device::Gpu& gpu, Args... args) { return function(gpu, std::move(args)...); },
       extra..., doc);
   gpus_class.def(
       name,
@@ -87,7 +89,7 @@ void def_both(py::class_<Gpu, std::shared_ptr<Gpu>>& gpu_class,
 }  // namespace
 
 void bind_device(py::module_& module) {
-  py::class_<Gpu, std::shared_ptr<Gpu>> gpu_class(
+  py::class_<device::Gpu, std::shared_ptr<device::Gpu>> gpu_class(
       module, "GPU", "One GPU (see GPUs for the methods; here without the gpu_index argument).");
   py::class_<PyGpus, std::shared_ptr<PyGpus>> gpus_class(
       module, "GPUs",
@@ -95,97 +97,98 @@ void bind_device(py::module_& module) {
       "CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES). Every method takes the GPU index first.");
 
   def_both(
-      gpu_class, gpus_class, "get_name", +[](Gpu& gpu) { return gpu.name(); },
+      gpu_class, gpus_class, "get_name", +[](device::Gpu& gpu) { return gpu.name(); },
       "The GPU model name.");
   def_both(
       gpu_class, gpus_class, "get_power_management_limit_constraints",
-      +[](Gpu& gpu) { return constraints(gpu); }, "(min, max) power limit in mW.");
+      +[](device::Gpu& gpu) { return constraints(gpu); }, "(min, max) power limit in mW.");
   def_both(
       gpu_class, gpus_class, "get_power_management_limit",
-      +[](Gpu& gpu) { return gpu.power_limit_mw(); }, "The power limit in mW.");
+      +[](device::Gpu& gpu) { return gpu.power_limit_mw(); }, "The power limit in mW.");
   def_both(
       gpu_class, gpus_class, "set_power_management_limit",
-      +[](Gpu& gpu, std::uint32_t power_limit_mw, bool /*block*/) {
+      +[](device::Gpu& gpu, std::uint32_t power_limit_mw, bool /*block*/) {
         gpu.set_power_limit_mw(power_limit_mw);
       },
       "Sets the power limit (mW); a no-op when already in force.", py::arg("power_limit_mw"),
       py::arg("block") = true);
   def_both(
       gpu_class, gpus_class, "reset_power_management_limit",
-      +[](Gpu& gpu, bool /*block*/) { gpu.reset_power_limit(); },
+      +[](device::Gpu& gpu, bool /*block*/) { gpu.reset_power_limit(); },
       "Restores the default power limit.", py::arg("block") = true);
   def_both(
       gpu_class, gpus_class, "set_persistence_mode",
-      +[](Gpu& gpu, bool enabled, bool /*block*/) { gpu.set_persistence_mode(enabled); },
+      +[](device::Gpu& gpu, bool enabled, bool /*block*/) { gpu.set_persistence_mode(enabled); },
       "Enables or disables persistence mode.", py::arg("enabled"), py::arg("block") = true);
   def_both(
       gpu_class, gpus_class, "get_persistence_mode",
-      +[](Gpu& gpu) { return gpu.persistence_mode(); }, "Whether persistence mode is on.");
+      +[](device::Gpu& gpu) { return gpu.persistence_mode(); }, "Whether persistence mode is on.");
   def_both(
       gpu_class, gpus_class, "get_supported_memory_clocks",
-      +[](Gpu& gpu) { return gpu.supported_memory_clocks_mhz(); },
+      +[](device::Gpu& gpu) { return gpu.supported_memory_clocks_mhz(); },
       "Supported memory clocks (MHz).");
   def_both(
       gpu_class, gpus_class, "set_memory_locked_clocks",
-      +[](Gpu& gpu, std::uint32_t min_clock_mhz, std::uint32_t max_clock_mhz, bool /*block*/) {
-        gpu.set_memory_locked_clocks_mhz(min_clock_mhz, max_clock_mhz);
-      },
+      +[](device::Gpu& gpu, std::uint32_t min_clock_mhz, std::uint32_t max_clock_mhz,
+          bool /*block*/) { gpu.set_memory_locked_clocks_mhz(min_clock_mhz, max_clock_mhz); },
       "Locks the memory clock to [min, max] MHz.", py::arg("min_clock_mhz"),
       py::arg("max_clock_mhz"), py::arg("block") = true);
   def_both(
       gpu_class, gpus_class, "reset_memory_locked_clocks",
-      +[](Gpu& gpu, bool /*block*/) { gpu.reset_memory_locked_clocks(); },
+      +[](device::Gpu& gpu, bool /*block*/) { gpu.reset_memory_locked_clocks(); },
       "Unlocks the memory clock.", py::arg("block") = true);
   def_both(
       gpu_class, gpus_class, "get_supported_graphics_clocks",
-      +[](Gpu& gpu, std::optional<std::uint32_t> memory_clock_mhz) {
+      +[](device::Gpu& gpu, std::optional<std::uint32_t> memory_clock_mhz) {
         return gpu.supported_graphics_clocks_mhz(memory_clock_mhz);
       },
       "Supported graphics (SM) clocks (MHz) at a memory clock (the highest when None).",
       py::arg("memory_clock_mhz") = py::none());
   def_both(
       gpu_class, gpus_class, "set_gpu_locked_clocks",
-      +[](Gpu& gpu, std::uint32_t min_clock_mhz, std::uint32_t max_clock_mhz, bool /*block*/) {
-        gpu.set_gpu_locked_clocks_mhz(min_clock_mhz, max_clock_mhz);
-      },
+      +[](device::Gpu& gpu, std::uint32_t min_clock_mhz, std::uint32_t max_clock_mhz,
+          bool /*block*/) { gpu.set_gpu_locked_clocks_mhz(min_clock_mhz, max_clock_mhz); },
       "Locks the graphics clock to [min, max] MHz.", py::arg("min_clock_mhz"),
       py::arg("max_clock_mhz"), py::arg("block") = true);
   def_both(
       gpu_class, gpus_class, "reset_gpu_locked_clocks",
-      +[](Gpu& gpu, bool /*block*/) { gpu.reset_gpu_locked_clocks(); },
+      +[](device::Gpu& gpu, bool /*block*/) { gpu.reset_gpu_locked_clocks(); },
       "Unlocks the graphics clock.", py::arg("block") = true);
   def_both(
       gpu_class, gpus_class, "reset_locked_clocks",
-      +[](Gpu& gpu, bool /*block*/) { gpu.reset_locked_clocks(); },
+      +[](device::Gpu& gpu, bool /*block*/) { gpu.reset_locked_clocks(); },
       "Unlocks the graphics and memory clocks.", py::arg("block") = true);
   def_both(
       gpu_class, gpus_class, "get_average_power_usage",
-      +[](Gpu& gpu) { return gpu.average_power_mw(); }, "Average power (mW, about 1 s).");
+      +[](device::Gpu& gpu) { return gpu.average_power_mw(); }, "Average power (mW, about 1 s).");
   def_both(
       gpu_class, gpus_class, "get_instant_power_usage",
-      +[](Gpu& gpu) { return gpu.instant_power_mw(); }, "Instant power (mW).");
+      +[](device::Gpu& gpu) { return gpu.instant_power_mw(); }, "Instant power (mW).");
   def_both(
       gpu_class, gpus_class, "get_average_memory_power_usage",
-      +[](Gpu& gpu) { return gpu.average_memory_power_mw(); }, "Average memory power (mW).");
+      +[](device::Gpu& gpu) { return gpu.average_memory_power_mw(); },
+      "Average memory power (mW).");
   def_both(
       gpu_class, gpus_class, "supports_get_total_energy_consumption",
-      +[](Gpu& gpu) { return gpu.supports_energy_counter(); },
+      +[](device::Gpu& gpu) { return gpu.supports_energy_counter(); },
       "Whether the GPU has an energy counter.");
   def_both(
       gpu_class, gpus_class, "get_total_energy_consumption",
-      +[](Gpu& gpu) { return gpu.total_energy_mj(); }, "Energy (mJ) since the driver was loaded.");
+      +[](device::Gpu& gpu) { return gpu.total_energy_mj(); },
+      "Energy (mJ) since the driver was loaded.");
   def_both(
-      gpu_class, gpus_class, "get_gpu_temperature", +[](Gpu& gpu) { return gpu.temperature_c(); },
-      "Temperature (degrees Celsius).");
+      gpu_class, gpus_class, "get_gpu_temperature",
+      +[](device::Gpu& gpu) { return gpu.temperature_c(); }, "Temperature (degrees Celsius).");
   def_both(
-      gpu_class, gpus_class, "get_uuid", +[](Gpu& gpu) { return gpu.uuid(); },
+      gpu_class, gpus_class, "get_uuid", +[](device::Gpu& gpu) { return gpu.uuid(); },
       "The GPU's UUID (zeus_cpp extension).");
   def_both(
-      gpu_class, gpus_class, "get_architecture", +[](Gpu& gpu) { return gpu.architecture(); },
+      gpu_class, gpus_class, "get_architecture",
+      +[](device::Gpu& gpu) { return gpu.architecture(); },
       "The architecture name, e.g. 'hopper' (zeus_cpp extension).");
 
   gpu_class.def_property_readonly(
-      "supports_nonblocking_setters", [](const Gpu&) { return false; },
+      "supports_nonblocking_setters", [](const device::Gpu&) { return false; },
       "Always False: every setter blocks.");
 
   gpus_class
@@ -195,7 +198,7 @@ void bind_device(py::module_& module) {
       .def_property_readonly(
           "gpus",
           [](const PyGpus& self) {
-            std::vector<std::shared_ptr<Gpu>> list;
+            std::vector<std::shared_ptr<device::Gpu>> list;
             for (std::size_t i = 0; i < self.gpus.size(); ++i) {
               list.push_back(self.gpus.shared(static_cast<int>(i)));
             }
@@ -238,7 +241,7 @@ void bind_device(py::module_& module) {
           "get_total_energy_consumption",
           [](const PyCpus& self, int index) -> std::pair<double, std::optional<double>> {
             try {
-              Cpu& cpu = self.at(index);
+              device::Cpu& cpu = self.at(index);
               const double cpu_mj =
                   units::millijoules_from_microjoules(static_cast<double>(cpu.package_energy_uj()));
               std::optional<double> dram_mj;
@@ -277,10 +280,10 @@ void bind_device(py::module_& module) {
       []() {
         static const std::shared_ptr<PyCpus> instance = [] {
           auto cpus = std::make_shared<PyCpus>();
-          cpus->cpus = zeus::get_cpus().cpus;
+          cpus->cpus = zeus::device::get_cpus().cpus;
           return cpus;
         }();
-        const CpuDiscovery& discovery = zeus::get_cpus();
+        const device::CpuDiscovery& discovery = zeus::device::get_cpus();
         if (instance->cpus.empty()) {
           throw_python_error(
               discovery.permission_denied ? "ZeusCPUNoPermissionError" : "ZeusCPUInitError",
@@ -299,21 +302,22 @@ void bind_device(py::module_& module) {
           throw py::value_error("count must be >= 0");
         }
         const auto clock = std::make_shared<ManualClock>(1);
-        std::vector<std::shared_ptr<Gpu>> list;
+        std::vector<std::shared_ptr<device::Gpu>> list;
         std::vector<int> physical;
         for (int i = 0; i < count; ++i) {
-          list.push_back(std::make_shared<SimulatedGpu>(simulated_gpu_model(model), i, clock));
+          list.push_back(
+              std::make_shared<device::SimulatedGpu>(device::simulated_gpu_model(model), i, clock));
           physical.push_back(i);
         }
         auto gpus = std::make_shared<PyGpus>();
-        gpus->gpus = Gpus(std::move(list), std::move(physical));
+        gpus->gpus = device::Gpus(std::move(list), std::move(physical));
         gpus->backend = "simulated";
         return gpus;
       },
       py::arg("count"), py::arg("model") = "h200");
 
   module.def(
-      "has_sys_admin", []() { return zeus::has_sys_admin(); },
+      "has_sys_admin", []() { return zeus::device::has_sys_admin(); },
       "Whether this process has CAP_SYS_ADMIN (needed to change GPU settings).");
 }
 

@@ -63,12 +63,8 @@ std::string_view class_name_for(const Error& error, ErrorFamily family) {
   return family == ErrorFamily::kCpu ? "ZeusBaseCPUError" : "ZeusGPUUnknownError";
 }
 
-// The family is the device the error is about (Error::subject()): a CPU package or its DRAM
-// gives the CPU family, a GPU the GPU family. An error with no subject is classed by the device
-// its message starts with, until the layers that still throw those mark them: the monitor
-// (ZeusMonitor's CPU-index checks and rethrow_device_error, which drops the subject) and
-// metrics.cpp's CPU-index check. Without a device in the message, the GPU family (the
-// reference's default). Remove the fallback once those carry ErrorSubject::kCpu.
+// The family is the device the error is about (Error::subject()), which the layer that throws
+// sets: a CPU package or its DRAM gives the CPU family, a GPU the GPU family.
 ErrorFamily family_of(const Error& error) {
   switch (error.subject()) {
     case ErrorSubject::kCpu:
@@ -78,12 +74,8 @@ ErrorFamily family_of(const Error& error) {
     case ErrorSubject::kNone:
       break;
   }
-  const std::string_view what = error.what();
-  for (const std::string_view prefix : {"CPU", "DRAM", "RAPL"}) {
-    if (what.substr(0, prefix.size()) == prefix) {
-      return ErrorFamily::kCpu;
-    }
-  }
+  // Errors about no device in particular (an argument, a file) take the GPU family, the
+  // reference's default (its ZeusBaseGPUError hierarchy).
   return ErrorFamily::kGpu;
 }
 

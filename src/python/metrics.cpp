@@ -22,8 +22,8 @@ class PrometheusExporter {
     metrics::DeviceMetricsOptions options;
     options.gpu_indices = std::move(gpu_indices);
     options.interval_s = interval;
-    std::vector<std::shared_ptr<Cpu>> cpus;
-    const CpuDiscovery& discovery = get_cpus();
+    std::vector<std::shared_ptr<device::Cpu>> cpus;
+    const device::CpuDiscovery& discovery = device::get_cpus();
     for (const auto& cpu : discovery.cpus) {
       if (!cpu_indices ||
           std::find(cpu_indices->begin(), cpu_indices->end(), cpu->index()) != cpu_indices->end()) {
@@ -37,11 +37,13 @@ class PrometheusExporter {
         if (!found) {
           throw Error(ErrorKind::kInvalidArgument,
                       "CPU package " + std::to_string(index) + " cannot be read: " +
-                          (discovery.available ? "no such package" : discovery.message));
+                          (discovery.available ? "no such package" : discovery.message),
+                      ErrorSubject::kCpu);
         }
       }
     }
-    devices_ = std::make_unique<metrics::DeviceMetrics>(get_gpus(), std::move(cpus), options);
+    devices_ =
+        std::make_unique<metrics::DeviceMetrics>(device::get_gpus(), std::move(cpus), options);
     server_ = std::make_unique<metrics::MetricsServer>(
         host, port,
         std::vector<metrics::MetricsServer::Source>{
@@ -52,7 +54,7 @@ class PrometheusExporter {
 
   ~PrometheusExporter() { close(); }
 
-  void observe(const std::string& window, const Measurement& measurement) {
+  void observe(const std::string& window, const monitor::Measurement& measurement) {
     histograms_.observe(window, measurement);
   }
 

@@ -35,7 +35,7 @@ namespace {
 
 struct MeasurementObject {
   PyObject ob_base;  // PyObject_HEAD
-  Measurement value;
+  monitor::Measurement value;
   PyObject* gpu;   // dict, or nullptr until built
   PyObject* cpu;   // dict or None, or nullptr until built
   PyObject* dram;  // dict or None, or nullptr until built
@@ -47,7 +47,7 @@ MeasurementObject* as_measurement(PyObject* object) {
   return reinterpret_cast<MeasurementObject*>(object);
 }
 
-PyObject* to_dict(const EnergyByIndex& values) {
+PyObject* to_dict(const monitor::EnergyByIndex& values) {
   PyObject* dict = PyDict_New();
   if (dict == nullptr) {
     return nullptr;
@@ -68,7 +68,7 @@ PyObject* to_dict(const EnergyByIndex& values) {
 
 // An energy mapping from Python ({int: float}) for `parameter`; None -> empty. Returns false with
 // a TypeError set when it is not one.
-bool from_dict(PyObject* object, const char* parameter, EnergyByIndex& values) {
+bool from_dict(PyObject* object, const char* parameter, monitor::EnergyByIndex& values) {
   values.clear();
   if (object == Py_None) {
     return true;
@@ -95,7 +95,7 @@ bool from_dict(PyObject* object, const char* parameter, EnergyByIndex& values) {
 }
 
 // The cached dict of one field, built on first access. New reference, or nullptr with an error.
-PyObject* field(PyObject*& cache, const EnergyByIndex& values, bool none_when_empty) {
+PyObject* field(PyObject*& cache, const monitor::EnergyByIndex& values, bool none_when_empty) {
   if (cache == nullptr) {
     if (none_when_empty && values.empty()) {
       Py_INCREF(Py_None);
@@ -122,7 +122,7 @@ PyObject* dram_field(MeasurementObject* self) {
 }
 
 // Replaces a field with `value` (a dict, or None where allowed). 0, or -1 with an error.
-int set_field(PyObject*& cache, EnergyByIndex& values, PyObject* value, const char* name) {
+int set_field(PyObject*& cache, monitor::EnergyByIndex& values, PyObject* value, const char* name) {
   if (value == nullptr) {
     PyErr_Format(PyExc_AttributeError, "%s cannot be deleted", name);
     return -1;
@@ -135,13 +135,13 @@ int set_field(PyObject*& cache, EnergyByIndex& values, PyObject* value, const ch
   return 0;
 }
 
-PyObject* new_measurement(Measurement value) {
+PyObject* new_measurement(monitor::Measurement value) {
   PyObject* object = measurement_type->tp_alloc(measurement_type, 0);
   if (object == nullptr) {
     return nullptr;
   }
   MeasurementObject* self = as_measurement(object);
-  new (&self->value) Measurement(std::move(value));
+  new (&self->value) monitor::Measurement(std::move(value));
   self->gpu = nullptr;
   self->cpu = nullptr;
   self->dram = nullptr;
@@ -151,7 +151,7 @@ PyObject* new_measurement(Measurement value) {
 PyObject* measurement_new(PyTypeObject* type, PyObject* /*args*/, PyObject* /*kwargs*/) {
   PyObject* object = type->tp_alloc(type, 0);
   if (object != nullptr) {
-    new (&as_measurement(object)->value) Measurement();
+    new (&as_measurement(object)->value) monitor::Measurement();
   }
   return object;
 }
@@ -248,7 +248,7 @@ PyObject* get_total(PyObject* object, void*) {
   if (self->gpu == nullptr) {
     return PyFloat_FromDouble(self->value.gpu_energy_j.sum());
   }
-  EnergyByIndex values;
+  monitor::EnergyByIndex values;
   if (!from_dict(self->gpu, "gpu_energy", values)) {
     return nullptr;
   }
@@ -256,7 +256,7 @@ PyObject* get_total(PyObject* object, void*) {
 }
 
 // The measurement with the dicts' current contents.
-bool current_value(MeasurementObject* self, Measurement& result) {
+bool current_value(MeasurementObject* self, monitor::Measurement& result) {
   result.time_s = self->value.time_s;
   return from_dict(self->gpu != nullptr ? self->gpu : Py_None, "gpu_energy", result.gpu_energy_j) &&
          (self->gpu != nullptr || (result.gpu_energy_j = self->value.gpu_energy_j, true)) &&
@@ -408,21 +408,21 @@ PyTypeObject* zeus_monitor_type = nullptr;  // zeus_cpp._zeus.ZeusMonitor
 // The C++ monitor of a ZeusMonitor instance (nullptr before __init__). The common case (a
 // pybind11 instance of one C++ type, "simple layout") is read directly; anything else goes
 // through pybind11's cast, which throws py::cast_error for a non-monitor.
-ZeusMonitor* monitor_of(PyObject* self) {
+monitor::ZeusMonitor* monitor_of(PyObject* self) {
   if (zeus_monitor_type != nullptr && PyObject_TypeCheck(self, zeus_monitor_type) != 0) {
     auto* instance = reinterpret_cast<py::detail::instance*>(self);
     if (instance->simple_layout) {
       return instance->simple_holder_constructed
-                 ? static_cast<ZeusMonitor*>(instance->simple_value_holder[0])
+                 ? static_cast<monitor::ZeusMonitor*>(instance->simple_value_holder[0])
                  : nullptr;
     }
   }
-  return py::cast<ZeusMonitor*>(py::handle(self));
+  return py::cast<monitor::ZeusMonitor*>(py::handle(self));
 }
 
 // Arguments (self, key, flag_a=True, flag_b=False), positional or by keyword.
 struct WindowArguments {
-  ZeusMonitor* monitor = nullptr;
+  monitor::ZeusMonitor* monitor = nullptr;
   std::string key;
   bool sync_execution = true;
   bool flag = false;  // restart or cancel
@@ -515,7 +515,8 @@ PyObject* begin_window_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs, 
     if (!parse_window_arguments("begin_window", "restart", args, nargs, kwnames, arguments)) {
       return nullptr;
     }
-    arguments.monitor->begin_window(arguments.key, arguments.sync_execution, arguments.flag);
+    arguments.monitor->begin_window(
+        arguments.key, {.sync_execution = arguments.sync_execution, .restart = arguments.flag});
   } catch (...) {
     set_window_error();
     return nullptr;
@@ -529,8 +530,8 @@ PyObject* end_window_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs, Py
     if (!parse_window_arguments("end_window", "cancel", args, nargs, kwnames, arguments)) {
       return nullptr;
     }
-    return new_measurement(
-        arguments.monitor->end_window(arguments.key, arguments.sync_execution, arguments.flag));
+    return new_measurement(arguments.monitor->end_window(
+        arguments.key, {.sync_execution = arguments.sync_execution, .cancel = arguments.flag}));
   } catch (...) {
     set_window_error();
     return nullptr;
@@ -581,7 +582,7 @@ std::shared_ptr<py::object> keep_python(py::object object) {
   });
 }
 
-SyncHook python_sync_hook(py::object callable) {
+monitor::SyncHook python_sync_hook(py::object callable) {
   std::shared_ptr<py::object> kept = keep_python(std::move(callable));
   return [kept](const std::vector<int>& gpu_indices) {
     py::gil_scoped_acquire gil;
@@ -591,27 +592,32 @@ SyncHook python_sync_hook(py::object callable) {
 
 // ---- WindowMonitor trampoline --------------------------------------------------------------
 
-class PyWindowMonitor : public WindowMonitor {
+class PyWindowMonitor : public monitor::WindowMonitor {
  public:
-  void begin_window(const std::string& name, bool sync_execution, bool restart) override {
-    PYBIND11_OVERRIDE_PURE(void, WindowMonitor, begin_window, name, sync_execution, restart);
+  void begin_window(const std::string& name, monitor::BeginWindowOptions options) override {
+    // The Python API keeps the reference's keyword arguments.
+    const bool sync_execution = options.sync_execution;
+    const bool restart = options.restart;
+    PYBIND11_OVERRIDE_PURE(void, monitor::WindowMonitor, begin_window, name, sync_execution,
+                           restart);
   }
 
-  Measurement end_window(const std::string& name, bool sync_execution, bool cancel) override {
+  monitor::Measurement end_window(const std::string& name,
+                                  monitor::EndWindowOptions options) override {
     py::gil_scoped_acquire gil;
     const py::function override =
-        py::get_override(static_cast<const WindowMonitor*>(this), "end_window");
+        py::get_override(static_cast<const monitor::WindowMonitor*>(this), "end_window");
     if (!override) {
       py::pybind11_fail("WindowMonitor.end_window is not implemented");
     }
-    return measurement_from_python(override(name, sync_execution, cancel));
+    return measurement_from_python(override(name, options.sync_execution, options.cancel));
   }
 
   // The Python object's `gpu_indices` (an attribute, a property or a method).
   const std::vector<int>& gpu_indices() const override {
     py::gil_scoped_acquire gil;
-    const py::handle self =
-        py::detail::get_object_handle(this, py::detail::get_type_info(typeid(WindowMonitor)));
+    const py::handle self = py::detail::get_object_handle(
+        this, py::detail::get_type_info(typeid(monitor::WindowMonitor)));
     py::object value = self.attr("gpu_indices");
     if (PyCallable_Check(value.ptr()) != 0) {
       value = value();
@@ -629,7 +635,7 @@ class PyWindowMonitor : public WindowMonitor {
 // A PowerSampler over the process's GPUs, with times converted to wall-clock seconds
 // (time.time(), as the reference's timelines).
 struct PySampler {
-  std::unique_ptr<PowerSampler> sampler;
+  std::unique_ptr<monitor::PowerSampler> sampler;
   double wall_offset_s = 0.0;  // wall-clock seconds minus steady-clock seconds
 
   std::int64_t to_steady_ns(double wall_s) const {
@@ -642,7 +648,7 @@ struct PySampler {
 
 }  // namespace
 
-py::object measurement_to_python(Measurement measurement) {
+py::object measurement_to_python(monitor::Measurement measurement) {
   PyObject* object = new_measurement(std::move(measurement));
   if (object == nullptr) {
     throw py::error_already_set();
@@ -654,54 +660,55 @@ bool is_measurement(py::handle object) {
   return measurement_type != nullptr && PyObject_TypeCheck(object.ptr(), measurement_type) != 0;
 }
 
-Measurement measurement_from_python(py::handle object) {
+monitor::Measurement measurement_from_python(py::handle object) {
   if (!is_measurement(object)) {
     throw py::type_error(std::string("a zeus_cpp Measurement is needed, not ") +
                          Py_TYPE(object.ptr())->tp_name);
   }
-  Measurement result;
+  monitor::Measurement result;
   if (!current_value(as_measurement(object.ptr()), result)) {
     throw py::error_already_set();
   }
   return result;
 }
 
-std::shared_ptr<WindowMonitor> window_monitor_from_python(py::handle object,
-                                                          std::string_view parameter) {
-  if (!py::isinstance<WindowMonitor>(object)) {
+std::shared_ptr<monitor::WindowMonitor> window_monitor_from_python(py::handle object,
+                                                                   std::string_view parameter) {
+  if (!py::isinstance<monitor::WindowMonitor>(object)) {
     throw py::type_error(std::string(parameter) +
                          " must be a zeus_cpp monitor (ZeusMonitor or a WindowMonitor), not " +
                          Py_TYPE(object.ptr())->tp_name);
   }
-  auto inner = object.cast<std::shared_ptr<WindowMonitor>>();
+  auto inner = object.cast<std::shared_ptr<monitor::WindowMonitor>>();
   std::shared_ptr<py::object> keep = keep_python(py::reinterpret_borrow<py::object>(object));
-  WindowMonitor* raw = inner.get();
-  return std::shared_ptr<WindowMonitor>(raw, [inner, keep](WindowMonitor*) mutable {
-    inner.reset();
-    keep.reset();
-  });
+  monitor::WindowMonitor* raw = inner.get();
+  return std::shared_ptr<monitor::WindowMonitor>(raw,
+                                                 [inner, keep](monitor::WindowMonitor*) mutable {
+                                                   inner.reset();
+                                                   keep.reset();
+                                                 });
 }
 
 void bind_monitor(py::module_& module) {
   create_measurement_type(module);
 
   // ---- WindowMonitor ----
-  py::class_<WindowMonitor, PyWindowMonitor, std::shared_ptr<WindowMonitor>>(
+  py::class_<monitor::WindowMonitor, PyWindowMonitor, std::shared_ptr<monitor::WindowMonitor>>(
       module, "WindowMonitor",
       "The window interface the optimizers use. Subclass it in Python (implementing "
       "begin_window, end_window and a gpu_indices attribute) to feed them other measurements.")
       .def(py::init<>());
 
   // ---- ZeusMonitor ----
-  py::class_<ZeusMonitor, WindowMonitor, std::shared_ptr<ZeusMonitor>> zeus_monitor(
-      module, "ZeusMonitor",
-      "Native part of zeus_cpp.monitor.ZeusMonitor (construct that one: it checks the "
-      "arguments and resolves sync_execution_with).");
+  py::class_<monitor::ZeusMonitor, monitor::WindowMonitor, std::shared_ptr<monitor::ZeusMonitor>>
+      zeus_monitor(module, "ZeusMonitor",
+                   "Native part of zeus_cpp.monitor.ZeusMonitor (construct that one: it checks the "
+                   "arguments and resolves sync_execution_with).");
   zeus_monitor.def(py::init([](std::optional<std::vector<int>> gpu_indices,
                                std::optional<std::vector<int>> cpu_indices,
                                bool approx_instant_energy, std::optional<std::string> log_file,
                                const py::object& sync, const std::shared_ptr<PyGpus>& gpus) {
-                     ZeusMonitorOptions options;
+                     monitor::ZeusMonitorOptions options;
                      options.gpu_indices = std::move(gpu_indices);
                      options.cpu_indices = std::move(cpu_indices);
                      options.approx_instant_energy = approx_instant_energy;
@@ -713,10 +720,11 @@ void bind_monitor(py::module_& module) {
                      }
                      try {
                        if (gpus) {  // explicit GPUs (benchmarks, tests); no CPU
-                         return std::make_shared<ZeusMonitor>(
-                             gpus->gpus, std::vector<std::shared_ptr<Cpu>>{}, std::move(options));
+                         return std::make_shared<monitor::ZeusMonitor>(
+                             gpus->gpus, std::vector<std::shared_ptr<device::Cpu>>{},
+                             std::move(options));
                        }
-                       return std::make_shared<ZeusMonitor>(std::move(options));
+                       return std::make_shared<monitor::ZeusMonitor>(std::move(options));
                      } catch (const Error& error) {
                        if (error.kind() == ErrorKind::kIo) {
                          PyErr_SetString(PyExc_OSError, error.what());
@@ -731,13 +739,15 @@ void bind_monitor(py::module_& module) {
   // The hot path: begin_window/end_window as METH_FASTCALL functions (see above).
   add_fast_method(zeus_monitor, &begin_window_def);
   add_fast_method(zeus_monitor, &end_window_def);
-  zeus_monitor.def("reset_windows", &ZeusMonitor::reset_windows, "Drops every open window.")
-      .def("open_windows", &ZeusMonitor::open_windows, "The names of the open windows, sorted.")
+  zeus_monitor
+      .def("reset_windows", &monitor::ZeusMonitor::reset_windows, "Drops every open window.")
+      .def("open_windows", &monitor::ZeusMonitor::open_windows,
+           "The names of the open windows, sorted.")
       .def_property_readonly(
-          "gpu_indices", [](const ZeusMonitor& self) { return self.gpu_indices(); },
+          "gpu_indices", [](const monitor::ZeusMonitor& self) { return self.gpu_indices(); },
           "The GPU indices measured, in order.")
       .def_property_readonly(
-          "cpu_indices", [](const ZeusMonitor& self) { return self.cpu_indices(); },
+          "cpu_indices", [](const monitor::ZeusMonitor& self) { return self.cpu_indices(); },
           "The CPU package indices measured, in order.");
 
   // Drives any monitor through the C++ WindowMonitor interface, as the optimizers do (tests
@@ -745,9 +755,9 @@ void bind_monitor(py::module_& module) {
   module.def(
       "_window_roundtrip",
       [](py::handle monitor, const std::string& key) {
-        const std::shared_ptr<WindowMonitor> native = window_monitor_from_python(monitor);
-        native->begin_window(key, true, false);
-        Measurement measurement = native->end_window(key, true, false);
+        const std::shared_ptr<monitor::WindowMonitor> native = window_monitor_from_python(monitor);
+        native->begin_window(key);
+        monitor::Measurement measurement = native->end_window(key);
         return py::make_tuple(native->gpu_indices(), measurement_to_python(std::move(measurement)));
       },
       py::arg("monitor"), py::arg("key"));
@@ -758,13 +768,13 @@ void bind_monitor(py::module_& module) {
       .def(py::init([](std::optional<std::vector<int>> gpu_indices,
                        const std::vector<std::string>& domains, std::optional<double> period_s,
                        std::optional<std::size_t> max_samples) {
-             PowerSamplerOptions options;
+             monitor::PowerSamplerOptions options;
              if (gpu_indices) {
                options.gpu_indices = *gpu_indices;
              }
              options.domains.clear();
              for (const std::string& domain : domains) {
-               options.domains.push_back(parse_power_domain(domain));
+               options.domains.push_back(monitor::parse_power_domain(domain));
              }
              options.period_s = period_s;
              if (max_samples) {
@@ -775,7 +785,8 @@ void bind_monitor(py::module_& module) {
                  std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch());
              result->wall_offset_s = wall.count() - steady_clock()->now_s();
              py::gil_scoped_release release;  // inferring the period polls for a while
-             result->sampler = std::make_unique<PowerSampler>(get_gpus(), std::move(options));
+             result->sampler =
+                 std::make_unique<monitor::PowerSampler>(device::get_gpus(), std::move(options));
              return result;
            }),
            py::arg("gpu_indices"), py::arg("domains"), py::arg("period_s"), py::arg("max_samples"))
@@ -786,8 +797,8 @@ void bind_monitor(py::module_& module) {
       .def_property_readonly("domains",
                              [](const PySampler& self) {
                                std::vector<std::string> names;
-                               for (const PowerDomain domain : self.sampler->domains()) {
-                                 names.emplace_back(power_domain_name(domain));
+                               for (const monitor::PowerDomain domain : self.sampler->domains()) {
+                                 names.emplace_back(monitor::power_domain_name(domain));
                                }
                                return names;
                              })
@@ -806,8 +817,8 @@ void bind_monitor(py::module_& module) {
             if (end_time) {
               end_ns = self.to_steady_ns(*end_time);
             }
-            const std::vector<PowerSample> samples =
-                self.sampler->timeline(parse_power_domain(domain), gpu_index, start_ns, end_ns);
+            const std::vector<monitor::PowerSample> samples = self.sampler->timeline(
+                monitor::parse_power_domain(domain), gpu_index, start_ns, end_ns);
             py::array_t<double> array({static_cast<py::ssize_t>(samples.size()), py::ssize_t{2}});
             auto view = array.mutable_unchecked<2>();
             for (std::size_t i = 0; i < samples.size(); ++i) {
@@ -829,7 +840,7 @@ void bind_monitor(py::module_& module) {
             if (time) {
               time_ns = self.to_steady_ns(*time);
             }
-            return self.sampler->power_w(parse_power_domain(domain), gpu_index, time_ns);
+            return self.sampler->power_w(monitor::parse_power_domain(domain), gpu_index, time_ns);
           },
           py::arg("domain"), py::arg("gpu_index"), py::arg("time") = py::none(),
           "The power (W) in force at `time` (the latest when None), or None.")
@@ -838,7 +849,7 @@ void bind_monitor(py::module_& module) {
           [](const PySampler& self, const std::string& domain, int gpu_index, double start_time,
              double end_time) -> double {
             self.sampler->rethrow_if_failed();
-            const PowerDomain parsed = parse_power_domain(domain);
+            const monitor::PowerDomain parsed = monitor::parse_power_domain(domain);
             const std::int64_t start_ns = self.to_steady_ns(start_time);
             const std::int64_t end_ns = self.to_steady_ns(end_time);
             if (const auto exact = self.sampler->energy_j(parsed, gpu_index, start_ns, end_ns)) {

@@ -179,11 +179,15 @@ std::string measurement_repr(const PowerLimitMeasurement& m) {
 
 // ---- Reducer ----
 
-class PyReducer : public Reducer {
+class PyReducer : public runtime::Reducer {
  public:
-  double sum(double value) override { PYBIND11_OVERRIDE_PURE(double, Reducer, sum, value); }
-  double max(double value) override { PYBIND11_OVERRIDE_PURE(double, Reducer, max, value); }
-  int world_size() const override { PYBIND11_OVERRIDE_PURE(int, Reducer, world_size, ); }
+  double sum(double value) override {
+    PYBIND11_OVERRIDE_PURE(double, runtime::Reducer, sum, value);
+  }
+  double max(double value) override {
+    PYBIND11_OVERRIDE_PURE(double, runtime::Reducer, max, value);
+  }
+  int world_size() const override { PYBIND11_OVERRIDE_PURE(int, runtime::Reducer, world_size, ); }
 };
 
 // ---- The optimizer ----
@@ -192,10 +196,10 @@ class PyReducer : public Reducer {
 // before the Python object goes away (the Python wrapper calls it at exit).
 class PowerLimitOptimizerHandle {
  public:
-  explicit PowerLimitOptimizerHandle(std::unique_ptr<PowerLimitOptimizer> impl)
+  explicit PowerLimitOptimizerHandle(std::unique_ptr<runtime::PowerLimitOptimizer> impl)
       : impl_(std::move(impl)) {}
 
-  PowerLimitOptimizer& get() const {
+  runtime::PowerLimitOptimizer& get() const {
     if (!impl_) {
       throw py::value_error("the power-limit optimizer was closed");
     }
@@ -205,11 +209,11 @@ class PowerLimitOptimizerHandle {
   bool closed() const { return !impl_; }
 
  private:
-  std::unique_ptr<PowerLimitOptimizer> impl_;
+  std::unique_ptr<runtime::PowerLimitOptimizer> impl_;
 };
 
 // The state as (name, power limit in mW, steps or None).
-py::tuple state_tuple(const PowerLimitOptimizerState& state) {
+py::tuple state_tuple(const runtime::PowerLimitOptimizerState& state) {
   return std::visit(
       [](const auto& s) -> py::tuple {
         using S = std::decay_t<decltype(s)>;
@@ -239,7 +243,7 @@ std::unique_ptr<PowerLimitOptimizerHandle> make_optimizer(
     const py::object& monitor, const py::object& selector, const py::object& wait_steps,
     const py::object& warmup_steps, const py::object& profile_steps, const py::object& pl_step,
     const py::object& profile_path, const py::object& reducer, bool restore_on_signal) {
-  PowerLimitOptimizerOptions options;
+  runtime::PowerLimitOptimizerOptions options;
   options.wait_steps = int_in_range(wait_steps, "wait_steps", 0);
   options.warmup_steps = int_in_range(warmup_steps, "warmup_steps", 0);
   options.profile_steps = int_in_range(profile_steps, "profile_steps", 1);
@@ -252,10 +256,10 @@ std::unique_ptr<PowerLimitOptimizerHandle> make_optimizer(
     options.selector = shared_from_python<OptimumSelector>(selector);
   }
   if (!reducer.is_none()) {
-    if (!py::isinstance<Reducer>(reducer)) {
+    if (!py::isinstance<runtime::Reducer>(reducer)) {
       throw py::type_error("reducer must be a Reducer or None, not " + type_name(reducer));
     }
-    options.reducer = shared_from_python<Reducer>(reducer);
+    options.reducer = shared_from_python<runtime::Reducer>(reducer);
   }
   if (!profile_path.is_none()) {
     py::object os = py::module_::import("os");
@@ -267,10 +271,12 @@ std::unique_ptr<PowerLimitOptimizerHandle> make_optimizer(
     options.profile_path = os.attr("fspath")(profile_path).cast<std::string>();
   }
   options.restore_on_signal = restore_on_signal;
-  std::shared_ptr<WindowMonitor> window_monitor = window_monitor_from_python(monitor, "monitor");
+  std::shared_ptr<monitor::WindowMonitor> window_monitor =
+      window_monitor_from_python(monitor, "monitor");
   try {
-    return std::make_unique<PowerLimitOptimizerHandle>(std::make_unique<PowerLimitOptimizer>(
-        std::move(window_monitor), get_gpus(), std::move(options)));
+    return std::make_unique<PowerLimitOptimizerHandle>(
+        std::make_unique<runtime::PowerLimitOptimizer>(std::move(window_monitor),
+                                                       device::get_gpus(), std::move(options)));
   } catch (const Error& error) {
     rethrow_constructor_error(error);
   }
@@ -278,7 +284,7 @@ std::unique_ptr<PowerLimitOptimizerHandle> make_optimizer(
 
 std::vector<PowerLimitMeasurement> load_profile(const std::filesystem::path& path) {
   try {
-    return load_power_limit_profile(path).measurements;
+    return runtime::load_power_limit_profile(path).measurements;
   } catch (const Error& error) {
     if (error.kind() == ErrorKind::kNotFound) {
       PyErr_SetString(PyExc_FileNotFoundError, error.what());
@@ -295,7 +301,7 @@ std::vector<PowerLimitMeasurement> load_profile(const std::filesystem::path& pat
 void save_profile(const std::filesystem::path& path,
                   const std::vector<PowerLimitMeasurement>& measurements) {
   try {
-    save_power_limit_profile(path, PowerLimitProfile{measurements});
+    runtime::save_power_limit_profile(path, runtime::PowerLimitProfile{measurements});
   } catch (const Error& error) {
     PyErr_SetString(PyExc_OSError, error.what());
     throw py::error_already_set();
@@ -388,15 +394,15 @@ void bind_optimizer(py::module_& module) {
            py::arg("factor"))
       .def_property_readonly("factor", &MaxSlowdownConstraint::factor);
 
-  py::class_<Reducer, PyReducer, std::shared_ptr<Reducer>>(
+  py::class_<runtime::Reducer, PyReducer, std::shared_ptr<runtime::Reducer>>(
       module, "Reducer",
       "Combines per-process values across a data-parallel job: sum(value), max(value), "
       "world_size().")
       .def(py::init<>())
-      .def("sum", &Reducer::sum, py::arg("value"))
-      .def("max", &Reducer::max, py::arg("value"))
-      .def("world_size", &Reducer::world_size);
-  py::class_<LocalReducer, Reducer, std::shared_ptr<LocalReducer>>(
+      .def("sum", &runtime::Reducer::sum, py::arg("value"))
+      .def("max", &runtime::Reducer::max, py::arg("value"))
+      .def("world_size", &runtime::Reducer::world_size);
+  py::class_<runtime::LocalReducer, runtime::Reducer, std::shared_ptr<runtime::LocalReducer>>(
       module, "LocalReducer", "One process: values are returned unchanged.")
       .def(py::init<>());
 

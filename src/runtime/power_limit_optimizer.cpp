@@ -6,7 +6,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
 
-namespace zeus {
+namespace zeus::runtime {
 namespace {
 
 void check_options(const PowerLimitOptimizerOptions& options) {
@@ -23,7 +23,8 @@ void check_options(const PowerLimitOptimizerOptions& options) {
 
 }  // namespace
 
-PowerLimitOptimizer::PowerLimitOptimizer(std::shared_ptr<WindowMonitor> monitor, const Gpus& gpus,
+PowerLimitOptimizer::PowerLimitOptimizer(std::shared_ptr<monitor::WindowMonitor> monitor,
+                                         const device::Gpus& gpus,
                                          PowerLimitOptimizerOptions options)
     : monitor_(std::move(monitor)),
       reducer_(options.reducer ? options.reducer : std::make_shared<LocalReducer>()),
@@ -42,9 +43,9 @@ PowerLimitOptimizer::PowerLimitOptimizer(std::shared_ptr<WindowMonitor> monitor,
   for (const int index : monitor_->gpu_indices()) {
     gpus_.push_back(gpus.shared(index));
   }
-  const PowerLimitConstraints range = gpus_.front()->power_limit_constraints_mw();
+  const device::PowerLimitConstraints range = gpus_.front()->power_limit_constraints_mw();
   for (std::size_t i = 1; i < gpus_.size(); ++i) {
-    const PowerLimitConstraints other = gpus_[i]->power_limit_constraints_mw();
+    const device::PowerLimitConstraints other = gpus_[i]->power_limit_constraints_mw();
     if (other.min_mw != range.min_mw || other.max_mw != range.max_mw) {
       throw Error(ErrorKind::kInvalidArgument,
                   "the GPUs' power-limit ranges differ: GPU " +
@@ -120,7 +121,8 @@ PowerLimitOptimizer::~PowerLimitOptimizer() {
   // A profiling window still open would block the next optimizer on the same monitor.
   if (const auto* profiling = std::get_if<plo_state::Profiling>(&state_)) {
     try {
-      monitor_->end_window(window_name(profiling->power_limit_mw), false, /*cancel=*/true);
+      monitor_->end_window(window_name(profiling->power_limit_mw),
+                           {.sync_execution = false, .cancel = true});
     } catch (const std::exception& error) {
       log().error("could not cancel the profiling window: {}", error.what());
     }
@@ -180,7 +182,7 @@ void PowerLimitOptimizer::on_step_begin() {
 
 void PowerLimitOptimizer::finish_window() {
   const std::uint32_t limit_mw = std::get<plo_state::Profiling>(state_).power_limit_mw;
-  const Measurement measurement = monitor_->end_window(window_name(limit_mw));
+  const monitor::Measurement measurement = monitor_->end_window(window_name(limit_mw));
   optimizer::PowerLimitMeasurement result;
   result.power_limit_w = static_cast<int>(units::whole_watts_from_milliwatts(limit_mw));
   result.energy_j = reducer_->sum(measurement.total_energy_j());
@@ -214,7 +216,7 @@ void PowerLimitOptimizer::on_epoch_end() {
     interrupted_mw = warmup->power_limit_mw;
   } else if (const auto* profiling = std::get_if<plo_state::Profiling>(&state_)) {
     interrupted_mw = profiling->power_limit_mw;
-    monitor_->end_window(window_name(interrupted_mw), false, /*cancel=*/true);
+    monitor_->end_window(window_name(interrupted_mw), {.sync_execution = false, .cancel = true});
   } else {
     return;
   }
@@ -231,4 +233,4 @@ std::optional<std::uint32_t> PowerLimitOptimizer::optimal_power_limit_mw() const
   return std::nullopt;
 }
 
-}  // namespace zeus
+}  // namespace zeus::runtime

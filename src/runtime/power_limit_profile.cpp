@@ -5,7 +5,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/runtime/power_limit_optimizer.hpp"
 
-namespace zeus {
+namespace zeus::runtime {
 
 PowerLimitProfile load_power_limit_profile(const std::filesystem::path& path) {
   std::ifstream in(path);
@@ -73,4 +73,4 @@ void save_power_limit_profile(const std::filesystem::path& path, const PowerLimi
   }
 }
 
-}  // namespace zeus
+}  // namespace zeus::runtime

@@ -11,12 +11,12 @@
 #include "zeus/common/error.hpp"
 #include "zeus/runtime/power_limit_optimizer.hpp"
 
-namespace zeus {
+namespace zeus::runtime {
 namespace {
 
 struct Registry {
   std::mutex mutex;
-  std::map<int, std::pair<std::vector<std::shared_ptr<Gpu>>, std::uint32_t>> entries;
+  std::map<int, std::pair<std::vector<std::shared_ptr<device::Gpu>>, std::uint32_t>> entries;
   int next_handle = 0;
   SignalWatch* watch = nullptr;  // made at the first registration, never destroyed
 };
@@ -66,7 +66,7 @@ void install_locked(Registry& r) {
 
 }  // namespace
 
-int PowerLimitRestorer::register_gpus(std::vector<std::shared_ptr<Gpu>> gpus,
+int PowerLimitRestorer::register_gpus(std::vector<std::shared_ptr<device::Gpu>> gpus,
                                       std::uint32_t power_limit_mw) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
@@ -82,4 +82,4 @@ void PowerLimitRestorer::unregister(int handle) {
   r.entries.erase(handle);
 }
 
-}  // namespace zeus
+}  // namespace zeus::runtime

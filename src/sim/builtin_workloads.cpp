@@ -17,7 +17,7 @@ namespace zeus::sim {
 namespace {
 
 // The GPU side of the model comes from the one GPU catalogue (device/gpu_models.hpp).
-using GpuModel = WorkloadGpuModel;
+using GpuModel = device::WorkloadGpuModel;
 
 // Epoch time on the V100 at full clock: samples_per_epoch * (compute_s_per_sample +
 // overhead_s_per_step / b). Only the compute part scales with the GPU's speed and clock.
@@ -188,7 +188,7 @@ std::vector<PowerPoint> power_points(const WorkloadModel& model, const GpuModel&
 
 WorkloadTrace builtin_trace(std::string_view gpu, const Workload& workload) {
   check_trace_gpu(gpu);
-  const GpuModel& gpu_model = *find_gpu_model(gpu)->workload;  // every trace GPU has one
+  const GpuModel& gpu_model = *device::find_gpu_model(gpu)->workload;  // every trace GPU has one
 
   const WorkloadModel* model = nullptr;
   std::string known;

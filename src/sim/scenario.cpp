@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 
 std::vector<std::string> scenario_gpus() {
   std::vector<std::string> keys;
-  for (const GpuModelEntry& entry : gpu_models()) {
+  for (const device::GpuModelEntry& entry : device::gpu_models()) {
     if (entry.board && entry.workload) {
       keys.push_back(entry.key);
     }
@@ -87,20 +87,21 @@ optimizer::Rng run_stream(std::uint64_t seed, int recurrence) {
 Scenario::Scenario(const ScenarioConfig& config, WorkloadModel model, std::string url,
                    fs::path work_dir)
     : config_(config), model_(std::move(model)), url_(std::move(url)), dir_(std::move(work_dir)) {
-  const SimulatedGpuModel& gpu_model = simulated_gpu_model(config_.gpu_model);
-  std::vector<std::shared_ptr<Gpu>> as_gpus;
+  const device::SimulatedGpuModel& gpu_model = device::simulated_gpu_model(config_.gpu_model);
+  std::vector<std::shared_ptr<device::Gpu>> as_gpus;
   std::vector<int> physical;
   for (int i = 0; i < config_.gpus; ++i) {
-    sim_gpus_.push_back(std::make_shared<SimulatedGpu>(gpu_model, i, clock_));
+    sim_gpus_.push_back(std::make_shared<device::SimulatedGpu>(gpu_model, i, clock_));
     as_gpus.push_back(sim_gpus_.back());
     physical.push_back(i);
   }
-  gpus_ = Gpus(as_gpus, physical);
-  ZeusMonitorOptions options;
+  gpus_ = device::Gpus(as_gpus, physical);
+  monitor::ZeusMonitorOptions options;
   options.clock = clock_;
   options.cpu_indices = std::vector<int>{};
   options.start_sampler_thread = false;  // counter-less GPUs are sampled at every change
-  monitor_ = std::make_shared<ZeusMonitor>(gpus_, std::vector<std::shared_ptr<Cpu>>{}, options);
+  monitor_ = std::make_shared<monitor::ZeusMonitor>(
+      gpus_, std::vector<std::shared_ptr<device::Cpu>>{}, options);
   if (monitor_->sampler() != nullptr) {
     monitor_->sampler()->sample_once();
   }
@@ -139,7 +140,7 @@ RunRecord Scenario::train(int recurrence, int attempt, std::size_t run) {
   record.trial_number = bso.trial()->trial_number;
 
   const int steps = model_.steps_per_epoch(batch_size);
-  PowerLimitOptimizerOptions plo_options;
+  runtime::PowerLimitOptimizerOptions plo_options;
   plo_options.selector = std::make_shared<optimizer::ZeusCostSelector>(config_.eta, config_.gpus);
   // Short enough that every limit fits in one epoch even with few steps per epoch.
   plo_options.warmup_steps = std::clamp(steps / 20, 1, 10);
@@ -147,7 +148,7 @@ RunRecord Scenario::train(int recurrence, int attempt, std::size_t run) {
   plo_options.profile_path = dir_ / fmt::format("plo-profile-bs{}.json", batch_size);
   plo_options.restore_on_signal = false;  // simulated GPUs: nothing to restore
   record.profiled = !fs::exists(plo_options.profile_path);
-  PowerLimitOptimizer plo(monitor_, gpus_, plo_options);
+  runtime::PowerLimitOptimizer plo(monitor_, gpus_, plo_options);
 
   const std::optional<int> target_epoch = model_.target_epoch(batch_size, run);
   bso.on_train_begin();
@@ -205,7 +206,7 @@ void Scenario::apply_power(int batch_size, int steps) {
   }
   const PowerPoint point = model_.at(batch_size, units::watts_from_milliwatts(limit_mw));
   for (const auto& gpu : sim_gpus_) {
-    const SimulatedGpuModel& m = gpu->model();
+    const device::SimulatedGpuModel& m = gpu->model();
     gpu->set_utilization((units::milliwatts_from_watts(point.average_power_w) - m.idle_power_mw) /
                          (static_cast<double>(m.peak_power_mw) - m.idle_power_mw));
   }
@@ -218,7 +219,7 @@ void Scenario::apply_power(int batch_size, int steps) {
 }
 
 // One epoch: step by step while the power-limit optimizer profiles, then the rest at once.
-void Scenario::train_epoch(PowerLimitOptimizer& plo, int batch_size, int steps) {
+void Scenario::train_epoch(runtime::PowerLimitOptimizer& plo, int batch_size, int steps) {
   for (int step = 0; step < steps; ++step) {
     const bool profiling = !plo.optimal_power_limit_mw().has_value();
     if (step == 0 || profiling) {

@@ -109,7 +109,7 @@ class Scenario {
   Scenario(const ScenarioConfig& config, WorkloadModel model, std::string url,
            std::filesystem::path work_dir);
 
-  const Gpus& gpus() const { return gpus_; }
+  const device::Gpus& gpus() const { return gpus_; }
   const bso::JobSpec& spec() const { return spec_; }
   const WorkloadModel& model() const { return model_; }
   // The job's max power (the server's, W), known after the first train().
@@ -122,16 +122,16 @@ class Scenario {
  private:
   double metric(int epoch, std::optional<int> target_epoch) const;
   void apply_power(int batch_size, int steps);
-  void train_epoch(PowerLimitOptimizer& plo, int batch_size, int steps);
+  void train_epoch(runtime::PowerLimitOptimizer& plo, int batch_size, int steps);
 
   ScenarioConfig config_;
   WorkloadModel model_;
   std::string url_;
   std::filesystem::path dir_;
   std::shared_ptr<ManualClock> clock_ = std::make_shared<ManualClock>();
-  std::vector<std::shared_ptr<SimulatedGpu>> sim_gpus_;
-  Gpus gpus_;
-  std::shared_ptr<ZeusMonitor> monitor_;
+  std::vector<std::shared_ptr<device::SimulatedGpu>> sim_gpus_;
+  device::Gpus gpus_;
+  std::shared_ptr<monitor::ZeusMonitor> monitor_;
   bso::JobSpec spec_;
   bso::ClientOptions client_options_;
   double max_power_w_ = 0.0;

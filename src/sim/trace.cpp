@@ -44,7 +44,7 @@ const Workload& paper_workload(std::string_view dataset) {
 const std::vector<std::string>& trace_gpus() {
   static const std::vector<std::string> gpus = [] {
     std::vector<std::string> keys;
-    for (const GpuModelEntry& entry : gpu_models()) {
+    for (const device::GpuModelEntry& entry : device::gpu_models()) {
       if (entry.public_traces) {
         keys.push_back(entry.key);
       }

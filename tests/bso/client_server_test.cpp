@@ -32,19 +32,20 @@ using Workload = zeus::test::PeerWorkload;
 
 struct Rig {
   std::shared_ptr<zeus::ManualClock> clock = std::make_shared<zeus::ManualClock>();
-  std::shared_ptr<zeus::SimulatedGpu> gpu;
-  zeus::Gpus gpus;
-  std::shared_ptr<zeus::ZeusMonitor> monitor;
+  std::shared_ptr<zeus::device::SimulatedGpu> gpu;
+  zeus::device::Gpus gpus;
+  std::shared_ptr<zeus::monitor::ZeusMonitor> monitor;
 
   Rig() {
-    gpu = std::make_shared<zeus::SimulatedGpu>(zeus::simulated_gpu_model("h200"), 0, clock);
-    gpus = zeus::Gpus({gpu}, {0});
-    zeus::ZeusMonitorOptions options;
+    gpu = std::make_shared<zeus::device::SimulatedGpu>(zeus::device::simulated_gpu_model("h200"), 0,
+                                                       clock);
+    gpus = zeus::device::Gpus({gpu}, {0});
+    zeus::monitor::ZeusMonitorOptions options;
     options.clock = clock;
     options.cpu_indices = std::vector<int>{};
     options.start_sampler_thread = false;
-    monitor = std::make_shared<zeus::ZeusMonitor>(gpus, std::vector<std::shared_ptr<zeus::Cpu>>{},
-                                                  options);
+    monitor = std::make_shared<zeus::monitor::ZeusMonitor>(
+        gpus, std::vector<std::shared_ptr<zeus::device::Cpu>>{}, options);
   }
   // Makes the GPU draw `power_w` (idle 75 W, full load 700 W).
   void draw(double power_w) {

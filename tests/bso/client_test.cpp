@@ -46,26 +46,26 @@ using zeus::testing::expect_error;
 
 struct Rig {
   std::shared_ptr<zeus::ManualClock> clock = std::make_shared<zeus::ManualClock>();
-  std::vector<std::shared_ptr<zeus::SimulatedGpu>> gpus;
-  zeus::Gpus set;
-  std::shared_ptr<zeus::ZeusMonitor> monitor;
+  std::vector<std::shared_ptr<zeus::device::SimulatedGpu>> gpus;
+  zeus::device::Gpus set;
+  std::shared_ptr<zeus::monitor::ZeusMonitor> monitor;
 
   explicit Rig(const std::vector<std::string>& models) {
-    std::vector<std::shared_ptr<zeus::Gpu>> as_gpus;
+    std::vector<std::shared_ptr<zeus::device::Gpu>> as_gpus;
     std::vector<int> physical;
     for (std::size_t i = 0; i < models.size(); ++i) {
-      gpus.push_back(std::make_shared<zeus::SimulatedGpu>(zeus::simulated_gpu_model(models[i]),
-                                                          static_cast<int>(i), clock));
+      gpus.push_back(std::make_shared<zeus::device::SimulatedGpu>(
+          zeus::device::simulated_gpu_model(models[i]), static_cast<int>(i), clock));
       as_gpus.push_back(gpus.back());
       physical.push_back(static_cast<int>(i));
     }
-    set = zeus::Gpus(as_gpus, physical);
-    zeus::ZeusMonitorOptions options;
+    set = zeus::device::Gpus(as_gpus, physical);
+    zeus::monitor::ZeusMonitorOptions options;
     options.clock = clock;
     options.cpu_indices = std::vector<int>{};
     options.start_sampler_thread = false;
-    monitor = std::make_shared<zeus::ZeusMonitor>(set, std::vector<std::shared_ptr<zeus::Cpu>>{},
-                                                  options);
+    monitor = std::make_shared<zeus::monitor::ZeusMonitor>(
+        set, std::vector<std::shared_ptr<zeus::device::Cpu>>{}, options);
   }
   Rig(int count, const std::string& model) : Rig(std::vector<std::string>(count, model)) {}
 };

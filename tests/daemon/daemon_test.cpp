@@ -33,17 +33,18 @@ using nlohmann::json;
 
 using TempDir = zeus::testing::TempDir;
 
-Gpus simulated_gpus(int count) {
-  std::vector<std::shared_ptr<Gpu>> gpus;
+device::Gpus simulated_gpus(int count) {
+  std::vector<std::shared_ptr<device::Gpu>> gpus;
   std::vector<int> indices;
   for (int i = 0; i < count; ++i) {
-    gpus.push_back(std::make_shared<SimulatedGpu>(simulated_gpu_model("h200"), i, steady_clock()));
+    gpus.push_back(std::make_shared<device::SimulatedGpu>(device::simulated_gpu_model("h200"), i,
+                                                          steady_clock()));
     indices.push_back(i);
   }
-  return Gpus(gpus, indices);
+  return device::Gpus(gpus, indices);
 }
 
-class FakeCpu final : public Cpu {
+class FakeCpu final : public device::Cpu {
  public:
   FakeCpu(int index, bool dram) : index_(index), dram_(dram) {}
   int index() const override { return index_; }
@@ -72,8 +73,8 @@ class Running {
     if (config.mode == TransportMode::kUds) {
       config.socket_path = dir_.path() / "zeusd.sock";
     }
-    std::vector<std::shared_ptr<Cpu>> cpus = {std::make_shared<FakeCpu>(0, true),
-                                              std::make_shared<FakeCpu>(1, false)};
+    std::vector<std::shared_ptr<device::Cpu>> cpus = {std::make_shared<FakeCpu>(0, true),
+                                                      std::make_shared<FakeCpu>(1, false)};
     daemon_ = std::make_unique<Daemon>(config, gpus_, cpus, std::move(hooks));
     daemon_->bind();
     thread_ = std::thread([this] { daemon_->serve(); });
@@ -91,13 +92,13 @@ class Running {
     cli.set_read_timeout(5, 0);
     return cli;
   }
-  Gpu& gpu(int i) { return gpus_.at(i); }
+  device::Gpu& gpu(int i) { return gpus_.at(i); }
   Daemon& daemon() { return *daemon_; }
   const fs::path& dir() const { return dir_.path(); }
 
  private:
   TempDir dir_;
-  Gpus gpus_;
+  device::Gpus gpus_;
   std::unique_ptr<Daemon> daemon_;
   std::thread thread_;
 };
@@ -625,11 +626,11 @@ TEST(ZeusdTest, TcpMode) {
 
 TEST(ZeusdTest, StartupPrivileges) {
   DaemonConfig config;
-  EXPECT_NO_THROW(check_startup_privileges(config, GpuBackend::kSimulated, false));
-  EXPECT_NO_THROW(check_startup_privileges(config, GpuBackend::kNvml, true));
+  EXPECT_NO_THROW(check_startup_privileges(config, device::GpuBackend::kSimulated, false));
+  EXPECT_NO_THROW(check_startup_privileges(config, device::GpuBackend::kNvml, true));
   EXPECT_NO_THROW(check_startup_privileges(config, std::nullopt, false));
   try {
-    check_startup_privileges(config, GpuBackend::kNvml, false);
+    check_startup_privileges(config, device::GpuBackend::kNvml, false);
     ADD_FAILURE() << "non-root start with gpu-control on NVML accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::kNoPermission);
@@ -637,10 +638,10 @@ TEST(ZeusdTest, StartupPrivileges) {
     EXPECT_NE(std::string(e.what()).find("--read-only"), std::string::npos);
   }
   config.read_only = true;
-  EXPECT_NO_THROW(check_startup_privileges(config, GpuBackend::kAmdSmi, false));
+  EXPECT_NO_THROW(check_startup_privileges(config, device::GpuBackend::kAmdSmi, false));
   config.read_only = false;
   config.enabled_groups = {ApiGroup::kGpuRead};
-  EXPECT_NO_THROW(check_startup_privileges(config, GpuBackend::kNvml, false));
+  EXPECT_NO_THROW(check_startup_privileges(config, device::GpuBackend::kNvml, false));
 }
 
 TEST(ZeusdTest, ParseApiGroups) {

@@ -21,11 +21,11 @@ namespace {
 
 using namespace std::chrono_literals;
 using zeus::ErrorKind;
-using zeus::SimulatedGpu;
 using zeus::daemon::LedgerOptions;
 using zeus::daemon::Setting;
 using zeus::daemon::SettingsLedger;
 using zeus::daemon::SettingValue;
+using zeus::device::SimulatedGpu;
 
 constexpr std::uint32_t kA100DefaultMw = 400'000;
 
@@ -33,12 +33,13 @@ std::vector<std::shared_ptr<SimulatedGpu>> make_gpus(int count) {
   auto clock = std::make_shared<zeus::ManualClock>();
   std::vector<std::shared_ptr<SimulatedGpu>> gpus;
   for (int i = 0; i < count; ++i) {
-    gpus.push_back(std::make_shared<SimulatedGpu>(zeus::simulated_gpu_model("a100"), i, clock));
+    gpus.push_back(
+        std::make_shared<SimulatedGpu>(zeus::device::simulated_gpu_model("a100"), i, clock));
   }
   return gpus;
 }
 
-std::vector<std::shared_ptr<zeus::Gpu>> as_gpus(
+std::vector<std::shared_ptr<zeus::device::Gpu>> as_gpus(
     const std::vector<std::shared_ptr<SimulatedGpu>>& gpus) {
   return {gpus.begin(), gpus.end()};
 }

@@ -15,7 +15,7 @@ namespace zeus::daemon {
 namespace {
 
 // A package whose counters rise by fixed steps on every read.
-class SteppingCpu final : public Cpu {
+class SteppingCpu final : public device::Cpu {
  public:
   SteppingCpu(int index, bool dram) : index_(index), dram_(dram) {}
   int index() const override { return index_; }
@@ -41,8 +41,8 @@ TEST(PowerStream, PowerBetweenCounterReadings) {
 
 TEST(PowerStream, CpuPowerSleepsOnePeriodOnTheInjectedClock) {
   const auto clock = std::make_shared<ManualClock>(5'000'000'000);
-  const std::vector<std::shared_ptr<Cpu>> cpus = {std::make_shared<SteppingCpu>(0, true),
-                                                  std::make_shared<SteppingCpu>(3, false)};
+  const std::vector<std::shared_ptr<device::Cpu>> cpus = {std::make_shared<SteppingCpu>(0, true),
+                                                          std::make_shared<SteppingCpu>(3, false)};
   const Json body = sample_cpu_power(cpus, 10.0, *clock);
   EXPECT_EQ(clock->sleeps(), 1);
   EXPECT_EQ(clock->slept_ns(), 100'000'000);
@@ -74,9 +74,9 @@ TEST(PowerStream, CpuStreamReportsFromTheSecondPoll) {
 }
 
 TEST(GpuWriters, ResetOfBothClockDomainsReportsEachSetting) {
-  std::vector<std::shared_ptr<Gpu>> list = {
-      std::make_shared<SimulatedGpu>(simulated_gpu_model("h200"), 0, steady_clock())};
-  Gpus gpus(list, {0});
+  std::vector<std::shared_ptr<device::Gpu>> list = {std::make_shared<device::SimulatedGpu>(
+      device::simulated_gpu_model("h200"), 0, steady_clock())};
+  device::Gpus gpus(list, {0});
   std::vector<WriteEvent> before;
   std::vector<WriteEvent> after;
   {
@@ -88,7 +88,7 @@ TEST(GpuWriters, ResetOfBothClockDomainsReportsEachSetting) {
                                      {"locked_clocks_mhz",
                                       {Setting::kGpuLockedClocks, Setting::kMemoryLockedClocks},
                                       std::nullopt,
-                                      [](Gpu& gpu) { gpu.reset_locked_clocks(); }},
+                                      [](device::Gpu& gpu) { gpu.reset_locked_clocks(); }},
                                      PeerCredentials{true, 42, 1, 2})
                              .get();
     EXPECT_FALSE(failure.has_value());

@@ -62,9 +62,9 @@ class FakeNvml {
 class NvmlTest : public ::testing::Test {
  protected:
   FakeNvml fake_{ZEUS_FAKE_NVML_PATH};
-  std::shared_ptr<zeus::GpuProvider> open(const json& config) {
+  std::shared_ptr<zeus::device::GpuProvider> open(const json& config) {
     fake_.configure(config);
-    return zeus::open_nvml(fake_.path());
+    return zeus::device::open_nvml(fake_.path());
   }
 };
 
@@ -82,7 +82,7 @@ TEST_F(NvmlTest, EnumeratesDevicesAndVersions) {
   auto nvml = open({{"driver_version", "560.35.03"},
                     {"nvml_version", "12.560.35.03"},
                     {"devices", {h100(0), h100(1)}}});
-  EXPECT_EQ(nvml->backend(), zeus::GpuBackend::kNvml);
+  EXPECT_EQ(nvml->backend(), zeus::device::GpuBackend::kNvml);
   EXPECT_EQ(nvml->device_count(), 2);
   EXPECT_EQ(nvml->driver_version(), "560.35.03");
   EXPECT_EQ(nvml->library_version(), "12.560.35.03");
@@ -187,7 +187,7 @@ TEST_F(NvmlTest, EveryReturnCodeMapsToATypedError) {
 
 TEST_F(NvmlTest, InitFailureIsAVendorError) {
   fake_.configure({{"fail", {{"nvmlInit_v2", 9}}}});
-  const zeus::VendorError error = vendor_error([&] { zeus::open_nvml(fake_.path()); });
+  const zeus::VendorError error = vendor_error([&] { zeus::device::open_nvml(fake_.path()); });
   EXPECT_EQ(error.kind(), ErrorKind::kDriverNotLoaded);
   EXPECT_EQ(error.call(), "nvmlInit_v2");
 }
@@ -265,7 +265,7 @@ TEST_F(NvmlTest, LostGpuIsReportedAsSuch) {
 
 TEST(NvmlLoading, MissingLibraryIsNotAvailable) {
   try {
-    zeus::open_nvml("/nonexistent/libnvidia-ml.so.1");
+    zeus::device::open_nvml("/nonexistent/libnvidia-ml.so.1");
     FAIL();
   } catch (const zeus::Error& error) {
     EXPECT_EQ(error.kind(), ErrorKind::kLibraryNotFound);
@@ -275,7 +275,7 @@ TEST(NvmlLoading, MissingLibraryIsNotAvailable) {
 
 TEST(NvmlLoading, LibraryWithoutNvmlSymbolsIsRejected) {
   try {
-    zeus::open_nvml("libm.so.6");
+    zeus::device::open_nvml("libm.so.6");
     FAIL();
   } catch (const zeus::Error& error) {
     EXPECT_EQ(error.kind(), ErrorKind::kFunctionNotFound);
@@ -286,7 +286,7 @@ TEST(NvmlLoading, LibraryWithoutNvmlSymbolsIsRejected) {
 TEST(NvmlMinimal, MissingOptionalSymbolsMeanNotSupported) {
   FakeNvml fake(ZEUS_FAKE_NVML_MINIMAL_PATH);
   fake.configure({{"devices", {h100(0)}}});
-  auto nvml = zeus::open_nvml(fake.path());
+  auto nvml = zeus::device::open_nvml(fake.path());
   EXPECT_EQ(nvml->driver_version(), "");
   auto gpu = nvml->open_gpu(0);
   EXPECT_EQ(gpu->name(), "NVIDIA H100 80GB HBM3");
@@ -315,30 +315,30 @@ zeus::EnvLookup fake_env(std::map<std::string, std::string> values) {
 
 TEST_F(NvmlTest, DiscoveryHonoursCudaVisibleDevices) {
   fake_.configure({{"devices", {h100(0), h100(1), h100(2)}}});
-  zeus::DiscoveryOptions options;
+  zeus::device::DiscoveryOptions options;
   options.nvml_library_path = fake_.path();
   options.env = fake_env({{"CUDA_VISIBLE_DEVICES", "GPU-aaaaaaa2,0"}});
-  zeus::GpuDiscovery found = zeus::discover_gpus(options);
-  EXPECT_EQ(found.backend, zeus::GpuBackend::kNvml);
+  zeus::device::GpuDiscovery found = zeus::device::discover_gpus(options);
+  EXPECT_EQ(found.backend, zeus::device::GpuBackend::kNvml);
   ASSERT_EQ(found.gpus.size(), 2u);
   EXPECT_EQ(found.gpus.physical_index(0), 2);
   EXPECT_EQ(found.gpus.at(0).uuid(), "GPU-aaaaaaa2-0000-4000-8000-000000000002");
   EXPECT_EQ(found.gpus.physical_index(1), 0);
 
   options.env = fake_env({{"CUDA_VISIBLE_DEVICES", "MIG-aaaa"}});
-  EXPECT_THROW(zeus::discover_gpus(options), zeus::Error);
+  EXPECT_THROW(zeus::device::discover_gpus(options), zeus::Error);
 
   options.env = fake_env({{"CUDA_VISIBLE_DEVICES", ""}});
-  found = zeus::discover_gpus(options);
+  found = zeus::device::discover_gpus(options);
   EXPECT_TRUE(found.gpus.empty());
   EXPECT_NE(found.message.find("hides all of them"), std::string::npos);
 }
 
 TEST_F(NvmlTest, DiscoveryReadsTheLibraryPathFromTheEnvironment) {
   fake_.configure({{"devices", {h100(0)}}});
-  zeus::DiscoveryOptions options;
+  zeus::device::DiscoveryOptions options;
   options.env = fake_env({{"ZEUS_NVML_LIBRARY", fake_.path()}});
-  const zeus::GpuDiscovery found = zeus::discover_gpus(options);
+  const zeus::device::GpuDiscovery found = zeus::device::discover_gpus(options);
   ASSERT_EQ(found.gpus.size(), 1u);
   EXPECT_TRUE(found.probes[1].loaded);
   EXPECT_EQ(found.probes[1].backend, "nvml");

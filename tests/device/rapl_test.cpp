@@ -117,7 +117,7 @@ class RaplTest : public ::testing::Test {
 
 TEST_F(RaplTest, TwoPackagesWithNestedDram) {
   make_real_layout();
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_TRUE(found.available) << found.message;
   EXPECT_EQ(found.root, root_);
   ASSERT_EQ(found.cpus.size(), 2u);
@@ -141,7 +141,7 @@ TEST_F(RaplTest, TopLevelSubZonesAndPackageWithoutDram) {
   make_zone(root_ / "intel-rapl:1", "package-1", 20);
   make_zone(root_ / "intel-rapl:1:0", "core", 2);
   make_zone(root_ / "intel-rapl:1:1", "uncore", 3);
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_TRUE(found.available) << found.message;
   ASSERT_EQ(found.cpus.size(), 2u);
   EXPECT_TRUE(found.cpus[0]->has_dram());
@@ -159,7 +159,7 @@ TEST_F(RaplTest, ControlTypeFolderLayoutWithTopLevelSymlinksCountsEachZoneOnce) 
   fs::create_directory_symlink(folder / "intel-rapl:1", root_ / "intel-rapl:1");
   fs::create_directory_symlink(folder / "intel-rapl:0" / "intel-rapl:0:0",
                                root_ / "intel-rapl:0:0");
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_TRUE(found.available) << found.message;
   ASSERT_EQ(found.cpus.size(), 2u);
   EXPECT_EQ(found.cpus[0]->index(), 0);
@@ -175,7 +175,7 @@ TEST_F(RaplTest, ControlTypeFolderOnly) {
   make_zone(folder / "intel-rapl:0" / "intel-rapl:0:0", "dram", 5);
   make_zone(folder / "intel-rapl:1", "package-1", 22);
   make_zone(folder / "intel-rapl:1:0", "dram", 6);  // a sub-zone at the folder's top level
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_TRUE(found.available) << found.message;
   ASSERT_EQ(found.cpus.size(), 2u);
   EXPECT_EQ(found.cpus[0]->package_energy_uj(), 11u);
@@ -191,7 +191,7 @@ TEST_F(RaplTest, PsysAndOtherZonesAreSkipped) {
   make_zone(root_ / "intel-rapl-mmio:0", "package-0", 4);  // not a RAPL MSR zone
   make_zone(root_ / "intel-rapl:x", "package-9", 5);       // not a number
   write_file(root_ / "intel-rapl:3", "package-3");         // a file, not a zone folder
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_TRUE(found.available) << found.message;
   ASSERT_EQ(found.cpus.size(), 2u);
   EXPECT_EQ(found.cpus[0]->index(), 0);
@@ -204,7 +204,7 @@ TEST_F(RaplTest, PackagesAreSortedNumerically) {
   make_zone(root_ / "intel-rapl:10", "package-10", 100);
   make_zone(root_ / "intel-rapl:2", "package-2", 20);
   make_zone(root_ / "intel-rapl:1", "package-1", 10);
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_TRUE(found.available) << found.message;
   ASSERT_EQ(found.cpus.size(), 3u);
   EXPECT_EQ(found.cpus[0]->index(), 1);
@@ -217,14 +217,15 @@ TEST_F(RaplTest, SubZoneOfAnotherPackageIsNotItsDram) {
   make_zone(root_ / "intel-rapl:0", "package-0", 1);
   make_zone(root_ / "intel-rapl:1", "package-1", 2);
   make_zone(root_ / "intel-rapl:1:0", "dram", 3);
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_EQ(found.cpus.size(), 2u);
   EXPECT_FALSE(found.cpus[0]->has_dram());
   EXPECT_TRUE(found.cpus[1]->has_dram());
 }
 
 TEST_F(RaplTest, MissingRootIsNotAvailable) {
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(base_ / "does-not-exist");
+  const zeus::device::CpuDiscovery found =
+      zeus::device::discover_rapl_cpus(base_ / "does-not-exist");
   EXPECT_FALSE(found.available);
   EXPECT_TRUE(found.cpus.empty());
   EXPECT_THAT(found.message, HasSubstr("RAPL is not available"));
@@ -234,13 +235,13 @@ TEST_F(RaplTest, MissingRootIsNotAvailable) {
 
 TEST_F(RaplTest, RootThatIsAFileIsNotAvailable) {
   write_file(base_ / "a-file", "x");
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(base_ / "a-file");
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(base_ / "a-file");
   EXPECT_FALSE(found.available);
   EXPECT_THAT(found.message, HasSubstr("RAPL is not available"));
 }
 
 TEST_F(RaplTest, EmptyRootIsNotAvailable) {
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   EXPECT_FALSE(found.available);
   EXPECT_TRUE(found.cpus.empty());
   EXPECT_THAT(found.message, HasSubstr("RAPL is not available"));
@@ -249,7 +250,7 @@ TEST_F(RaplTest, EmptyRootIsNotAvailable) {
 
 TEST_F(RaplTest, PsysOnlyIsNotAvailable) {
   make_zone(root_ / "intel-rapl:0", "psys", 1);
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   EXPECT_FALSE(found.available);
   EXPECT_THAT(found.message, HasSubstr("RAPL is not available"));
 }
@@ -257,8 +258,8 @@ TEST_F(RaplTest, PsysOnlyIsNotAvailable) {
 TEST_F(RaplTest, GarbageEnergyAtDiscoveryIsReportedNotThrown) {
   make_zone(root_ / "intel-rapl:0", "package-0", 1);
   write_file(root_ / "intel-rapl:0" / "energy_uj", "not-a-number");
-  zeus::CpuDiscovery found;
-  ASSERT_NO_THROW(found = zeus::discover_rapl_cpus(root_));
+  zeus::device::CpuDiscovery found;
+  ASSERT_NO_THROW(found = zeus::device::discover_rapl_cpus(root_));
   EXPECT_FALSE(found.available);
   EXPECT_THAT(found.message, HasSubstr((root_ / "intel-rapl:0" / "energy_uj").string()));
 }
@@ -267,7 +268,7 @@ TEST_F(RaplTest, GarbageMaxEnergyRangeSkipsTheZone) {
   make_zone(root_ / "intel-rapl:0", "package-0", 1);
   make_zone(root_ / "intel-rapl:1", "package-1", 1);
   write_file(root_ / "intel-rapl:1" / "max_energy_range_uj", "-5");
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_TRUE(found.available) << found.message;
   ASSERT_EQ(found.cpus.size(), 1u);
   EXPECT_EQ(found.cpus[0]->index(), 0);
@@ -279,26 +280,26 @@ TEST_F(RaplTest, ChoosePowercapRootFallsBackToTheContainerMount) {
   const fs::path container = base_ / "container";
   make_dir(host);
   make_zone(container / "intel-rapl:0", "package-0", 1);
-  EXPECT_EQ(zeus::choose_powercap_root(host, container), container);
-  EXPECT_EQ(zeus::choose_powercap_root(base_ / "missing", container), container);
+  EXPECT_EQ(zeus::device::choose_powercap_root(host, container), container);
+  EXPECT_EQ(zeus::device::choose_powercap_root(base_ / "missing", container), container);
   make_zone(host / "intel-rapl" / "intel-rapl:0", "package-0", 1);
-  EXPECT_EQ(zeus::choose_powercap_root(host, container), host);
-  EXPECT_EQ(zeus::choose_powercap_root(base_ / "missing", base_ / "missing-too"),
+  EXPECT_EQ(zeus::device::choose_powercap_root(host, container), host);
+  EXPECT_EQ(zeus::device::choose_powercap_root(base_ / "missing", base_ / "missing-too"),
             base_ / "missing");
 }
 
 TEST(RaplDefaultRoot, NeverThrows) {
   fs::path root;
-  ASSERT_NO_THROW(root = zeus::default_powercap_root());
+  ASSERT_NO_THROW(root = zeus::device::default_powercap_root());
   EXPECT_TRUE(root == "/sys/class/powercap" || root == "/zeus_sys/class/powercap") << root;
-  ASSERT_NO_THROW(zeus::discover_rapl_cpus(root));
+  ASSERT_NO_THROW(zeus::device::discover_rapl_cpus(root));
 }
 
 // ---- Reading ----
 
 TEST_F(RaplTest, EveryCallReadsTheFile) {
   make_zone(root_ / "intel-rapl:0", "package-0", 100);
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_EQ(found.cpus.size(), 1u);
   EXPECT_EQ(found.cpus[0]->package_energy_uj(), 100u);
   write_file(root_ / "intel-rapl:0" / "energy_uj", "250");
@@ -309,9 +310,9 @@ TEST_F(RaplTest, EveryCallReadsTheFile) {
 TEST_F(RaplTest, WraparoundKeepsTheCountMonotonic) {
   constexpr std::uint64_t kRangeUj = 1'000'000;
   make_zone(root_ / "intel-rapl:0", "package-0", kRangeUj - 100, kRangeUj);
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_EQ(found.cpus.size(), 1u);
-  zeus::Cpu& cpu = *found.cpus[0];
+  zeus::device::Cpu& cpu = *found.cpus[0];
   const std::uint64_t before_uj = cpu.package_energy_uj();
   write_file(root_ / "intel-rapl:0" / "energy_uj", "50");  // 100 up to the wrap, then 50
   const std::uint64_t after_uj = cpu.package_energy_uj();
@@ -321,7 +322,7 @@ TEST_F(RaplTest, WraparoundKeepsTheCountMonotonic) {
 
 TEST_F(RaplTest, WraparoundWithTheTypicalRange) {
   make_zone(root_ / "intel-rapl:0", "package-0", kTypicalRangeUj - 1'000'000);
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_EQ(found.cpus.size(), 1u);
   const std::uint64_t before_uj = found.cpus[0]->package_energy_uj();
   write_file(root_ / "intel-rapl:0" / "energy_uj", "4000000");
@@ -331,7 +332,7 @@ TEST_F(RaplTest, WraparoundWithTheTypicalRange) {
 TEST_F(RaplTest, WrapBetweenDiscoveryAndFirstReadIsCounted) {
   constexpr std::uint64_t kRangeUj = 1000;
   make_zone(root_ / "intel-rapl:0", "package-0", 900, kRangeUj);
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_EQ(found.cpus.size(), 1u);
   write_file(root_ / "intel-rapl:0" / "energy_uj", "10");
   EXPECT_EQ(found.cpus[0]->package_energy_uj(), kRangeUj + 10);
@@ -340,9 +341,9 @@ TEST_F(RaplTest, WrapBetweenDiscoveryAndFirstReadIsCounted) {
 TEST_F(RaplTest, MultipleWrapsAcrossReads) {
   constexpr std::uint64_t kRangeUj = 1000;
   make_zone(root_ / "intel-rapl:0", "package-0", 0, kRangeUj);
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_EQ(found.cpus.size(), 1u);
-  zeus::Cpu& cpu = *found.cpus[0];
+  zeus::device::Cpu& cpu = *found.cpus[0];
   // Raw counter values seen by successive reads, and the true energy spent since the previous.
   const std::vector<std::pair<std::uint64_t, std::uint64_t>> steps = {
       {600, 600}, {950, 350}, {100, 150}, {700, 600}, {99, 399}, {999, 900}, {0, 1},
@@ -365,9 +366,9 @@ TEST_F(RaplTest, DramWrapsIndependently) {
   constexpr std::uint64_t kDramRangeUj = 2'000;
   make_zone(root_ / "intel-rapl:0", "package-0", 5'000, kPackageRangeUj);
   make_zone(root_ / "intel-rapl:0" / "intel-rapl:0:0", "dram", 1'900, kDramRangeUj);
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_EQ(found.cpus.size(), 1u);
-  zeus::Cpu& cpu = *found.cpus[0];
+  zeus::device::Cpu& cpu = *found.cpus[0];
   write_file(root_ / "intel-rapl:0" / "intel-rapl:0:0" / "energy_uj", "100");
   EXPECT_EQ(cpu.dram_energy_uj(), kDramRangeUj + 100);
   EXPECT_EQ(cpu.package_energy_uj(), 5'000u);
@@ -375,7 +376,7 @@ TEST_F(RaplTest, DramWrapsIndependently) {
 
 TEST_F(RaplTest, GarbageEnergyOnReadThrowsIoNamingTheFile) {
   make_zone(root_ / "intel-rapl:0", "package-0", 1);
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_EQ(found.cpus.size(), 1u);
   write_file(root_ / "intel-rapl:0" / "energy_uj", "12abc");
   std::string what;
@@ -389,7 +390,7 @@ TEST_F(RaplTest, GarbageEnergyOnReadThrowsIoNamingTheFile) {
 // An energy_uj that is a folder cannot be read by anyone, root included.
 TEST_F(RaplTest, EnergyFileThatIsAFolderThrowsIo) {
   make_zone(root_ / "intel-rapl:0", "package-0", 1);
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_EQ(found.cpus.size(), 1u);
   const fs::path energy = root_ / "intel-rapl:0" / "energy_uj";
   fs::remove(energy);
@@ -398,14 +399,14 @@ TEST_F(RaplTest, EnergyFileThatIsAFolderThrowsIo) {
   catch_kind_or_fail([&] { found.cpus[0]->package_energy_uj(); }, zeus::ErrorKind::kIo, what);
   EXPECT_THAT(what, HasSubstr(energy.string()));
 
-  const zeus::CpuDiscovery again = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery again = zeus::device::discover_rapl_cpus(root_);
   EXPECT_FALSE(again.available);
   EXPECT_THAT(again.message, HasSubstr(energy.string()));
 }
 
 TEST_F(RaplTest, VanishedZoneThrowsNotFound) {
   make_zone(root_ / "intel-rapl:0", "package-0", 1);
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_EQ(found.cpus.size(), 1u);
   fs::remove_all(root_ / "intel-rapl:0");
   std::string what;
@@ -415,7 +416,7 @@ TEST_F(RaplTest, VanishedZoneThrowsNotFound) {
 TEST_F(RaplTest, DramOnPackageWithoutDramThrowsNotSupported) {
   make_zone(root_ / "intel-rapl:0", "package-0", 1);
   make_zone(root_ / "intel-rapl:0" / "intel-rapl:0:0", "core", 1);
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_EQ(found.cpus.size(), 1u);
   EXPECT_FALSE(found.cpus[0]->has_dram());
   std::string what;
@@ -427,9 +428,9 @@ TEST_F(RaplTest, DramOnPackageWithoutDramThrowsNotSupported) {
 TEST_F(RaplTest, ConcurrentReadersNeverSeeAFalseWrap) {
   constexpr std::uint64_t kFinalUj = 2'000;
   make_zone(root_ / "intel-rapl:0", "package-0", 0, 1'000'000);
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_EQ(found.cpus.size(), 1u);
-  std::shared_ptr<zeus::Cpu> cpu = found.cpus[0];
+  std::shared_ptr<zeus::device::Cpu> cpu = found.cpus[0];
   std::atomic<bool> done{false};
   std::atomic<int> failures{0};
   std::vector<std::thread> readers;
@@ -567,8 +568,8 @@ TEST_F(RaplPermissionTest, DiscoveryReportsPermissionDeniedWithAdvice) {
     GTEST_SKIP() << "running as root: chmod 000 does not stop reads here; "
                     "DiscoveryAsUnprivilegedUser covers this case";
   }
-  zeus::CpuDiscovery found;
-  ASSERT_NO_THROW(found = zeus::discover_rapl_cpus(root_));
+  zeus::device::CpuDiscovery found;
+  ASSERT_NO_THROW(found = zeus::device::discover_rapl_cpus(root_));
   EXPECT_FALSE(found.available);
   EXPECT_TRUE(found.cpus.empty());
   EXPECT_THAT(found.message, HasSubstr(energy_.string()));
@@ -578,7 +579,7 @@ TEST_F(RaplPermissionTest, DiscoveryReportsPermissionDeniedWithAdvice) {
 }
 
 TEST_F(RaplPermissionTest, ReadReportsPermissionDeniedWithAdvice) {
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_EQ(found.cpus.size(), 1u);
   fs::permissions(energy_, fs::perms::none);
   if (::access(energy_.c_str(), R_OK) == 0) {
@@ -607,7 +608,7 @@ TEST_F(RaplPermissionTest, DiscoveryAsUnprivilegedUser) {
     if (::access(energy.c_str(), R_OK) == 0) {
       return kSkipMarker + std::string("energy_uj is still readable after dropping root");
     }
-    const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root);
+    const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root);
     return std::string(found.available ? "available" : "unavailable") +
            " cpus=" + std::to_string(found.cpus.size()) + " message=" + found.message;
   });
@@ -630,7 +631,7 @@ TEST_F(RaplPermissionTest, ReadAsUnprivilegedUser) {
   const fs::path root = root_;
   const ChildOutcome outcome = run_in_child([&]() -> std::string {
     // Discover while privileged (the file is readable by root), then lose the privilege.
-    const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root);
+    const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root);
     if (found.cpus.size() != 1) {
       return "discovery as root failed: " + found.message;
     }
@@ -659,7 +660,7 @@ TEST_F(RaplPermissionTest, ReadAsUnprivilegedUser) {
 // Python and other callers tell CPU errors from GPU errors by Error::subject().
 TEST_F(RaplTest, ReadErrorsAreAboutACpu) {
   make_zone(root_ / "intel-rapl:0", "package-0", 1);
-  const zeus::CpuDiscovery found = zeus::discover_rapl_cpus(root_);
+  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_EQ(found.cpus.size(), 1u);
   try {
     found.cpus[0]->dram_energy_uj();

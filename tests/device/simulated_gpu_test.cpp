@@ -12,14 +12,14 @@ namespace {
 
 using zeus::ErrorKind;
 using zeus::ManualClock;
-using zeus::SimulatedGpu;
+using zeus::device::SimulatedGpu;
 
 std::shared_ptr<ManualClock> make_clock() {
   return std::make_shared<ManualClock>();
 }
 
 SimulatedGpu make_gpu(const std::shared_ptr<ManualClock>& clock, const char* key = "a100") {
-  return SimulatedGpu(zeus::simulated_gpu_model(key), 0, clock);
+  return SimulatedGpu(zeus::device::simulated_gpu_model(key), 0, clock);
 }
 
 TEST(SimulatedGpuModels, HaveTheRealPowerLimitRanges) {
@@ -30,17 +30,17 @@ TEST(SimulatedGpuModels, HaveTheRealPowerLimitRanges) {
       {"h100", {200'000, 700'000}},
       {"h200", {200'000, 700'000}}};
   for (const auto& [key, range] : expected) {
-    const auto& model = zeus::simulated_gpu_model(key);
+    const auto& model = zeus::device::simulated_gpu_model(key);
     EXPECT_EQ(model.min_power_limit_mw, range.first) << key;
     EXPECT_EQ(model.max_power_limit_mw, range.second) << key;
     EXPECT_LE(model.idle_power_mw, model.min_power_limit_mw) << key;
   }
-  EXPECT_EQ(zeus::simulated_gpu_model("H200").name, "NVIDIA H200");
+  EXPECT_EQ(zeus::device::simulated_gpu_model("H200").name, "NVIDIA H200");
 }
 
 TEST(SimulatedGpuModels, UnknownModelListsTheKnownOnes) {
   try {
-    zeus::simulated_gpu_model("rtx9090");
+    zeus::device::simulated_gpu_model("rtx9090");
     FAIL();
   } catch (const zeus::Error& error) {
     EXPECT_EQ(error.kind(), ErrorKind::kInvalidArgument);
@@ -160,12 +160,12 @@ TEST(SimulatedGpu, PersistenceModeAndTemperature) {
 }
 
 TEST(SimulatedGpusSpec, ParsesCountAndModel) {
-  EXPECT_EQ(zeus::parse_simulated_gpus_spec("4:h200").count, 4);
-  EXPECT_EQ(zeus::parse_simulated_gpus_spec("4:H200").model_key, "h200");
-  EXPECT_EQ(zeus::parse_simulated_gpus_spec("2").model_key, "a100");
+  EXPECT_EQ(zeus::device::parse_simulated_gpus_spec("4:h200").count, 4);
+  EXPECT_EQ(zeus::device::parse_simulated_gpus_spec("4:H200").model_key, "h200");
+  EXPECT_EQ(zeus::device::parse_simulated_gpus_spec("2").model_key, "a100");
   for (const char* bad : {"", "x", "-1", "0", "4:", "4:tpu", "99999", "2:a100:1"}) {
     try {
-      zeus::parse_simulated_gpus_spec(bad);
+      zeus::device::parse_simulated_gpus_spec(bad);
       FAIL() << bad;
     } catch (const zeus::Error& error) {
       EXPECT_EQ(error.kind(), ErrorKind::kInvalidArgument) << bad;
@@ -186,13 +186,13 @@ zeus::EnvLookup fake_env(std::map<std::string, std::string> values) {
 }
 
 TEST(Discovery, SimulatedGpusAreUsedOnlyWhenAsked) {
-  zeus::DiscoveryOptions options;
+  zeus::device::DiscoveryOptions options;
   options.env = fake_env({{"ZEUS_SIMULATED_GPUS", "4:h200"}, {"CUDA_VISIBLE_DEVICES", "3,1"}});
   auto clock = make_clock();
   options.clock = clock;
-  const zeus::GpuDiscovery found = zeus::discover_gpus(options);
+  const zeus::device::GpuDiscovery found = zeus::device::discover_gpus(options);
   ASSERT_EQ(found.gpus.size(), 2u);
-  EXPECT_EQ(found.backend, zeus::GpuBackend::kSimulated);
+  EXPECT_EQ(found.backend, zeus::device::GpuBackend::kSimulated);
   EXPECT_EQ(found.gpus.physical_index(0), 3);
   EXPECT_EQ(found.gpus.physical_index(1), 1);
   EXPECT_EQ(found.gpus.at(0).name(), "NVIDIA H200");
@@ -211,11 +211,11 @@ TEST(Discovery, SimulatedGpusAreUsedOnlyWhenAsked) {
 }
 
 TEST(Discovery, NoGpuGivesAClearMessageNotACrash) {
-  zeus::DiscoveryOptions options;
+  zeus::device::DiscoveryOptions options;
   options.env = fake_env({});
   options.nvml_library_path = "libzeus-no-nvml-here.so.1";
   options.amdsmi_library_path = "libzeus-no-amdsmi-here.so";
-  const zeus::GpuDiscovery found = zeus::discover_gpus(options);
+  const zeus::device::GpuDiscovery found = zeus::device::discover_gpus(options);
   EXPECT_TRUE(found.gpus.empty());
   EXPECT_FALSE(found.backend.has_value());
   ASSERT_EQ(found.probes.size(), 3u);
@@ -232,9 +232,9 @@ TEST(Discovery, NoGpuGivesAClearMessageNotACrash) {
 }
 
 TEST(Discovery, MalformedSimulatedSpecIsTheUsersError) {
-  zeus::DiscoveryOptions options;
+  zeus::device::DiscoveryOptions options;
   options.env = fake_env({{"ZEUS_SIMULATED_GPUS", "lots"}});
-  EXPECT_THROW(zeus::discover_gpus(options), zeus::Error);
+  EXPECT_THROW(zeus::device::discover_gpus(options), zeus::Error);
 }
 
 }  // namespace

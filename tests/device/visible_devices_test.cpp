@@ -11,7 +11,7 @@ const std::vector<std::string> kUuids = {
     "GPU-22223333-cccc-4000-8000-000000000000", "GPU-44444444-dddd-4000-8000-000000000000"};
 
 std::vector<int> resolve(const std::optional<std::string>& value) {
-  return zeus::resolve_visible_devices("CUDA_VISIBLE_DEVICES", value, kUuids);
+  return zeus::device::resolve_visible_devices("CUDA_VISIBLE_DEVICES", value, kUuids);
 }
 
 std::string error_of(const std::string& value) {
@@ -74,7 +74,7 @@ TEST(VisibleDevices, MalformedValuesAreQuoted) {
 
 TEST(VisibleDevices, HipUsesItsOwnVariableName) {
   try {
-    zeus::resolve_visible_devices("HIP_VISIBLE_DEVICES", std::string("x"), kUuids);
+    zeus::device::resolve_visible_devices("HIP_VISIBLE_DEVICES", std::string("x"), kUuids);
     FAIL();
   } catch (const zeus::Error& error) {
     EXPECT_NE(std::string(error.what()).find("HIP_VISIBLE_DEVICES=\"x\""), std::string::npos);

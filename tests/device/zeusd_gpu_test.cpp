@@ -37,32 +37,35 @@ using TempDir = zeus::testing::TempDir;
 class Running {
  public:
   explicit Running(DaemonConfig config, std::function<void(daemon::DaemonHooks&)> setup = nullptr,
-                   std::vector<std::shared_ptr<Cpu>> cpus = {}) {
-    std::vector<std::shared_ptr<Gpu>> gpus;
-    for (int i = 0; i < 2; ++i)
-      gpus.push_back(
-          std::make_shared<SimulatedGpu>(simulated_gpu_model("h200"), i, steady_clock()));
-    gpus_ = Gpus(gpus, {0, 1});
+                   std::vector<std::shared_ptr<device::Cpu>> cpus = {}) {
+    std::vector<std::shared_ptr<device::Gpu>> gpus;
+    for (int i = 0; i < 2; ++i) {
+      gpus.push_back(std::make_shared<device::SimulatedGpu>(device::simulated_gpu_model("h200"), i,
+                                                            steady_clock()));
+    }
+    gpus_ = device::Gpus(gpus, {0, 1});
     config.socket_path = dir_.path() / "zeusd.sock";
     daemon::DaemonHooks hooks;
-    if (setup)
+    if (setup) {
       setup(hooks);
+    }
     daemon_ = std::make_unique<Daemon>(config, gpus_, std::move(cpus), std::move(hooks));
     daemon_->bind();
     thread_ = std::thread([this] { daemon_->serve(); });
-    for (int i = 0; i < 500 && !daemon_->is_running(); ++i)
+    for (int i = 0; i < 500 && !daemon_->is_running(); ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
   }
   ~Running() {
     daemon_->stop();
     thread_.join();
   }
-  Gpu& gpu(int i) { return gpus_.at(i); }
+  device::Gpu& gpu(int i) { return gpus_.at(i); }
   std::string socket() const { return daemon_->config().socket_path.string(); }
 
  private:
   TempDir dir_;
-  Gpus gpus_;
+  device::Gpus gpus_;
   std::unique_ptr<Daemon> daemon_;
   std::thread thread_;
 };
@@ -70,17 +73,18 @@ class Running {
 EnvLookup env_of(std::map<std::string, std::string> vars) {
   return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
     const auto it = vars.find(name);
-    if (it == vars.end())
+    if (it == vars.end()) {
       return std::nullopt;
+    }
     return it->second;
   };
 }
 
-GpuDiscovery discover(std::map<std::string, std::string> vars) {
+device::GpuDiscovery discover(std::map<std::string, std::string> vars) {
   vars.emplace("ZEUS_SIMULATED_GPUS", "2:h200");
-  DiscoveryOptions options;
+  device::DiscoveryOptions options;
   options.env = env_of(std::move(vars));
-  return discover_gpus(options);
+  return device::discover_gpus(options);
 }
 
 template <typename Fn>
@@ -95,14 +99,14 @@ Error error_of(Fn fn) {
 }
 
 TEST(ZeusdConfigFromEnv, SocketWinsHostPortParsedTokenKept) {
-  EXPECT_FALSE(zeusd_config_from_env(env_of({})));
-  EXPECT_FALSE(zeusd_config_from_env(env_of({{"ZEUSD_SOCK_PATH", ""}})));
-  auto both = zeusd_config_from_env(
+  EXPECT_FALSE(device::zeusd_config_from_env(env_of({})));
+  EXPECT_FALSE(device::zeusd_config_from_env(env_of({{"ZEUSD_SOCK_PATH", ""}})));
+  auto both = device::zeusd_config_from_env(
       env_of({{"ZEUSD_SOCK_PATH", "/x.sock"}, {"ZEUSD_HOST_PORT", "h:1"}, {"ZEUSD_TOKEN", "t"}}));
   ASSERT_TRUE(both);
   EXPECT_EQ(both->socket_path.value_or(""), "/x.sock");
   EXPECT_EQ(both->token.value_or(""), "t");
-  auto tcp = zeusd_config_from_env(env_of({{"ZEUSD_HOST_PORT", "127.0.0.1:4938"}}));
+  auto tcp = device::zeusd_config_from_env(env_of({{"ZEUSD_HOST_PORT", "127.0.0.1:4938"}}));
   ASSERT_TRUE(tcp);
   EXPECT_FALSE(tcp->socket_path);
   EXPECT_EQ(tcp->host, "127.0.0.1");
@@ -110,7 +114,7 @@ TEST(ZeusdConfigFromEnv, SocketWinsHostPortParsedTokenKept) {
   EXPECT_FALSE(tcp->token);
   for (const char* bad : {"localhost", ":4938", "h:", "h:x1", "h:70000", "h:0"}) {
     EXPECT_EQ(error_of([&] {
-                zeusd_config_from_env(env_of({{"ZEUSD_HOST_PORT", bad}}));
+                device::zeusd_config_from_env(env_of({{"ZEUSD_HOST_PORT", bad}}));
               }).kind(),
               ErrorKind::kInvalidArgument)
         << bad;
@@ -118,16 +122,16 @@ TEST(ZeusdConfigFromEnv, SocketWinsHostPortParsedTokenKept) {
 }
 
 TEST(ZeusdGpu, WithoutTheVariablesGpusAreLocal) {
-  const GpuDiscovery found = discover({});
+  const device::GpuDiscovery found = discover({});
   ASSERT_EQ(found.gpus.size(), 2u);
-  EXPECT_EQ(dynamic_cast<ZeusdGpu*>(&found.gpus.at(0)), nullptr);
+  EXPECT_EQ(dynamic_cast<device::ZeusdGpu*>(&found.gpus.at(0)), nullptr);
 }
 
 TEST(ZeusdGpu, SettersGoThroughTheDaemonReadsStayLocal) {
   Running daemon_run(DaemonConfig{});
-  const GpuDiscovery found = discover({{"ZEUSD_SOCK_PATH", daemon_run.socket()}});
+  const device::GpuDiscovery found = discover({{"ZEUSD_SOCK_PATH", daemon_run.socket()}});
   ASSERT_EQ(found.gpus.size(), 2u);
-  auto* routed = dynamic_cast<ZeusdGpu*>(&found.gpus.at(1));
+  auto* routed = dynamic_cast<device::ZeusdGpu*>(&found.gpus.at(1));
   ASSERT_NE(routed, nullptr);
 
   const std::uint32_t local_before = routed->power_limit_mw();
@@ -161,7 +165,7 @@ TEST(ZeusdGpu, SettersGoThroughTheDaemonReadsStayLocal) {
 
 TEST(ZeusdGpu, VisibleDevicesMapToThePhysicalIndex) {
   Running daemon_run(DaemonConfig{});
-  const GpuDiscovery found =
+  const device::GpuDiscovery found =
       discover({{"ZEUSD_SOCK_PATH", daemon_run.socket()}, {"CUDA_VISIBLE_DEVICES", "1"}});
   ASSERT_EQ(found.gpus.size(), 1u);
   const std::uint32_t target = found.gpus.at(0).power_limit_constraints_mw().min_mw;
@@ -174,9 +178,9 @@ TEST(ZeusdGpu, DaemonWithoutGpuControlFailsOnlyTheSetters) {
   DaemonConfig config;
   config.enabled_groups = {ApiGroup::kGpuRead};
   Running daemon_run(config);
-  const GpuDiscovery found = discover({{"ZEUSD_SOCK_PATH", daemon_run.socket()}});
+  const device::GpuDiscovery found = discover({{"ZEUSD_SOCK_PATH", daemon_run.socket()}});
   ASSERT_EQ(found.gpus.size(), 2u);  // the GPUs are still there
-  Gpu& gpu = found.gpus.at(0);
+  device::Gpu& gpu = found.gpus.at(0);
   EXPECT_GT(gpu.power_limit_mw(), 0u);
   EXPECT_NO_THROW(gpu.total_energy_mj());
   EXPECT_FALSE(gpu.name().empty());
@@ -192,9 +196,9 @@ TEST(ZeusdGpu, DaemonWithoutGpuControlFailsOnlyTheSetters) {
 TEST(ZeusdGpu, UnreachableDaemonFailsOnlyTheSetters) {
   TempDir dir;
   const std::string socket = (dir.path() / "nobody.sock").string();
-  const GpuDiscovery found = discover({{"ZEUSD_SOCK_PATH", socket}});
+  const device::GpuDiscovery found = discover({{"ZEUSD_SOCK_PATH", socket}});
   ASSERT_EQ(found.gpus.size(), 2u);
-  Gpu& gpu = found.gpus.at(0);
+  device::Gpu& gpu = found.gpus.at(0);
   EXPECT_GT(gpu.power_limit_mw(), 0u);
   const Error error =
       error_of([&] { gpu.set_power_limit_mw(gpu.power_limit_constraints_mw().min_mw); });
@@ -223,8 +227,9 @@ class Authenticated {
             }
             result.subject = "alice";
             result.scopes = {"gpu-read"};
-            if (header == "Bearer good")
+            if (header == "Bearer good") {
               result.scopes.push_back("gpu-control");
+            }
             if ((path.rfind("/gpu/set_", 0) == 0 || path.rfind("/gpu/reset_", 0) == 0) &&
                 header != "Bearer good") {
               result.allowed = false;
@@ -255,32 +260,33 @@ TEST(ZeusdGpu, TokenIsSentAndItsScopeDecides) {
   Authenticated auth;
   Running& daemon_run = auth.run();
   {
-    const GpuDiscovery found =
+    const device::GpuDiscovery found =
         discover({{"ZEUSD_SOCK_PATH", daemon_run.socket()}, {"ZEUSD_TOKEN", "good"}});
     const std::uint32_t target = found.gpus.at(0).power_limit_constraints_mw().min_mw;
     found.gpus.at(0).set_power_limit_mw(target);
     EXPECT_EQ(daemon_run.gpu(0).power_limit_mw(), target);
     const auto headers = auth.headers();
     ASSERT_FALSE(headers.empty());
-    for (const auto& header : headers)
+    for (const auto& header : headers) {
       EXPECT_EQ(header, "Bearer good");
+    }
   }
   const std::uint32_t after = daemon_run.gpu(1).power_limit_mw();
   {
-    const GpuDiscovery found = discover({{"ZEUSD_SOCK_PATH", daemon_run.socket()}});
+    const device::GpuDiscovery found = discover({{"ZEUSD_SOCK_PATH", daemon_run.socket()}});
     const Error error = error_of([&] { found.gpus.at(1).set_persistence_mode(true); });
     EXPECT_EQ(error.kind(), ErrorKind::kNoPermission);
     EXPECT_NE(std::string(error.what()).find("ZEUSD_TOKEN"), std::string::npos) << error.what();
   }
   {
-    const GpuDiscovery found =
+    const device::GpuDiscovery found =
         discover({{"ZEUSD_SOCK_PATH", daemon_run.socket()}, {"ZEUSD_TOKEN", "wrong"}});
     const Error error = error_of([&] { found.gpus.at(1).set_persistence_mode(true); });
     EXPECT_EQ(error.kind(), ErrorKind::kNoPermission);
     EXPECT_NE(std::string(error.what()).find("rejected"), std::string::npos) << error.what();
   }
   {
-    const GpuDiscovery found =
+    const device::GpuDiscovery found =
         discover({{"ZEUSD_SOCK_PATH", daemon_run.socket()}, {"ZEUSD_TOKEN", "reader"}});
     const Error error = error_of([&] { found.gpus.at(1).set_persistence_mode(true); });
     EXPECT_EQ(error.kind(), ErrorKind::kNoPermission);
@@ -325,16 +331,16 @@ EnvLookup cpu_env(std::map<std::string, std::string> vars, const fs::path& local
 TEST(ZeusdCpu, UnreadableLocalRaplIsReadThroughTheDaemon) {
   TempDir trees;
   const fs::path daemon_root = make_powercap_tree(trees.path() / "daemon");
-  const CpuDiscovery daemon_cpus = discover_rapl_cpus(daemon_root);
+  const device::CpuDiscovery daemon_cpus = device::discover_rapl_cpus(daemon_root);
   ASSERT_TRUE(daemon_cpus.available) << daemon_cpus.message;
   Running daemon_run(DaemonConfig{}, nullptr, daemon_cpus.cpus);
 
-  const CpuDiscovery found =
-      discover_cpus(cpu_env({{"ZEUSD_SOCK_PATH", daemon_run.socket()}}, trees.path() / "none"));
+  const device::CpuDiscovery found = device::discover_cpus(
+      cpu_env({{"ZEUSD_SOCK_PATH", daemon_run.socket()}}, trees.path() / "none"));
   ASSERT_TRUE(found.available) << found.message;
   ASSERT_EQ(found.cpus.size(), 2u);
   EXPECT_NE(found.message.find("through the zeusd daemon"), std::string::npos) << found.message;
-  ASSERT_NE(dynamic_cast<ZeusdCpu*>(found.cpus[0].get()), nullptr);
+  ASSERT_NE(dynamic_cast<device::ZeusdCpu*>(found.cpus[0].get()), nullptr);
   EXPECT_EQ(found.cpus[0]->index(), 0);
   EXPECT_EQ(found.cpus[0]->name(), "package-0");
   EXPECT_EQ(found.cpus[0]->package_energy_uj(), 1'000'000u);
@@ -353,32 +359,33 @@ TEST(ZeusdCpu, ReadableLocalRaplStaysLocal) {
   TempDir trees;
   const fs::path local_root = make_powercap_tree(trees.path() / "local");
   Running daemon_run(DaemonConfig{});
-  const CpuDiscovery found =
-      discover_cpus(cpu_env({{"ZEUSD_SOCK_PATH", daemon_run.socket()}}, local_root));
+  const device::CpuDiscovery found =
+      device::discover_cpus(cpu_env({{"ZEUSD_SOCK_PATH", daemon_run.socket()}}, local_root));
   ASSERT_TRUE(found.available) << found.message;
   ASSERT_EQ(found.cpus.size(), 2u);
-  EXPECT_EQ(dynamic_cast<ZeusdCpu*>(found.cpus[0].get()), nullptr);
+  EXPECT_EQ(dynamic_cast<device::ZeusdCpu*>(found.cpus[0].get()), nullptr);
 }
 
 TEST(ZeusdCpu, DaemonWithoutCpuReadOrUnreachableSaysWhy) {
   TempDir trees;
-  const CpuDiscovery daemon_cpus = discover_rapl_cpus(make_powercap_tree(trees.path() / "d"));
+  const device::CpuDiscovery daemon_cpus =
+      device::discover_rapl_cpus(make_powercap_tree(trees.path() / "d"));
   DaemonConfig config;
   config.enabled_groups = {ApiGroup::kGpuRead, ApiGroup::kGpuControl};
   Running daemon_run(config, nullptr, daemon_cpus.cpus);
-  const CpuDiscovery refused =
-      discover_cpus(cpu_env({{"ZEUSD_SOCK_PATH", daemon_run.socket()}}, trees.path() / "none"));
+  const device::CpuDiscovery refused = device::discover_cpus(
+      cpu_env({{"ZEUSD_SOCK_PATH", daemon_run.socket()}}, trees.path() / "none"));
   EXPECT_FALSE(refused.available);
   EXPECT_TRUE(refused.cpus.empty());
   EXPECT_NE(refused.message.find("cpu-read"), std::string::npos) << refused.message;
 
   const std::string missing = (trees.path() / "no.sock").string();
-  const CpuDiscovery unreachable =
-      discover_cpus(cpu_env({{"ZEUSD_SOCK_PATH", missing}}, trees.path() / "none"));
+  const device::CpuDiscovery unreachable =
+      device::discover_cpus(cpu_env({{"ZEUSD_SOCK_PATH", missing}}, trees.path() / "none"));
   EXPECT_FALSE(unreachable.available);
   EXPECT_NE(unreachable.message.find("unreachable"), std::string::npos) << unreachable.message;
 
-  const CpuDiscovery no_daemon = discover_cpus(cpu_env({}, trees.path() / "none"));
+  const device::CpuDiscovery no_daemon = device::discover_cpus(cpu_env({}, trees.path() / "none"));
   EXPECT_FALSE(no_daemon.available);
   EXPECT_EQ(no_daemon.message.find("zeusd"), std::string::npos) << no_daemon.message;
 }

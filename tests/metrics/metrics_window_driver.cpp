@@ -35,14 +35,15 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
   try {
-    const zeus::Gpus& gpus = zeus::get_gpus();
+    const zeus::device::Gpus& gpus = zeus::device::get_gpus();
     auto histograms = std::make_shared<zeus::metrics::WindowHistograms>();
-    zeus::ZeusMonitorOptions options;
+    zeus::monitor::ZeusMonitorOptions options;
     options.cpu_indices = std::vector<int>{};
-    options.on_window_end = [histograms](const std::string& window, const zeus::Measurement& m) {
+    options.on_window_end = [histograms](const std::string& window,
+                                         const zeus::monitor::Measurement& m) {
       histograms->observe(window, m);
     };
-    zeus::ZeusMonitor monitor(gpus, {}, options);
+    zeus::monitor::ZeusMonitor monitor(gpus, {}, options);
     zeus::metrics::DeviceMetricsOptions device_options;
     device_options.interval_s = 0.2;
     zeus::metrics::DeviceMetrics devices(gpus, {}, device_options);

@@ -31,8 +31,9 @@ std::optional<double> sample(const std::string& text, const std::string& series)
   while (std::getline(lines, line)) {
     if (line.rfind(series + " ", 0) == 0) {
       const std::string value = line.substr(series.size() + 1);
-      if (value == "+Inf")
+      if (value == "+Inf") {
         return std::numeric_limits<double>::infinity();
+      }
       return std::stod(value);
     }
   }
@@ -55,15 +56,17 @@ void expect_valid_exposition(const std::string& text) {
       EXPECT_TRUE(declared.insert(match[1]).second) << "family declared twice: " << line;
       continue;
     }
-    if (line.rfind("# HELP ", 0) == 0)
+    if (line.rfind("# HELP ", 0) == 0) {
       continue;
+    }
     ASSERT_TRUE(std::regex_match(line, match, sample_line)) << "not a sample line: " << line;
     std::string family = match[1];
     for (const char* suffix : {"_bucket", "_sum", "_count"}) {
       const std::string s = suffix;
       if (!declared.count(family) && family.size() > s.size() &&
-          family.compare(family.size() - s.size(), s.size(), s) == 0)
+          family.compare(family.size() - s.size(), s.size(), s) == 0) {
         family = family.substr(0, family.size() - s.size());
+      }
     }
     EXPECT_TRUE(declared.count(family)) << "sample before its # TYPE: " << line;
   }
@@ -88,7 +91,7 @@ TEST(PrometheusFormat, EscapesLabelValuesAndHelp) {
 
 TEST(WindowHistograms, CumulativeBucketsSumAndCountPerWindowAndIndex) {
   WindowHistograms histograms;
-  Measurement m;
+  monitor::Measurement m;
   m.time_s = 0.7;
   m.gpu_energy_j.set(0, 100.0);  // le="100" is inclusive
   m.gpu_energy_j.set(1, 2000.0);
@@ -138,7 +141,7 @@ TEST(DeviceMetrics, CountersGaugesAndInfoFromSimulatedGpusAndRapl) {
   SimulatedRig rig(2, "a100");  // 55 W idle, 400 W limit
   TempDir dir;
   zeus::testing::make_powercap_tree(dir.path(), 1, true);
-  const CpuDiscovery cpus = discover_rapl_cpus(dir.path());
+  const device::CpuDiscovery cpus = device::discover_rapl_cpus(dir.path());
   ASSERT_TRUE(cpus.available) << cpus.message;
   DeviceMetricsOptions options;
   options.clock = rig.clock;
@@ -226,20 +229,20 @@ TEST(MetricsServer, PortInUseIsAClearError) {
 TEST(MetricsServer, ZeusMonitorWindowsFeedTheHistograms) {
   SimulatedRig rig(1, "a100");
   auto histograms = std::make_shared<WindowHistograms>();
-  ZeusMonitorOptions options;
+  monitor::ZeusMonitorOptions options;
   options.clock = rig.clock;
   options.start_sampler_thread = false;
-  options.on_window_end = [histograms](const std::string& window, const Measurement& m) {
+  options.on_window_end = [histograms](const std::string& window, const monitor::Measurement& m) {
     histograms->observe(window, m);
   };
-  ZeusMonitor monitor(rig.set, {}, options);
+  monitor::ZeusMonitor monitor(rig.set, {}, options);
   for (int step = 0; step < 3; ++step) {
     monitor.begin_window("step");
     rig.clock->advance_s(2.0);  // 55 W idle: 110 J
     monitor.end_window("step");
   }
   monitor.begin_window("step");
-  monitor.end_window("step", true, /*cancel=*/true);  // not observed
+  monitor.end_window("step", {.cancel = true});  // not observed
   std::string text;
   histograms->render(text);
   EXPECT_EQ(sample(text, R"(energy_monitor_gpu_energy_joules_count{window="step",index="0"})"), 3);

@@ -12,9 +12,9 @@
 namespace {
 
 using zeus::ErrorKind;
-using zeus::PowerDomain;
-using zeus::PowerSampler;
-using zeus::PowerSamplerOptions;
+using zeus::monitor::PowerDomain;
+using zeus::monitor::PowerSampler;
+using zeus::monitor::PowerSamplerOptions;
 using zeus::testing::SimulatedRig;
 
 PowerSamplerOptions manual(const SimulatedRig& rig) {
@@ -71,13 +71,13 @@ TEST(PowerSampler, SeveralDomains) {
 
 TEST(PowerSampler, UnsupportedDomainIsAClearError) {
   SimulatedRig rig(1, "h100");
-  auto gpu = std::make_shared<zeus::FaultInjectingGpu>(rig.gpus[0]);
+  auto gpu = std::make_shared<zeus::device::FaultInjectingGpu>(rig.gpus[0]);
   gpu->set_hook([](std::string_view method) {
     if (method == "average_memory_power_mw") {
       throw zeus::Error(ErrorKind::kNotSupported, "no memory power here");
     }
   });
-  zeus::Gpus gpus({gpu}, {0});
+  zeus::device::Gpus gpus({gpu}, {0});
   PowerSamplerOptions options = manual(rig);
   options.domains = {PowerDomain::kMemoryAverage};
   try {
@@ -102,8 +102,8 @@ TEST(PowerSampler, BadOptionsAreRejected) {
   options = manual(rig);
   options.gpu_indices = {3};
   EXPECT_THROW(PowerSampler(rig.set, options), zeus::Error);
-  EXPECT_THROW(zeus::parse_power_domain("bogus"), zeus::Error);
-  EXPECT_EQ(zeus::parse_power_domain("memory"), PowerDomain::kMemoryAverage);
+  EXPECT_THROW(zeus::monitor::parse_power_domain("bogus"), zeus::Error);
+  EXPECT_EQ(zeus::monitor::parse_power_domain("memory"), PowerDomain::kMemoryAverage);
 }
 
 TEST(PowerSampler, OverflowDropsOldestWithoutChangingEnergy) {
@@ -128,7 +128,7 @@ TEST(PowerSampler, OverflowWithTheErrorPolicySurfaces) {
   SimulatedRig rig(1, "v100");
   PowerSamplerOptions options = manual(rig);
   options.max_samples_per_series = 2;
-  options.overflow = zeus::OverflowPolicy::kError;
+  options.overflow = zeus::monitor::OverflowPolicy::kError;
   PowerSampler sampler(rig.set, options);
   sampler.sample_once();
   sampler.sample_once();
@@ -145,8 +145,8 @@ TEST(PowerSampler, OverflowWithTheErrorPolicySurfaces) {
 
 TEST(PowerSampler, DeviceErrorsAreRethrownInTheCaller) {
   SimulatedRig rig(1, "v100");
-  auto gpu = std::make_shared<zeus::FaultInjectingGpu>(rig.gpus[0]);
-  zeus::Gpus gpus({gpu}, {0});
+  auto gpu = std::make_shared<zeus::device::FaultInjectingGpu>(rig.gpus[0]);
+  zeus::device::Gpus gpus({gpu}, {0});
   PowerSampler sampler(gpus, manual(rig));
   sampler.sample_once();
   gpu->fail_after(gpu->calls());
@@ -160,7 +160,7 @@ TEST(PowerSampler, OnSweepStreamsEachSweep) {
   SimulatedRig rig(3, "v100");
   PowerSamplerOptions options = manual(rig);
   std::vector<std::size_t> sizes;
-  options.on_sweep = [&](const std::vector<zeus::PowerSample>& sweep) {
+  options.on_sweep = [&](const std::vector<zeus::monitor::PowerSample>& sweep) {
     sizes.push_back(sweep.size());
   };
   PowerSampler sampler(rig.set, options);
@@ -172,11 +172,11 @@ TEST(PowerSampler, OnSweepStreamsEachSweep) {
 TEST(PowerSampler, InfersThePeriodFromReadingChanges) {
   SimulatedRig rig(1, "v100");
   // Constant power: never changes, so the default 100 ms.
-  EXPECT_DOUBLE_EQ(
-      zeus::infer_power_update_period_s(*rig.gpus[0], PowerDomain::kDeviceInstant, *rig.clock),
-      0.1);
+  EXPECT_DOUBLE_EQ(zeus::monitor::infer_power_update_period_s(
+                       *rig.gpus[0], PowerDomain::kDeviceInstant, *rig.clock),
+                   0.1);
   // A reading that changes every 20 ms of clock time: half of it.
-  auto gpu = std::make_shared<zeus::FaultInjectingGpu>(rig.gpus[0]);
+  auto gpu = std::make_shared<zeus::device::FaultInjectingGpu>(rig.gpus[0]);
   int reads = 0;
   gpu->set_hook([&](std::string_view) {
     rig.clock->advance_ns(1'000'000);  // each read takes 1 ms
@@ -184,8 +184,9 @@ TEST(PowerSampler, InfersThePeriodFromReadingChanges) {
       rig.gpus[0]->set_utilization(reads % 40 == 0 ? 0.0 : 1.0);
     }
   });
-  EXPECT_NEAR(zeus::infer_power_update_period_s(*gpu, PowerDomain::kDeviceInstant, *rig.clock),
-              0.010, 1e-9);
+  EXPECT_NEAR(
+      zeus::monitor::infer_power_update_period_s(*gpu, PowerDomain::kDeviceInstant, *rig.clock),
+      0.010, 1e-9);
 }
 
 // The one test with a real thread and real time (label: unit; it takes about 60 ms).

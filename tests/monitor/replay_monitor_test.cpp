@@ -8,7 +8,7 @@
 namespace {
 
 using zeus::ErrorKind;
-using zeus::ReplayMonitor;
+using zeus::monitor::ReplayMonitor;
 using zeus::testing::TempDir;
 using zeus::testing::write_file;
 
@@ -26,12 +26,12 @@ TEST(ReplayMonitor, PlaysRowsInOrder) {
   EXPECT_EQ(replay.gpu_indices(), (std::vector<int>{0, 2}));
   replay.begin_window("a");
   EXPECT_THROW(replay.begin_window("a"), zeus::Error);
-  const zeus::Measurement a = replay.end_window("a");
+  const zeus::monitor::Measurement a = replay.end_window("a");
   EXPECT_EQ(a.time_s, 1.5);
   EXPECT_EQ(a.gpu_energy_j.at(0), 10.25);
   EXPECT_EQ(a.gpu_energy_j.at(2), 20.0);
   replay.begin_window("x");
-  replay.end_window("x", true, /*cancel=*/true);  // consumes no row
+  replay.end_window("x", {.cancel = true});  // consumes no row
   replay.begin_window("b");
   EXPECT_EQ(replay.end_window("b").gpu_energy_j.at(2), 40.5);
   replay.begin_window("c");
@@ -88,10 +88,10 @@ TEST(ReplayMonitor, ReadsTheRealProfilingLogs) {
     ReplayMonitor replay(entry.path());
     EXPECT_FALSE(replay.gpu_indices().empty()) << entry.path();
     ASSERT_GT(replay.rows_left(), 0u) << entry.path();
-    const zeus::ReplayRow& first = replay.rows().front();
+    const zeus::monitor::ReplayRow& first = replay.rows().front();
     EXPECT_TRUE(first.window_name.starts_with("__GlobalPowerLimitOptimizer_")) << entry.path();
     replay.begin_window(first.window_name);
-    const zeus::Measurement measurement = replay.end_window(first.window_name);
+    const zeus::monitor::Measurement measurement = replay.end_window(first.window_name);
     EXPECT_GT(measurement.time_s, 0.0);
     EXPECT_GT(measurement.total_energy_j(), 0.0);
   }

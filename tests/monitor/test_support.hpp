@@ -16,18 +16,19 @@ namespace zeus::testing {
 
 struct SimulatedRig {
   std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
-  std::vector<std::shared_ptr<SimulatedGpu>> gpus;
-  Gpus set;
+  std::vector<std::shared_ptr<device::SimulatedGpu>> gpus;
+  device::Gpus set;
 
   SimulatedRig(int count, const char* model) {
-    std::vector<std::shared_ptr<Gpu>> as_gpus;
+    std::vector<std::shared_ptr<device::Gpu>> as_gpus;
     std::vector<int> physical;
     for (int i = 0; i < count; ++i) {
-      gpus.push_back(std::make_shared<SimulatedGpu>(simulated_gpu_model(model), i, clock));
+      gpus.push_back(
+          std::make_shared<device::SimulatedGpu>(device::simulated_gpu_model(model), i, clock));
       as_gpus.push_back(gpus.back());
       physical.push_back(i);
     }
-    set = Gpus(as_gpus, physical);
+    set = device::Gpus(as_gpus, physical);
   }
 };
 

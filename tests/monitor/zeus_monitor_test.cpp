@@ -39,9 +39,9 @@ void operator delete(void* memory, std::size_t) noexcept {
 namespace {
 
 using zeus::ErrorKind;
-using zeus::Measurement;
-using zeus::ZeusMonitor;
-using zeus::ZeusMonitorOptions;
+using zeus::monitor::Measurement;
+using zeus::monitor::ZeusMonitor;
+using zeus::monitor::ZeusMonitorOptions;
 using zeus::testing::SimulatedRig;
 using zeus::testing::TempDir;
 
@@ -115,7 +115,7 @@ TEST(ZeusMonitor, DuplicateBeginNeedsRestart) {
   const std::string message =
       error_message([&] { monitor.begin_window("step"); }, ErrorKind::kInvalidArgument);
   EXPECT_NE(message.find("'step' is already open"), std::string::npos);
-  monitor.begin_window("step", true, /*restart=*/true);
+  monitor.begin_window("step", {.restart = true});
   rig.clock->advance_s(1.0);
   EXPECT_DOUBLE_EQ(monitor.end_window("step").time_s, 1.0);
 }
@@ -135,7 +135,7 @@ TEST(ZeusMonitor, CancelReturnsZerosAndClosesTheWindow) {
   ZeusMonitor monitor(rig.set, {}, manual(rig));
   monitor.begin_window("w");
   rig.clock->advance_s(1.0);
-  const Measurement result = monitor.end_window("w", true, /*cancel=*/true);
+  const Measurement result = monitor.end_window("w", {.cancel = true});
   EXPECT_EQ(result.time_s, 0.0);
   EXPECT_EQ(result.gpu_energy_j.size(), 2u);
   EXPECT_EQ(result.gpu_energy_j.at(1), 0.0);
@@ -161,8 +161,8 @@ TEST(ZeusMonitor, SyncHookRunsBeforeReadsWhenAsked) {
   ZeusMonitor monitor(rig.set, {}, options);
   monitor.begin_window("a");
   monitor.end_window("a");
-  monitor.begin_window("b", /*sync_execution=*/false);
-  monitor.end_window("b", false);
+  monitor.begin_window("b", {.sync_execution = false});
+  monitor.end_window("b", {.sync_execution = false});
   ASSERT_EQ(calls.size(), 2u);
   EXPECT_EQ(calls[0], (std::vector<int>{2, 0}));
   EXPECT_EQ(monitor.gpu_indices(), (std::vector<int>{2, 0}));
@@ -220,7 +220,7 @@ TEST(ZeusMonitor, ApproxInstantEnergyFillsWindowsShorterThanTheCounterStep) {
 TEST(ZeusMonitor, CpuPackagesAndDramFromRapl) {
   TempDir dir;
   zeus::testing::make_powercap_tree(dir.path(), 2, true);
-  const zeus::CpuDiscovery cpus = zeus::discover_rapl_cpus(dir.path());
+  const zeus::device::CpuDiscovery cpus = zeus::device::discover_rapl_cpus(dir.path());
   ASSERT_TRUE(cpus.available) << cpus.message;
   SimulatedRig rig(1, "v100");
   ZeusMonitor monitor(rig.set, cpus.cpus, manual(rig));
@@ -249,8 +249,8 @@ TEST(ZeusMonitor, CpuPackagesAndDramFromRapl) {
 
 TEST(ZeusMonitor, DeviceLostMidWindowIsNamedAndTheWindowCloses) {
   SimulatedRig rig(2, "v100");
-  auto flaky = std::make_shared<zeus::FaultInjectingGpu>(rig.gpus[1]);
-  zeus::Gpus gpus({rig.gpus[0], flaky}, {0, 1});
+  auto flaky = std::make_shared<zeus::device::FaultInjectingGpu>(rig.gpus[1]);
+  zeus::device::Gpus gpus({rig.gpus[0], flaky}, {0, 1});
   ZeusMonitor monitor(gpus, {}, manual(rig));
   monitor.begin_window("w");
   flaky->fail_after(flaky->calls());
@@ -263,8 +263,8 @@ TEST(ZeusMonitor, DeviceLostMidWindowIsNamedAndTheWindowCloses) {
 
 TEST(ZeusMonitor, SamplerErrorsSurfaceAtEndWindow) {
   SimulatedRig rig(1, "p100");
-  auto flaky = std::make_shared<zeus::FaultInjectingGpu>(rig.gpus[0]);
-  zeus::Gpus gpus({flaky}, {0});
+  auto flaky = std::make_shared<zeus::device::FaultInjectingGpu>(rig.gpus[0]);
+  zeus::device::Gpus gpus({flaky}, {0});
   ZeusMonitor monitor(gpus, {}, manual(rig));
   monitor.begin_window("w");
   flaky->fail_after(flaky->calls());
@@ -290,10 +290,10 @@ TEST(ZeusMonitor, LogRoundTripsThroughTheReplayMonitor) {
       recorded.emplace_back(name, monitor.end_window(name));
     }
     monitor.begin_window("cancelled");
-    monitor.end_window("cancelled", true, true);
+    monitor.end_window("cancelled", {.cancel = true});
     EXPECT_THROW(monitor.begin_window("a,b"), zeus::Error);
   }
-  zeus::ReplayMonitor replay(log_file);
+  zeus::monitor::ReplayMonitor replay(log_file);
   EXPECT_EQ(replay.gpu_indices(), (std::vector<int>{0, 1}));
   ASSERT_EQ(replay.rows_left(), 3u);
   for (const auto& [name, measurement] : recorded) {

@@ -32,7 +32,7 @@ void expect_error(F&& f, zeus::ErrorKind kind, const std::string& what) {
   }
 }
 
-void check_world_reductions(zeus::Reducer& reducer, int rank) {
+void check_world_reductions(zeus::runtime::Reducer& reducer, int rank) {
   expect(reducer.world_size() == 2,
          "world_size() == 2, got " + std::to_string(reducer.world_size()));
   // What the power-limit optimizer reduces: energy summed, time maxed over the ranks.
@@ -52,50 +52,50 @@ void check_world_reductions(zeus::Reducer& reducer, int rank) {
 
 int run(int argc, char** argv) {
   // MPI is not initialised yet: no reducer.
-  expect(!zeus::MpiSession::active(), "MPI inactive before the session");
-  expect_error([] { zeus::MpiReducer unused; }, zeus::ErrorKind::kUninitialized,
+  expect(!zeus::runtime::MpiSession::active(), "MPI inactive before the session");
+  expect_error([] { zeus::runtime::MpiReducer unused; }, zeus::ErrorKind::kUninitialized,
                "MpiReducer before MPI_Init");
 
-  std::unique_ptr<zeus::MpiReducer> outliving;
+  std::unique_ptr<zeus::runtime::MpiReducer> outliving;
   {
-    zeus::MpiSession session(&argc, &argv);
+    zeus::runtime::MpiSession session(&argc, &argv);
     expect(session.owns_mpi(), "the first session initialises MPI");
-    expect(zeus::MpiSession::active(), "MPI active inside the session");
+    expect(zeus::runtime::MpiSession::active(), "MPI active inside the session");
     {
-      zeus::MpiSession nested;
+      zeus::runtime::MpiSession nested;
       expect(!nested.owns_mpi(), "a second session does not own MPI");
     }
-    expect(zeus::MpiSession::active(), "a non-owning session does not finalise MPI");
+    expect(zeus::runtime::MpiSession::active(), "a non-owning session does not finalise MPI");
 
     int world_rank = -1;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     g_rank = world_rank;
 
-    auto reducer = std::make_shared<zeus::MpiReducer>();
+    auto reducer = std::make_shared<zeus::runtime::MpiReducer>();
     expect(reducer->rank() == world_rank, "rank() is the MPI_COMM_WORLD rank");
-    std::shared_ptr<zeus::Reducer> base = reducer;
+    std::shared_ptr<zeus::runtime::Reducer> base = reducer;
     check_world_reductions(*base, world_rank);
 
     // A communicator of its own per rank, passed as its Fortran handle. The reducer keeps a
     // duplicate, so it keeps working after the caller frees the communicator.
     MPI_Comm self = MPI_COMM_NULL;
     MPI_Comm_split(MPI_COMM_WORLD, world_rank, 0, &self);
-    zeus::MpiReducer solo(MPI_Comm_c2f(self));
+    zeus::runtime::MpiReducer solo(MPI_Comm_c2f(self));
     MPI_Comm_free(&self);
     expect(solo.world_size() == 1, "a split communicator has one process");
     expect(solo.rank() == 0, "rank 0 in a split communicator");
     expect(solo.sum(7.0 + world_rank) == 7.0 + world_rank, "sum over a single process");
     expect(solo.max(7.0 + world_rank) == 7.0 + world_rank, "max over a single process");
 
-    expect_error([] { zeus::MpiReducer null_reducer(MPI_Comm_c2f(MPI_COMM_NULL)); },
+    expect_error([] { zeus::runtime::MpiReducer null_reducer(MPI_Comm_c2f(MPI_COMM_NULL)); },
                  zeus::ErrorKind::kInvalidArgument, "MpiReducer over MPI_COMM_NULL");
 
     // Interleaving reducers over different communicators does not mix their messages.
-    zeus::MpiReducer second;
+    zeus::runtime::MpiReducer second;
     expect(second.sum(1.0) == 2.0, "a second world reducer sums");
     expect(reducer->max(world_rank) == 1.0, "the first world reducer still maxes");
 
-    outliving = std::make_unique<zeus::MpiReducer>();
+    outliving = std::make_unique<zeus::runtime::MpiReducer>();
     const double energy = base->sum(10.0 * (world_rank + 1));
     const double time = base->max(world_rank + 1.5);
     std::printf("rank %d of %d: sum(10*(rank+1)) = %g, max(rank+1.5) = %g\n", world_rank,
@@ -103,12 +103,12 @@ int run(int argc, char** argv) {
     std::fflush(stdout);
   }  // the session finalises MPI
 
-  expect(!zeus::MpiSession::active(), "MPI finalised when the owning session ends");
-  expect_error([] { zeus::MpiReducer unused; }, zeus::ErrorKind::kUninitialized,
+  expect(!zeus::runtime::MpiSession::active(), "MPI finalised when the owning session ends");
+  expect_error([] { zeus::runtime::MpiReducer unused; }, zeus::ErrorKind::kUninitialized,
                "MpiReducer after MPI_Finalize");
   expect_error([&] { outliving->sum(1.0); }, zeus::ErrorKind::kUninitialized,
                "sum() after MPI_Finalize");
-  expect_error([] { zeus::MpiSession again; }, zeus::ErrorKind::kUninitialized,
+  expect_error([] { zeus::runtime::MpiSession again; }, zeus::ErrorKind::kUninitialized,
                "a session after MPI_Finalize");
   outliving.reset();  // no MPI calls after MPI_Finalize
 
@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: unexpected exception: %s\n", g_rank, e.what());
     // Do not leave the other rank waiting in a collective.
-    if (zeus::MpiSession::active()) {
+    if (zeus::runtime::MpiSession::active()) {
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
     return 2;

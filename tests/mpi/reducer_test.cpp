@@ -9,8 +9,8 @@
 namespace {
 
 TEST(LocalReducer, ReturnsValuesUnchanged) {
-  zeus::LocalReducer local;
-  zeus::Reducer& reducer = local;
+  zeus::runtime::LocalReducer local;
+  zeus::runtime::Reducer& reducer = local;
   EXPECT_EQ(reducer.world_size(), 1);
   EXPECT_DOUBLE_EQ(reducer.sum(12.5), 12.5);
   EXPECT_DOUBLE_EQ(reducer.max(-3.0), -3.0);
@@ -21,7 +21,7 @@ TEST(CallbackReducer, DelegatesToTheCallables) {
   std::vector<double> sum_calls;
   std::vector<double> max_calls;
   // Stands in for a second rank that always contributes energy 20 and time 2.5.
-  auto reducer = std::make_shared<zeus::CallbackReducer>(
+  auto reducer = std::make_shared<zeus::runtime::CallbackReducer>(
       [&sum_calls](double value) {
         sum_calls.push_back(value);
         return value + 20.0;
@@ -31,7 +31,7 @@ TEST(CallbackReducer, DelegatesToTheCallables) {
         return value > 2.5 ? value : 2.5;
       },
       2);
-  std::shared_ptr<zeus::Reducer> base = reducer;
+  std::shared_ptr<zeus::runtime::Reducer> base = reducer;
   EXPECT_EQ(base->world_size(), 2);
   EXPECT_DOUBLE_EQ(base->sum(10.0), 30.0);
   EXPECT_DOUBLE_EQ(base->max(1.5), 2.5);
@@ -41,8 +41,9 @@ TEST(CallbackReducer, DelegatesToTheCallables) {
 }
 
 TEST(CallbackReducer, PropagatesExceptionsFromTheCallables) {
-  zeus::CallbackReducer reducer([](double) -> double { throw std::runtime_error("all_reduce"); },
-                                [](double value) { return value; }, 4);
+  zeus::runtime::CallbackReducer reducer(
+      [](double) -> double { throw std::runtime_error("all_reduce"); },
+      [](double value) { return value; }, 4);
   EXPECT_THROW(reducer.sum(1.0), std::runtime_error);
   EXPECT_DOUBLE_EQ(reducer.max(1.0), 1.0);
   EXPECT_EQ(reducer.world_size(), 4);

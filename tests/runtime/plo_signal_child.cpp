@@ -13,18 +13,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: plo_signal_child LIBNVIDIA-ML\n");
     return 2;
   }
-  auto nvml = zeus::open_nvml(argv[1]);
-  zeus::Gpus gpus({nvml->open_gpu(0)}, {0});
-  auto monitor = std::make_shared<zeus::ZeusMonitor>(
-      gpus, std::vector<std::shared_ptr<zeus::Cpu>>{}, zeus::ZeusMonitorOptions{});
-  zeus::PowerLimitOptimizerOptions options;
+  auto nvml = zeus::device::open_nvml(argv[1]);
+  zeus::device::Gpus gpus({nvml->open_gpu(0)}, {0});
+  auto monitor = std::make_shared<zeus::monitor::ZeusMonitor>(
+      gpus, std::vector<std::shared_ptr<zeus::device::Cpu>>{}, zeus::monitor::ZeusMonitorOptions{});
+  zeus::runtime::PowerLimitOptimizerOptions options;
   options.warmup_steps = 1;
   options.profile_steps = 2;
-  zeus::PowerLimitOptimizer optimizer(monitor, gpus, options);
+  zeus::runtime::PowerLimitOptimizer optimizer(monitor, gpus, options);
   bool announced = false;
   while (true) {
     optimizer.on_step_begin();
-    const auto* profiling = std::get_if<zeus::plo_state::Profiling>(&optimizer.state());
+    const auto* profiling = std::get_if<zeus::runtime::plo_state::Profiling>(&optimizer.state());
     if (!announced && profiling != nullptr &&
         profiling->power_limit_mw < optimizer.power_limits_mw().front()) {
       std::printf("profiling %u\n", profiling->power_limit_mw);

@@ -24,8 +24,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using zeus::PowerLimitOptimizer;
-using zeus::PowerLimitOptimizerOptions;
+using zeus::runtime::PowerLimitOptimizer;
+using zeus::runtime::PowerLimitOptimizerOptions;
 
 fs::path profiles_dir() {
   return fs::path(ZEUS_SOURCE_DIR) / ".." / "shared" / "data" / "plo-profiles";
@@ -44,7 +44,7 @@ class FakeNvml {
     state_ = reinterpret_cast<const char* (*)()>(dlsym(handle_, "fake_nvml_state"));
   }
   ~FakeNvml() { dlclose(handle_); }
-  zeus::Gpus open(int count, int min_w, int max_w) {
+  zeus::device::Gpus open(int count, int min_w, int max_w) {
     json devices = json::array();
     for (int i = 0; i < count; ++i) {
       devices.push_back({{"name", "Tesla V100"},
@@ -58,14 +58,14 @@ class FakeNvml {
                          {"energy_mj", 0}});
     }
     configure_(json{{"devices", devices}}.dump().c_str());
-    nvml_ = zeus::open_nvml(ZEUS_FAKE_NVML_PATH);
-    std::vector<std::shared_ptr<zeus::Gpu>> gpus;
+    nvml_ = zeus::device::open_nvml(ZEUS_FAKE_NVML_PATH);
+    std::vector<std::shared_ptr<zeus::device::Gpu>> gpus;
     std::vector<int> indices;
     for (int i = 0; i < count; ++i) {
       gpus.push_back(nvml_->open_gpu(i));
       indices.push_back(i);
     }
-    return zeus::Gpus(gpus, indices);
+    return zeus::device::Gpus(gpus, indices);
   }
   std::vector<int> history_w(int device) const {
     const json state = json::parse(state_());
@@ -84,7 +84,7 @@ class FakeNvml {
   void* handle_;
   int (*configure_)(const char*);
   const char* (*state_)();
-  std::shared_ptr<zeus::GpuProvider> nvml_;
+  std::shared_ptr<zeus::device::GpuProvider> nvml_;
 };
 
 struct Scenario {
@@ -189,8 +189,9 @@ TEST_F(ReplayedProfiles, SelectedLimitsAndExactSettingSequences) {
   for (const ProfileFile& file : profile_files()) {
     for (const double eta : {0.0, 0.25, 0.5, 0.75, 1.0}) {
       for (const Scenario& scenario : scenarios(static_cast<int>(file.limits_w.size()))) {
-        const zeus::Gpus gpus = fake.open(file.gpus, file.limits_w.back(), file.limits_w.front());
-        auto monitor = std::make_shared<zeus::ReplayMonitor>(file.name, false);
+        const zeus::device::Gpus gpus =
+            fake.open(file.gpus, file.limits_w.back(), file.limits_w.front());
+        auto monitor = std::make_shared<zeus::monitor::ReplayMonitor>(file.name, false);
         PowerLimitOptimizerOptions options;
         options.selector = std::make_shared<zeus::optimizer::ZeusCostSelector>(eta, file.gpus);
         options.restore_on_signal = false;
@@ -214,7 +215,7 @@ TEST_F(ReplayedProfiles, SelectedLimitsAndExactSettingSequences) {
           optimum_mw = optimizer.optimal_power_limit_mw();
           ASSERT_TRUE(optimum_mw.has_value()) << file.name << " " << scenario.name;
           // The selection equals the policy core's choice over the file's measurements.
-          zeus::ReplayMonitor rows(file.name, false);
+          zeus::monitor::ReplayMonitor rows(file.name, false);
           std::vector<zeus::optimizer::PowerLimitMeasurement> measurements;
           for (const auto& row : rows.rows()) {
             double energy = 0.0;
@@ -263,19 +264,19 @@ TEST_F(ReplayedProfiles, ProfileFileIsSavedAndReusedWithEverySelector) {
   FakeNvml fake;
   const fs::path profile = temp_path("profile.json");
   fs::remove(profile);
-  const zeus::Gpus gpus = fake.open(file.gpus, file.limits_w.back(), file.limits_w.front());
+  const zeus::device::Gpus gpus = fake.open(file.gpus, file.limits_w.back(), file.limits_w.front());
   PowerLimitOptimizerOptions options;
   options.profile_path = profile;
   options.restore_on_signal = false;
   {
-    PowerLimitOptimizer optimizer(std::make_shared<zeus::ReplayMonitor>(file.name, false), gpus,
-                                  options);
+    PowerLimitOptimizer optimizer(std::make_shared<zeus::monitor::ReplayMonitor>(file.name, false),
+                                  gpus, options);
     for (int step = 0; step < 1000 && !optimizer.optimal_power_limit_mw(); ++step) {
       optimizer.on_step_begin();
     }
   }
   ASSERT_TRUE(fs::exists(profile));
-  const zeus::PowerLimitProfile saved = zeus::load_power_limit_profile(profile);
+  const zeus::runtime::PowerLimitProfile saved = zeus::runtime::load_power_limit_profile(profile);
   EXPECT_EQ(saved.measurements.size(), file.limits_w.size());
   for (const auto& selector : std::vector<std::shared_ptr<zeus::optimizer::OptimumSelector>>{
            std::make_shared<zeus::optimizer::EnergySelector>(),
@@ -283,8 +284,8 @@ TEST_F(ReplayedProfiles, ProfileFileIsSavedAndReusedWithEverySelector) {
            std::make_shared<zeus::optimizer::MaxSlowdownSelector>(1.1)}) {
     options.selector = selector;
     // A loaded profile goes straight to Done: the monitor is never used.
-    PowerLimitOptimizer reloaded(std::make_shared<zeus::ReplayMonitor>(file.name, false), gpus,
-                                 options);
+    PowerLimitOptimizer reloaded(std::make_shared<zeus::monitor::ReplayMonitor>(file.name, false),
+                                 gpus, options);
     ASSERT_TRUE(reloaded.optimal_power_limit_mw().has_value());
     EXPECT_EQ(static_cast<int>(*reloaded.optimal_power_limit_mw() / 1000),
               selector->select(saved.measurements));
@@ -297,13 +298,14 @@ TEST_F(ReplayedProfiles, ProfileFileIsSavedAndReusedWithEverySelector) {
 // duration stretches as the power limit slows the GPU.
 TEST(PowerLimitOptimizerSimulated, FindsTheLimitTheModelSaysIsBest) {
   auto clock = std::make_shared<zeus::ManualClock>();
-  auto gpu = std::make_shared<zeus::SimulatedGpu>(zeus::simulated_gpu_model("a100"), 0, clock);
+  auto gpu = std::make_shared<zeus::device::SimulatedGpu>(zeus::device::simulated_gpu_model("a100"),
+                                                          0, clock);
   gpu->set_utilization(1.0);
-  const zeus::Gpus gpus({gpu}, {0});
-  zeus::ZeusMonitorOptions monitor_options;
+  const zeus::device::Gpus gpus({gpu}, {0});
+  zeus::monitor::ZeusMonitorOptions monitor_options;
   monitor_options.clock = clock;
-  auto monitor = std::make_shared<zeus::ZeusMonitor>(
-      gpus, std::vector<std::shared_ptr<zeus::Cpu>>{}, monitor_options);
+  auto monitor = std::make_shared<zeus::monitor::ZeusMonitor>(
+      gpus, std::vector<std::shared_ptr<zeus::device::Cpu>>{}, monitor_options);
   const double step_s = 0.25;
   const double eta = 0.8;
   PowerLimitOptimizerOptions options;
@@ -315,7 +317,7 @@ TEST(PowerLimitOptimizerSimulated, FindsTheLimitTheModelSaysIsBest) {
   int best_w = 0;
   double best_cost = 1e300;
   for (const std::uint32_t limit_mw : optimizer.power_limits_mw()) {
-    zeus::SimulatedGpu probe(zeus::simulated_gpu_model("a100"), 1, clock);
+    zeus::device::SimulatedGpu probe(zeus::device::simulated_gpu_model("a100"), 1, clock);
     probe.set_utilization(1.0);
     probe.set_power_limit_mw(limit_mw);
     const double time_s = step_s / probe.relative_speed();
@@ -338,39 +340,40 @@ TEST(PowerLimitOptimizerSimulated, FindsTheLimitTheModelSaysIsBest) {
 
 TEST(PowerLimitOptimizerSimulated, DestroyedMidProfilingLeavesNoWindowOpen) {
   auto clock = std::make_shared<zeus::ManualClock>();
-  auto gpu = std::make_shared<zeus::SimulatedGpu>(zeus::simulated_gpu_model("a100"), 0, clock);
-  const zeus::Gpus gpus({gpu}, {0});
-  zeus::ZeusMonitorOptions monitor_options;
+  auto gpu = std::make_shared<zeus::device::SimulatedGpu>(zeus::device::simulated_gpu_model("a100"),
+                                                          0, clock);
+  const zeus::device::Gpus gpus({gpu}, {0});
+  zeus::monitor::ZeusMonitorOptions monitor_options;
   monitor_options.clock = clock;
-  auto monitor = std::make_shared<zeus::ZeusMonitor>(
-      gpus, std::vector<std::shared_ptr<zeus::Cpu>>{}, monitor_options);
+  auto monitor = std::make_shared<zeus::monitor::ZeusMonitor>(
+      gpus, std::vector<std::shared_ptr<zeus::device::Cpu>>{}, monitor_options);
   PowerLimitOptimizerOptions options;
   options.restore_on_signal = false;
   for (int run = 0; run < 2; ++run) {
     // The second optimizer on the same monitor must be able to open the same window.
     PowerLimitOptimizer optimizer(monitor, gpus, options);
-    for (int step = 0;
-         step < 100 && !std::holds_alternative<zeus::plo_state::Profiling>(optimizer.state());
+    for (int step = 0; step < 100 && !std::holds_alternative<zeus::runtime::plo_state::Profiling>(
+                                         optimizer.state());
          ++step) {
       optimizer.on_step_begin();
       clock->advance_s(0.1);
     }
-    ASSERT_TRUE(std::holds_alternative<zeus::plo_state::Profiling>(optimizer.state()));
+    ASSERT_TRUE(std::holds_alternative<zeus::runtime::plo_state::Profiling>(optimizer.state()));
   }
   EXPECT_EQ(gpu->power_limit_mw(), gpu->power_limit_constraints_mw().max_mw);
 }
 
 TEST(PowerLimitOptimizerSimulated, WarmupZeroAndRangesThatAreNotMultiplesOfTheStride) {
   auto clock = std::make_shared<zeus::ManualClock>();
-  zeus::SimulatedGpuModel model = zeus::simulated_gpu_model("v100");
+  zeus::device::SimulatedGpuModel model = zeus::device::simulated_gpu_model("v100");
   model.max_power_limit_mw = 260'000;
   model.default_power_limit_mw = 260'000;
-  auto gpu = std::make_shared<zeus::SimulatedGpu>(model, 0, clock);
-  const zeus::Gpus gpus({gpu}, {0});
-  zeus::ZeusMonitorOptions monitor_options;
+  auto gpu = std::make_shared<zeus::device::SimulatedGpu>(model, 0, clock);
+  const zeus::device::Gpus gpus({gpu}, {0});
+  zeus::monitor::ZeusMonitorOptions monitor_options;
   monitor_options.clock = clock;
-  auto monitor = std::make_shared<zeus::ZeusMonitor>(
-      gpus, std::vector<std::shared_ptr<zeus::Cpu>>{}, monitor_options);
+  auto monitor = std::make_shared<zeus::monitor::ZeusMonitor>(
+      gpus, std::vector<std::shared_ptr<zeus::device::Cpu>>{}, monitor_options);
   PowerLimitOptimizerOptions options;
   options.warmup_steps = 0;
   options.profile_steps = 3;
@@ -396,11 +399,14 @@ TEST(PowerLimitOptimizerSimulated, WarmupZeroAndRangesThatAreNotMultiplesOfTheSt
 
 TEST(PowerLimitOptimizerErrors, BadInputIsClear) {
   auto clock = std::make_shared<zeus::ManualClock>();
-  auto v100 = std::make_shared<zeus::SimulatedGpu>(zeus::simulated_gpu_model("v100"), 0, clock);
-  auto a100 = std::make_shared<zeus::SimulatedGpu>(zeus::simulated_gpu_model("a100"), 1, clock);
-  const zeus::Gpus mixed({v100, a100}, {0, 1});
-  auto monitor = std::make_shared<zeus::ZeusMonitor>(
-      mixed, std::vector<std::shared_ptr<zeus::Cpu>>{}, zeus::ZeusMonitorOptions{});
+  auto v100 = std::make_shared<zeus::device::SimulatedGpu>(
+      zeus::device::simulated_gpu_model("v100"), 0, clock);
+  auto a100 = std::make_shared<zeus::device::SimulatedGpu>(
+      zeus::device::simulated_gpu_model("a100"), 1, clock);
+  const zeus::device::Gpus mixed({v100, a100}, {0, 1});
+  auto monitor = std::make_shared<zeus::monitor::ZeusMonitor>(
+      mixed, std::vector<std::shared_ptr<zeus::device::Cpu>>{},
+      zeus::monitor::ZeusMonitorOptions{});
   try {
     PowerLimitOptimizer optimizer(monitor, mixed, {});
     FAIL();
@@ -421,7 +427,7 @@ TEST(PowerLimitOptimizerErrors, BadInputIsClear) {
         "{\"other\": 1}"}) {
     std::ofstream(bad) << text;
     try {
-      zeus::load_power_limit_profile(bad);
+      zeus::runtime::load_power_limit_profile(bad);
       ADD_FAILURE() << text;
     } catch (const zeus::Error& error) {
       EXPECT_EQ(error.kind(), zeus::ErrorKind::kInvalidArgument);
@@ -429,23 +435,24 @@ TEST(PowerLimitOptimizerErrors, BadInputIsClear) {
     }
   }
   fs::remove(bad);
-  EXPECT_THROW(zeus::load_power_limit_profile(temp_path("missing.json")), zeus::Error);
+  EXPECT_THROW(zeus::runtime::load_power_limit_profile(temp_path("missing.json")), zeus::Error);
 }
 
 TEST(PowerLimitOptimizerErrors, AProfileOnSomeProcessesOnlyIsRefused) {
   auto clock = std::make_shared<zeus::ManualClock>();
-  auto gpu = std::make_shared<zeus::SimulatedGpu>(zeus::simulated_gpu_model("v100"), 0, clock);
-  const zeus::Gpus gpus({gpu}, {0});
-  auto monitor = std::make_shared<zeus::ZeusMonitor>(
-      gpus, std::vector<std::shared_ptr<zeus::Cpu>>{}, zeus::ZeusMonitorOptions{});
+  auto gpu = std::make_shared<zeus::device::SimulatedGpu>(zeus::device::simulated_gpu_model("v100"),
+                                                          0, clock);
+  const zeus::device::Gpus gpus({gpu}, {0});
+  auto monitor = std::make_shared<zeus::monitor::ZeusMonitor>(
+      gpus, std::vector<std::shared_ptr<zeus::device::Cpu>>{}, zeus::monitor::ZeusMonitorOptions{});
   const fs::path profile = temp_path("rank-profile.json");
-  zeus::save_power_limit_profile(profile, {{{250, 10.0, 1.0}, {100, 5.0, 2.0}}});
+  zeus::runtime::save_power_limit_profile(profile, {{{250, 10.0, 1.0}, {100, 5.0, 2.0}}});
   PowerLimitOptimizerOptions options;
   options.profile_path = profile;
   options.restore_on_signal = false;
   // Four processes, of which this one and one other have the file.
-  options.reducer = std::make_shared<zeus::CallbackReducer>([](double mine) { return mine + 1.0; },
-                                                            [](double mine) { return mine; }, 4);
+  options.reducer = std::make_shared<zeus::runtime::CallbackReducer>(
+      [](double mine) { return mine + 1.0; }, [](double mine) { return mine; }, 4);
   try {
     PowerLimitOptimizer optimizer(monitor, gpus, options);
     FAIL();
@@ -454,8 +461,8 @@ TEST(PowerLimitOptimizerErrors, AProfileOnSomeProcessesOnlyIsRefused) {
         << error.what();
   }
   // All four have it: loaded, no profiling.
-  options.reducer = std::make_shared<zeus::CallbackReducer>([](double mine) { return mine * 4.0; },
-                                                            [](double mine) { return mine; }, 4);
+  options.reducer = std::make_shared<zeus::runtime::CallbackReducer>(
+      [](double mine) { return mine * 4.0; }, [](double mine) { return mine; }, 4);
   PowerLimitOptimizer loaded(monitor, gpus, options);
   EXPECT_TRUE(loaded.optimal_power_limit_mw().has_value());
   fs::remove(profile);
@@ -463,7 +470,7 @@ TEST(PowerLimitOptimizerErrors, AProfileOnSomeProcessesOnlyIsRefused) {
 
 TEST(PowerLimitOptimizerErrors, NoPermissionSaysHowToFixIt) {
   FakeNvml fake;
-  const zeus::Gpus gpus = fake.open(1, 100, 250);
+  const zeus::device::Gpus gpus = fake.open(1, 100, 250);
   // Fail every setter, as a driver does for an unprivileged process.
   void* handle = dlopen(ZEUS_FAKE_NVML_PATH, RTLD_NOW | RTLD_LOCAL);
   auto configure = reinterpret_cast<int (*)(const char*)>(dlsym(handle, "fake_nvml_configure"));
@@ -479,10 +486,11 @@ TEST(PowerLimitOptimizerErrors, NoPermissionSaysHowToFixIt) {
   configure(json{{"devices", {device}}, {"fail", {{"nvmlDeviceSetPowerManagementLimit", 4}}}}
                 .dump()
                 .c_str());
-  auto nvml = zeus::open_nvml(ZEUS_FAKE_NVML_PATH);
-  const zeus::Gpus locked({nvml->open_gpu(0)}, {0});
-  auto monitor = std::make_shared<zeus::ZeusMonitor>(
-      locked, std::vector<std::shared_ptr<zeus::Cpu>>{}, zeus::ZeusMonitorOptions{});
+  auto nvml = zeus::device::open_nvml(ZEUS_FAKE_NVML_PATH);
+  const zeus::device::Gpus locked({nvml->open_gpu(0)}, {0});
+  auto monitor = std::make_shared<zeus::monitor::ZeusMonitor>(
+      locked, std::vector<std::shared_ptr<zeus::device::Cpu>>{},
+      zeus::monitor::ZeusMonitorOptions{});
   PowerLimitOptimizerOptions options;
   options.restore_on_signal = false;
   try {

@@ -49,10 +49,10 @@ class BatchSizeOptimizer {
   // `gpus` are the GPUs the monitor's indices refer to. Throws Error(kInvalidArgument) when the
   // monitor has no GPU, the GPUs are not all the same model, or the spec is invalid (every bad
   // field listed), and ServerError when registration fails.
-  BatchSizeOptimizer(std::shared_ptr<WindowMonitor> monitor, const Gpus& gpus,
+  BatchSizeOptimizer(std::shared_ptr<monitor::WindowMonitor> monitor, const device::Gpus& gpus,
                      const std::string& server_url, JobSpec job, ClientOptions options = {});
   // The same with the process-wide GPUs (get_gpus()), as a default-constructed ZeusMonitor uses.
-  BatchSizeOptimizer(std::shared_ptr<WindowMonitor> monitor, const std::string& server_url,
+  BatchSizeOptimizer(std::shared_ptr<monitor::WindowMonitor> monitor, const std::string& server_url,
                      JobSpec job, ClientOptions options = {});
   // end(); errors are logged, never thrown.
   ~BatchSizeOptimizer();
@@ -95,7 +95,7 @@ class BatchSizeOptimizer {
   static constexpr const char* kWindowName = "__zeus_bso_client";
 
  private:
-  std::shared_ptr<WindowMonitor> monitor_;
+  std::shared_ptr<monitor::WindowMonitor> monitor_;
   BsoClient client_;
   int rank_;
   JobSpec job_;
@@ -113,6 +113,6 @@ class BatchSizeOptimizer {
 
 // The GPU part of a JobSpec for `gpu_indices` of `gpus` (see the constructor above). Throws
 // Error(kInvalidArgument) for no GPU or GPUs of different models.
-void fill_gpu_config(JobSpec& spec, const Gpus& gpus, const std::vector<int>& gpu_indices);
+void fill_gpu_config(JobSpec& spec, const device::Gpus& gpus, const std::vector<int>& gpu_indices);
 
 }  // namespace zeus::bso

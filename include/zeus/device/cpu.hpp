@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-namespace zeus {
+namespace zeus::device {
 
 class Cpu {
  public:
@@ -24,4 +24,4 @@ class Cpu {
   virtual std::uint64_t dram_energy_uj() = 0;
 };
 
-}  // namespace zeus
+}  // namespace zeus::device

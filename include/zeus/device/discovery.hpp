@@ -14,7 +14,7 @@
 #include "zeus/device/gpus.hpp"
 #include "zeus/device/rapl.hpp"
 
-namespace zeus {
+namespace zeus::device {
 
 struct DiscoveryOptions {
   EnvLookup env = process_env();
@@ -61,4 +61,4 @@ CpuDiscovery discover_cpus(const EnvLookup& env = process_env());
 // Process-wide CPUs (discover_cpus(), once).
 const CpuDiscovery& get_cpus();
 
-}  // namespace zeus
+}  // namespace zeus::device

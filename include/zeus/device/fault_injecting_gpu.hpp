@@ -10,7 +10,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/device/gpu.hpp"
 
-namespace zeus {
+namespace zeus::device {
 
 class FaultInjectingGpu final : public Gpu {
  public:
@@ -131,4 +131,4 @@ class FaultInjectingGpu final : public Gpu {
   ErrorKind fail_kind_ = ErrorKind::kGpuLost;
 };
 
-}  // namespace zeus
+}  // namespace zeus::device

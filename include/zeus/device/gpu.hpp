@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-namespace zeus {
+namespace zeus::device {
 
 enum class GpuBackend { kNvml, kAmdSmi, kSimulated };
 
@@ -74,4 +74,4 @@ class Gpu {
   virtual int temperature_c() = 0;
 };
 
-}  // namespace zeus
+}  // namespace zeus::device

@@ -6,7 +6,7 @@
 
 #include "zeus/device/gpu.hpp"
 
-namespace zeus {
+namespace zeus::device {
 
 class GpuProvider {
  public:
@@ -36,4 +36,4 @@ std::shared_ptr<GpuProvider> open_nvml(const std::string& library_path = kDefaul
 // Devices are ordered by HIP index.
 std::shared_ptr<GpuProvider> open_amdsmi(const std::string& library_path = kDefaultAmdSmiLibrary);
 
-}  // namespace zeus
+}  // namespace zeus::device

@@ -8,7 +8,7 @@
 
 #include "zeus/device/gpu.hpp"
 
-namespace zeus {
+namespace zeus::device {
 
 class Gpus {
  public:
@@ -35,4 +35,4 @@ class Gpus {
   std::vector<int> physical_indices_;
 };
 
-}  // namespace zeus
+}  // namespace zeus::device

@@ -8,7 +8,7 @@
 
 #include "zeus/device/cpu.hpp"
 
-namespace zeus {
+namespace zeus::device {
 
 // /sys/class/powercap, or /zeus_sys/class/powercap (the reference's container mount point) when
 // the former has no RAPL zone and the latter does.
@@ -32,4 +32,4 @@ struct CpuDiscovery {
 // goes into `message` (permission problems say how to fix them).
 CpuDiscovery discover_rapl_cpus(const std::filesystem::path& powercap_root);
 
-}  // namespace zeus
+}  // namespace zeus::device

@@ -20,7 +20,7 @@
 #include "zeus/device/gpu.hpp"
 #include "zeus/device/gpu_provider.hpp"
 
-namespace zeus {
+namespace zeus::device {
 
 struct SimulatedGpuModel {
   std::string key;           // "h200"
@@ -118,4 +118,4 @@ struct SimulatedGpusSpec {
 // Error(kInvalidArgument) quoting the value when malformed.
 SimulatedGpusSpec parse_simulated_gpus_spec(const std::string& value);
 
-}  // namespace zeus
+}  // namespace zeus::device

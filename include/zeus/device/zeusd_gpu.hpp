@@ -20,7 +20,7 @@
 #include "zeus/device/cpu.hpp"
 #include "zeus/device/gpu.hpp"
 
-namespace zeus {
+namespace zeus::device {
 
 // Where the daemon is and how to authenticate.
 struct ZeusdConfig {
@@ -168,4 +168,4 @@ class ZeusdGpu final : public Gpu {
   bool match_by_pci_;
 };
 
-}  // namespace zeus
+}  // namespace zeus::device

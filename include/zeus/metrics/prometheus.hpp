@@ -48,7 +48,7 @@ class WindowHistograms {
   // Throws Error(kInvalidArgument) naming the list for an empty, unsorted or non-finite one.
   explicit WindowHistograms(HistogramBuckets buckets);
 
-  void observe(const std::string& window, const Measurement& measurement);
+  void observe(const std::string& window, const monitor::Measurement& measurement);
   // Appends the four families (a family without any observation is still declared).
   void render(std::string& out) const;
 
@@ -99,7 +99,7 @@ struct DeviceMetricsOptions {
 class DeviceMetrics {
  public:
   // Throws Error(kInvalidArgument) for a bad GPU index or interval.
-  DeviceMetrics(const Gpus& gpus, std::vector<std::shared_ptr<Cpu>> cpus,
+  DeviceMetrics(const device::Gpus& gpus, std::vector<std::shared_ptr<device::Cpu>> cpus,
                 DeviceMetricsOptions options = {});
   ~DeviceMetrics();
   DeviceMetrics(const DeviceMetrics&) = delete;
@@ -113,14 +113,14 @@ class DeviceMetrics {
  private:
   struct GpuState {
     int index = 0;
-    std::shared_ptr<Gpu> gpu;
+    std::shared_ptr<device::Gpu> gpu;
     std::string name;
     std::string uuid;
     bool has_counter = false;
-    std::vector<PowerDomain> power_domains;        // those the GPU supports (probed once)
-    std::optional<std::uint64_t> counter_base_mj;  // first hardware reading
+    std::vector<monitor::PowerDomain> power_domains;  // those the GPU supports (probed once)
+    std::optional<std::uint64_t> counter_base_mj;     // first hardware reading
     double energy_j = 0.0;
-    std::vector<std::pair<PowerDomain, double>> power_w;  // per supported domain
+    std::vector<std::pair<monitor::PowerDomain, double>> power_w;  // per supported domain
     std::optional<double> power_limit_w;
     std::optional<double> temperature_c;
     std::uint64_t errors = 0;
@@ -128,7 +128,7 @@ class DeviceMetrics {
     double last_power_w = 0.0;
   };
   struct CpuState {
-    std::shared_ptr<Cpu> cpu;
+    std::shared_ptr<device::Cpu> cpu;
     std::optional<std::uint64_t> package_base_uj, dram_base_uj;
     double package_j = 0.0, dram_j = 0.0;
     std::optional<double> package_w, dram_w;

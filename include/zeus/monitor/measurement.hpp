@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-namespace zeus {
+namespace zeus::monitor {
 
 // Values keyed by device index (GPU index as the process sees it, or CPU package index), kept
 // sorted by index. A small flat map: cheap to build on the hot path, easy to iterate.
@@ -41,4 +41,4 @@ struct Measurement {
   double total_energy_j() const { return gpu_energy_j.sum(); }
 };
 
-}  // namespace zeus
+}  // namespace zeus::monitor

@@ -20,7 +20,7 @@
 #include "zeus/common/clock.hpp"
 #include "zeus/device/gpus.hpp"
 
-namespace zeus {
+namespace zeus::monitor {
 
 enum class PowerDomain {
   kDeviceInstant,  // Gpu::instant_power_mw
@@ -31,7 +31,7 @@ enum class PowerDomain {
 // "device_instant", "device_average", "memory_average" (the reference's names).
 std::string_view power_domain_name(PowerDomain domain);
 // One reading of `domain` (Gpu::instant_power_mw, average_power_mw or average_memory_power_mw).
-std::uint32_t read_power_mw(Gpu& gpu, PowerDomain domain);
+std::uint32_t read_power_mw(device::Gpu& gpu, PowerDomain domain);
 
 // Accepts those names and the short forms "instant", "average", "memory". Throws
 // Error(kInvalidArgument) listing them.
@@ -72,7 +72,7 @@ class PowerSampler {
  public:
   // Throws Error(kInvalidArgument) for an empty domain list, an invalid GPU index, a period
   // below 1 ms, and Error(kNotSupported) naming the GPU and domain that cannot be read.
-  PowerSampler(const Gpus& gpus, PowerSamplerOptions options);
+  PowerSampler(const device::Gpus& gpus, PowerSamplerOptions options);
   ~PowerSampler();
   PowerSampler(const PowerSampler&) = delete;
   PowerSampler& operator=(const PowerSampler&) = delete;
@@ -128,7 +128,7 @@ class PowerSampler {
   const Series& series(PowerDomain domain, int gpu_index) const;
   void run();
 
-  std::vector<std::shared_ptr<Gpu>> gpus_;  // parallel to gpu_indices_
+  std::vector<std::shared_ptr<device::Gpu>> gpus_;  // parallel to gpu_indices_
   std::vector<int> gpu_indices_;
   std::vector<PowerDomain> domains_;
   std::shared_ptr<Clock> clock_;
@@ -155,7 +155,7 @@ class PowerSampler {
 // Estimates how often `gpu`'s power reading changes, by polling it back to back for up to
 // `budget_s` of `clock` time: half the shortest interval between changes, within [1 ms, 100 ms];
 // 100 ms when it never changes.
-double infer_power_update_period_s(Gpu& gpu, PowerDomain domain, Clock& clock,
+double infer_power_update_period_s(device::Gpu& gpu, PowerDomain domain, Clock& clock,
                                    double budget_s = 0.2);
 
-}  // namespace zeus
+}  // namespace zeus::monitor

@@ -11,7 +11,7 @@
 
 #include "zeus/monitor/window_monitor.hpp"
 
-namespace zeus {
+namespace zeus::monitor {
 
 struct ReplayRow {
   double start_time_s = 0.0;
@@ -27,12 +27,10 @@ class ReplayMonitor final : public WindowMonitor {
   // equal the row's.
   explicit ReplayMonitor(const std::filesystem::path& log_file, bool match_window_name = true);
 
-  void begin_window(const std::string& name, bool sync_execution = true,
-                    bool restart = false) override;
+  void begin_window(const std::string& name, BeginWindowOptions options = {}) override;
   // Consumes the next row (none when cancelled). Throws Error(kInvalidArgument) when the name
   // does not match, and Error(kNotFound) when the log is exhausted.
-  Measurement end_window(const std::string& name, bool sync_execution = true,
-                         bool cancel = false) override;
+  Measurement end_window(const std::string& name, EndWindowOptions options = {}) override;
   const std::vector<int>& gpu_indices() const override { return gpu_indices_; }
 
   std::size_t rows_left() const { return rows_.size() - next_row_; }
@@ -47,4 +45,4 @@ class ReplayMonitor final : public WindowMonitor {
   std::set<std::string> open_;
 };
 
-}  // namespace zeus
+}  // namespace zeus::monitor

@@ -7,24 +7,36 @@
 
 #include "zeus/monitor/measurement.hpp"
 
-namespace zeus {
+namespace zeus::monitor {
+
+// How a window opens: `monitor.begin_window("step", {.sync_execution = false})`. The defaults
+// live here, not in default arguments of the virtual functions, so that every implementation
+// and every call site agrees on them.
+struct BeginWindowOptions {
+  bool sync_execution = true;  // call the synchronisation hook (e.g. CUDA synchronize) first
+  bool restart = false;        // an open window of the same name is discarded, not an error
+};
+
+// How a window closes: `monitor.end_window("step", {.cancel = true})`.
+struct EndWindowOptions {
+  bool sync_execution = true;  // call the synchronisation hook first
+  bool cancel = false;         // a zero measurement, nothing logged or observed
+};
 
 class WindowMonitor {
  public:
   virtual ~WindowMonitor() = default;
 
-  // Opens window `name`. Throws Error(kInvalidArgument) if it is already open, unless `restart`
-  // (then the old one is discarded). `sync_execution` calls the synchronisation hook first.
-  virtual void begin_window(const std::string& name, bool sync_execution = true,
-                            bool restart = false) = 0;
-  // Closes window `name` and returns what it measured. With `cancel`, returns a zero
+  // Opens window `name`. Throws Error(kInvalidArgument) if it is already open, unless
+  // `options.restart` (then the old one is discarded).
+  virtual void begin_window(const std::string& name, BeginWindowOptions options = {}) = 0;
+  // Closes window `name` and returns what it measured. With `options.cancel`, returns a zero
   // measurement and logs nothing. Throws Error(kInvalidArgument) for an unknown name. The window
   // is closed even when reading a device fails.
-  virtual Measurement end_window(const std::string& name, bool sync_execution = true,
-                                 bool cancel = false) = 0;
+  virtual Measurement end_window(const std::string& name, EndWindowOptions options = {}) = 0;
 
   // The GPU indices measured, in order.
   virtual const std::vector<int>& gpu_indices() const = 0;
 };
 
-}  // namespace zeus
+}  // namespace zeus::monitor

@@ -13,12 +13,13 @@
 #include <vector>
 
 #include "zeus/common/clock.hpp"
+#include "zeus/common/error.hpp"
 #include "zeus/device/cpu.hpp"
 #include "zeus/device/gpus.hpp"
 #include "zeus/monitor/power_sampler.hpp"
 #include "zeus/monitor/window_monitor.hpp"
 
-namespace zeus {
+namespace zeus::monitor {
 
 // Called before reading devices when a window begins or ends with sync_execution, with the
 // monitored GPU indices (e.g. torch.cuda.synchronize on each). Exceptions propagate.
@@ -54,13 +55,12 @@ class ZeusMonitor final : public WindowMonitor {
   explicit ZeusMonitor(ZeusMonitorOptions options = {});
   // Explicit devices. Throws Error(kInvalidArgument) for an invalid GPU or CPU index (listing the
   // valid ones) and Error(kNoPermission) when CPU packages were asked for but cannot be read.
-  ZeusMonitor(const Gpus& gpus, std::vector<std::shared_ptr<Cpu>> cpus, ZeusMonitorOptions options);
+  ZeusMonitor(const device::Gpus& gpus, std::vector<std::shared_ptr<device::Cpu>> cpus,
+              ZeusMonitorOptions options);
   ~ZeusMonitor() override;
 
-  void begin_window(const std::string& name, bool sync_execution = true,
-                    bool restart = false) override;
-  Measurement end_window(const std::string& name, bool sync_execution = true,
-                         bool cancel = false) override;
+  void begin_window(const std::string& name, BeginWindowOptions options = {}) override;
+  Measurement end_window(const std::string& name, EndWindowOptions options = {}) override;
   // Drops every open window.
   void reset_windows();
   std::vector<std::string> open_windows() const;
@@ -85,7 +85,8 @@ class ZeusMonitor final : public WindowMonitor {
   void take_snapshot(Snapshot& snapshot, const std::string& window);
   Windows::node_type take_spare();
   void recycle(Windows::node_type node);
-  [[noreturn]] void rethrow_device_error(const std::string& device, const std::exception& error,
+  [[noreturn]] void rethrow_device_error(const std::string& device, ErrorSubject subject,
+                                         const std::exception& error,
                                          const std::string& window) const;
   void write_log_row(const std::string& name, const Snapshot& start, const Measurement& result);
 
@@ -94,13 +95,13 @@ class ZeusMonitor final : public WindowMonitor {
   WindowObserver on_window_end_;
   bool approx_instant_energy_;
   std::vector<int> gpu_indices_;
-  std::vector<std::shared_ptr<Gpu>> gpus_;
+  std::vector<std::shared_ptr<device::Gpu>> gpus_;
   std::vector<bool> gpu_has_counter_;
   std::vector<std::atomic<bool>> warned_zero_energy_;  // per GPU: the 0 J warning was given
   std::vector<int> cpu_indices_;
-  std::vector<std::shared_ptr<Cpu>> cpus_;
+  std::vector<std::shared_ptr<device::Cpu>> cpus_;
   std::vector<int> dram_indices_;  // packages (from cpu_indices_) with a DRAM zone
-  std::vector<std::shared_ptr<Cpu>> drams_;
+  std::vector<std::shared_ptr<device::Cpu>> drams_;
   std::unique_ptr<PowerSampler> sampler_;
 
   mutable std::mutex mutex_;  // guards windows_, spare_, the log
@@ -109,4 +110,4 @@ class ZeusMonitor final : public WindowMonitor {
   std::ofstream log_;
 };
 
-}  // namespace zeus
+}  // namespace zeus::monitor

@@ -8,7 +8,7 @@
 
 #include "zeus/runtime/reducer.hpp"
 
-namespace zeus {
+namespace zeus::runtime {
 
 // Initialises MPI (MPI_Init_thread, asking for MPI_THREAD_FUNNELED: only the thread that created
 // the session makes MPI calls) unless MPI is already initialised, and finalises it on destruction
@@ -68,4 +68,4 @@ class MpiReducer final : public Reducer {
   int size_ = 1;
 };
 
-}  // namespace zeus
+}  // namespace zeus::runtime

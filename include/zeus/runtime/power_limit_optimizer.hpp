@@ -21,7 +21,7 @@
 #include "zeus/optimizer/power_limit_selector.hpp"
 #include "zeus/runtime/reducer.hpp"
 
-namespace zeus {
+namespace zeus::runtime {
 
 // The profile file: {"measurements": [{"power_limit": W, "energy": J, "time": s}, ...]}.
 struct PowerLimitProfile {
@@ -73,7 +73,7 @@ class PowerLimitOptimizer {
   // `gpus` are the GPUs this process trains on (the monitor's GPU indices into them). Throws
   // Error(kInvalidArgument) for bad options or GPUs whose power-limit ranges differ, and
   // Error(kNoPermission) (saying how to get the right) when the limit cannot be set.
-  PowerLimitOptimizer(std::shared_ptr<WindowMonitor> monitor, const Gpus& gpus,
+  PowerLimitOptimizer(std::shared_ptr<monitor::WindowMonitor> monitor, const device::Gpus& gpus,
                       PowerLimitOptimizerOptions options = {});
   // Restores the maximum power limit.
   ~PowerLimitOptimizer();
@@ -101,8 +101,8 @@ class PowerLimitOptimizer {
   void finish_window();
   std::string window_name(std::uint32_t power_limit_mw) const;
 
-  std::shared_ptr<WindowMonitor> monitor_;
-  std::vector<std::shared_ptr<Gpu>> gpus_;
+  std::shared_ptr<monitor::WindowMonitor> monitor_;
+  std::vector<std::shared_ptr<device::Gpu>> gpus_;
   std::shared_ptr<const optimizer::OptimumSelector> selector_;
   std::shared_ptr<Reducer> reducer_;
   int warmup_steps_;
@@ -122,8 +122,9 @@ class PowerLimitOptimizer {
 class PowerLimitRestorer {
  public:
   // Registers GPUs to set to `power_limit_mw` on a signal; returns a handle for unregister().
-  static int register_gpus(std::vector<std::shared_ptr<Gpu>> gpus, std::uint32_t power_limit_mw);
+  static int register_gpus(std::vector<std::shared_ptr<device::Gpu>> gpus,
+                           std::uint32_t power_limit_mw);
   static void unregister(int handle);
 };
 
-}  // namespace zeus
+}  // namespace zeus::runtime

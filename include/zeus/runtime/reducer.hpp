@@ -4,7 +4,7 @@
 #include <functional>
 #include <memory>
 
-namespace zeus {
+namespace zeus::runtime {
 
 class Reducer {
  public:
@@ -41,4 +41,4 @@ class CallbackReducer final : public Reducer {
   int world_size_;
 };
 
-}  // namespace zeus
+}  // namespace zeus::runtime

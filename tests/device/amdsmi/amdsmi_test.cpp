@@ -178,18 +178,18 @@ class AmdSmiTest : public ::testing::Test {
     std::vector<double>* sleeps_s_;
   };
 
-  zeus::AmdSmiOptions options(FakeLibrary& fake) {
-    zeus::AmdSmiOptions result;
+  zeus::device::AmdSmiOptions options(FakeLibrary& fake) {
+    zeus::device::AmdSmiOptions result;
     result.validation_window_s = 0.5;
     result.clock = std::make_shared<FakeTimeClock>(clock_, fake, sleeps_s_);
     result.env = env_of({});
     return result;
   }
 
-  std::shared_ptr<zeus::GpuProvider> open(const nlohmann::json& script,
-                                          FakeLibrary& fake = full_fake()) {
+  std::shared_ptr<zeus::device::GpuProvider> open(const nlohmann::json& script,
+                                                  FakeLibrary& fake = full_fake()) {
     fake.configure(script);
-    return zeus::open_amdsmi_with_options(fake.path(), options(fake));
+    return zeus::device::open_amdsmi_with_options(fake.path(), options(fake));
   }
 
   std::shared_ptr<zeus::ManualClock> clock_ = std::make_shared<zeus::ManualClock>();
@@ -200,7 +200,7 @@ class AmdSmiTest : public ::testing::Test {
 
 TEST_F(AmdSmiTest, OpensThroughDlopenAndReportsLibraryDetails) {
   auto provider = open(script_of({device("AMD Instinct MI300X"), device("AMD Instinct MI300X")}));
-  EXPECT_EQ(provider->backend(), zeus::GpuBackend::kAmdSmi);
+  EXPECT_EQ(provider->backend(), zeus::device::GpuBackend::kAmdSmi);
   EXPECT_EQ(provider->device_count(), 2);
   EXPECT_EQ(provider->library_path(), full_fake().path());
   EXPECT_EQ(provider->library_version(), "26.1.0");
@@ -221,7 +221,7 @@ TEST_F(AmdSmiTest, ShutsDownAfterTheLastUser) {
 
 TEST_F(AmdSmiTest, MissingLibraryIsLibraryNotFound) {
   const std::string message =
-      expect_error([] { zeus::open_amdsmi("/nonexistent/zeus-test/libamd_smi.so"); },
+      expect_error([] { zeus::device::open_amdsmi("/nonexistent/zeus-test/libamd_smi.so"); },
                    ErrorKind::kLibraryNotFound);
   EXPECT_THAT(message, HasSubstr("/nonexistent/zeus-test/libamd_smi.so"));
 }
@@ -231,7 +231,7 @@ TEST_F(AmdSmiTest, DefaultNameSearchesAmdSmiLibDir) {
   auto opts = options(full_fake());
   opts.env = env_of(
       {{"AMDSMI_LIB_DIR", std::filesystem::path(full_fake().path()).parent_path().string() + "/"}});
-  auto provider = zeus::open_amdsmi_with_options(zeus::kDefaultAmdSmiLibrary, opts);
+  auto provider = zeus::device::open_amdsmi_with_options(zeus::device::kDefaultAmdSmiLibrary, opts);
   EXPECT_EQ(provider->library_path(), full_fake().path());
   EXPECT_EQ(provider->device_count(), 1);
 }
@@ -245,7 +245,7 @@ TEST_F(AmdSmiTest, DefaultNameSearchesRocmPathLib) {
   full_fake().configure(script_of({device("AMD Instinct MI300X"), device("AMD Instinct MI300X")}));
   auto opts = options(full_fake());
   opts.env = env_of({{"AMDSMI_LIB_DIR", "/nonexistent/zeus-test"}, {"ROCM_PATH", root.string()}});
-  auto provider = zeus::open_amdsmi_with_options(zeus::kDefaultAmdSmiLibrary, opts);
+  auto provider = zeus::device::open_amdsmi_with_options(zeus::device::kDefaultAmdSmiLibrary, opts);
   EXPECT_EQ(provider->device_count(), 2);  // the scripted fake, reached through the symlink
   provider.reset();
   std::filesystem::remove_all(root);
@@ -261,17 +261,17 @@ TEST_F(AmdSmiTest, DefaultNameWithNothingInstalledListsWhatWasTried) {
   }
   auto opts = options(full_fake());
   opts.env = env_of({{"AMDSMI_LIB_DIR", "/nonexistent/zeus-hint"}});
-  const std::string message =
-      expect_error([&] { zeus::open_amdsmi_with_options(zeus::kDefaultAmdSmiLibrary, opts); },
-                   ErrorKind::kLibraryNotFound);
+  const std::string message = expect_error(
+      [&] { zeus::device::open_amdsmi_with_options(zeus::device::kDefaultAmdSmiLibrary, opts); },
+      ErrorKind::kLibraryNotFound);
   EXPECT_THAT(message, HasSubstr("/nonexistent/zeus-hint/libamd_smi.so"));
   EXPECT_THAT(message, HasSubstr("/opt/rocm/lib/libamd_smi.so"));
   EXPECT_THAT(message, HasSubstr("ZEUS_AMDSMI_LIBRARY"));
 }
 
 TEST_F(AmdSmiTest, MissingRequiredSymbolIsFunctionNotFound) {
-  const std::string message =
-      expect_error([] { zeus::open_amdsmi(broken_fake_path()); }, ErrorKind::kFunctionNotFound);
+  const std::string message = expect_error([] { zeus::device::open_amdsmi(broken_fake_path()); },
+                                           ErrorKind::kFunctionNotFound);
   EXPECT_THAT(message, HasSubstr("amdsmi_get_power_info"));
 }
 
@@ -280,13 +280,13 @@ TEST_F(AmdSmiTest, ErrorsAreAboutAGpu) {
   full_fake().configure(
       script_of({device("AMD Instinct MI300X")}, status_override("amdsmi_init", 34)));
   try {
-    zeus::open_amdsmi_with_options(full_fake().path(), options(full_fake()));
+    zeus::device::open_amdsmi_with_options(full_fake().path(), options(full_fake()));
     FAIL() << "no error";
   } catch (const zeus::Error& error) {
     EXPECT_EQ(error.subject(), zeus::ErrorSubject::kGpu);
   }
   try {
-    zeus::open_amdsmi("/nonexistent/zeus-test/libamd_smi.so");
+    zeus::device::open_amdsmi("/nonexistent/zeus-test/libamd_smi.so");
     FAIL() << "no error";
   } catch (const zeus::Error& error) {
     EXPECT_EQ(error.subject(), zeus::ErrorSubject::kGpu);
@@ -305,7 +305,7 @@ TEST_F(AmdSmiTest, InitFailureIsVendorError) {
   full_fake().configure(
       script_of({device("AMD Instinct MI300X")}, status_override("amdsmi_init", 34)));
   try {
-    zeus::open_amdsmi_with_options(full_fake().path(), options(full_fake()));
+    zeus::device::open_amdsmi_with_options(full_fake().path(), options(full_fake()));
     FAIL() << "no error";
   } catch (const zeus::VendorError& error) {
     EXPECT_EQ(error.kind(), ErrorKind::kDriverNotLoaded);
@@ -327,7 +327,7 @@ TEST_F(AmdSmiTest, ScriptFromEnvironmentIsLoadedAtInit) {
                 .dump();
   }
   ::setenv("ZEUS_FAKE_AMDSMI_CONFIG", path.c_str(), 1);
-  auto provider = zeus::open_amdsmi_with_options(full_fake().path(), options(full_fake()));
+  auto provider = zeus::device::open_amdsmi_with_options(full_fake().path(), options(full_fake()));
   ::unsetenv("ZEUS_FAKE_AMDSMI_CONFIG");
   std::filesystem::remove(path);
   ASSERT_EQ(provider->device_count(), 3);
@@ -362,7 +362,7 @@ TEST_F(AmdSmiTest, NamesUuidsAndPciBusIds) {
   EXPECT_EQ(provider->device_uuid(0), "a1ff74a1-0000-1000-80e3-7a8f9c2b4d10");
   EXPECT_EQ(first->pci_bus_id(), "00000000:C1:00.0");
   EXPECT_EQ(first->architecture(), "cdna3");
-  EXPECT_EQ(first->backend(), zeus::GpuBackend::kAmdSmi);
+  EXPECT_EQ(first->backend(), zeus::device::GpuBackend::kAmdSmi);
   EXPECT_EQ(provider->open_gpu(1)->pci_bus_id(), "00000001:3B:1F.7");
   EXPECT_EQ(provider->open_gpu(1)->architecture(), "rdna3");
   EXPECT_EQ(provider->open_gpu(2)->name(), "AMD GPU");
@@ -637,11 +637,11 @@ TEST_F(AmdSmiTest, EnergyCounterFailureAtOpenDisablesIt) {
 
 TEST_F(AmdSmiTest, ValidationWithTheRealClockAndSleep) {
   full_fake().configure(script_of({device("X")}));
-  zeus::AmdSmiOptions opts;
+  zeus::device::AmdSmiOptions opts;
   opts.validation_window_s = 0.01;
   opts.env = env_of({});
   const auto start = std::chrono::steady_clock::now();
-  auto provider = zeus::open_amdsmi_with_options(full_fake().path(), opts);
+  auto provider = zeus::device::open_amdsmi_with_options(full_fake().path(), opts);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
   // Fake time did not move, so the counter stood still while power read 100 W.
   EXPECT_FALSE(provider->open_gpu(0)->supports_energy_counter());
@@ -716,8 +716,8 @@ class StatusMappingTest : public AmdSmiTest, public ::testing::WithParamInterfac
 
 TEST_P(StatusMappingTest, MapsToErrorKindAndKeepsTheCode) {
   const StatusCase c = GetParam();
-  EXPECT_EQ(zeus::amdsmi::error_kind_for_status(c.code), c.kind);
-  EXPECT_EQ(zeus::amdsmi::status_name(c.code), c.name);
+  EXPECT_EQ(zeus::device::amdsmi::error_kind_for_status(c.code), c.kind);
+  EXPECT_EQ(zeus::device::amdsmi::status_name(c.code), c.name);
   auto provider = open(script_of({device("X")}));
   full_fake().set_status("amdsmi_get_temp_metric", c.code);
   try {

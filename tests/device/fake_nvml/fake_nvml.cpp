@@ -18,10 +18,10 @@
 #include "nvml_api.hpp"
 
 using nlohmann::json;
-using zeus::nvml::Device;
-using zeus::nvml::FieldValue;
-using zeus::nvml::PciInfo;
-using zeus::nvml::Return;
+using zeus::device::nvml::Device;
+using zeus::device::nvml::FieldValue;
+using zeus::device::nvml::PciInfo;
+using zeus::device::nvml::Return;
 
 namespace {
 
@@ -83,12 +83,12 @@ Return enter(FakeState& s, const char* function, Device device, FakeDevice** out
     return fail[function].get<int>();
   }
   if (s.init_count <= 0 && std::strcmp(function, "nvmlInit_v2") != 0) {
-    return zeus::nvml::kErrorUninitialized;
+    return zeus::device::nvml::kErrorUninitialized;
   }
   if (out != nullptr) {
     const auto raw = reinterpret_cast<std::uintptr_t>(device);
     if (raw < kHandleBase || raw - kHandleBase >= s.devices.size()) {
-      return zeus::nvml::kErrorInvalidArgument;
+      return zeus::device::nvml::kErrorInvalidArgument;
     }
     *out = &s.devices[raw - kHandleBase];
     const json& device_fail = (*out)->spec.value("fail", json::object());
@@ -96,59 +96,61 @@ Return enter(FakeState& s, const char* function, Device device, FakeDevice** out
       return device_fail[function].get<int>();
     }
   }
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 // For functions without a device argument.
-#define FAKE_ENTER_GLOBAL()                                                         \
-  FakeState& s = state();                                                           \
-  std::lock_guard lock(s.mutex);                                                    \
-  if (Return rc = enter(s, __func__, nullptr, nullptr); rc != zeus::nvml::kSuccess) \
-    return rc;
+#define FAKE_ENTER_GLOBAL()                                                                   \
+  FakeState& s = state();                                                                     \
+  std::lock_guard lock(s.mutex);                                                              \
+  if (Return rc = enter(s, __func__, nullptr, nullptr); rc != zeus::device::nvml::kSuccess) { \
+    return rc;                                                                                \
+  }
 
-#define FAKE_ENTER(device)                                                    \
-  FakeState& s = state();                                                     \
-  std::lock_guard lock(s.mutex);                                              \
-  FakeDevice* d = nullptr;                                                    \
-  if (Return rc = enter(s, __func__, device, &d); rc != zeus::nvml::kSuccess) \
-    return rc;
+#define FAKE_ENTER(device)                                                              \
+  FakeState& s = state();                                                               \
+  std::lock_guard lock(s.mutex);                                                        \
+  FakeDevice* d = nullptr;                                                              \
+  if (Return rc = enter(s, __func__, device, &d); rc != zeus::device::nvml::kSuccess) { \
+    return rc;                                                                          \
+  }
 
 Return copy_string(const std::string& value, char* buffer, unsigned length) {
   if (buffer == nullptr) {
-    return zeus::nvml::kErrorInvalidArgument;
+    return zeus::device::nvml::kErrorInvalidArgument;
   }
   if (value.size() + 1 > length) {
-    return zeus::nvml::kErrorInsufficientSize;
+    return zeus::device::nvml::kErrorInsufficientSize;
   }
   std::memcpy(buffer, value.c_str(), value.size() + 1);
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 Return get_uint(const FakeDevice* d, const char* key, unsigned* out) {
   if (out == nullptr) {
-    return zeus::nvml::kErrorInvalidArgument;
+    return zeus::device::nvml::kErrorInvalidArgument;
   }
   if (!d->spec.contains(key)) {
-    return zeus::nvml::kErrorNotSupported;
+    return zeus::device::nvml::kErrorNotSupported;
   }
   *out = d->spec[key].get<unsigned>();
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 [[maybe_unused]] Return copy_clocks(const json& list, unsigned* count, unsigned* clocks) {
   if (count == nullptr) {
-    return zeus::nvml::kErrorInvalidArgument;
+    return zeus::device::nvml::kErrorInvalidArgument;
   }
   const unsigned needed = static_cast<unsigned>(list.size());
   if (*count < needed || clocks == nullptr) {
     *count = needed;
-    return zeus::nvml::kErrorInsufficientSize;
+    return zeus::device::nvml::kErrorInsufficientSize;
   }
   for (unsigned i = 0; i < needed; ++i) {
     clocks[i] = list[i].get<unsigned>();
   }
   *count = needed;
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 }  // namespace
@@ -195,22 +197,22 @@ Return nvmlInit_v2() {
       try {
         apply_config(s, json::parse(saved));
       } catch (const std::exception&) {
-        return zeus::nvml::kErrorUnknown;
+        return zeus::device::nvml::kErrorUnknown;
       }
     } else if (const char* path = std::getenv("ZEUS_FAKE_NVML_CONFIG"); path != nullptr) {
       std::ifstream in(path);
       try {
         apply_config(s, json::parse(in));
       } catch (const std::exception&) {
-        return zeus::nvml::kErrorUnknown;
+        return zeus::device::nvml::kErrorUnknown;
       }
     }
   }
-  if (Return rc = enter(s, "nvmlInit_v2", nullptr, nullptr); rc != zeus::nvml::kSuccess) {
+  if (Return rc = enter(s, "nvmlInit_v2", nullptr, nullptr); rc != zeus::device::nvml::kSuccess) {
     return rc;
   }
   ++s.init_count;
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 Return nvmlShutdown() {
@@ -218,21 +220,21 @@ Return nvmlShutdown() {
   std::lock_guard lock(s.mutex);
   s.calls["nvmlShutdown"]++;
   if (s.init_count <= 0) {
-    return zeus::nvml::kErrorUninitialized;
+    return zeus::device::nvml::kErrorUninitialized;
   }
   --s.init_count;
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 const char* nvmlErrorString(Return code) {
   switch (code) {
-    case zeus::nvml::kSuccess:
+    case zeus::device::nvml::kSuccess:
       return "Success";
-    case zeus::nvml::kErrorNoPermission:
+    case zeus::device::nvml::kErrorNoPermission:
       return "Insufficient Permissions";
-    case zeus::nvml::kErrorNotSupported:
+    case zeus::device::nvml::kErrorNotSupported:
       return "Not Supported";
-    case zeus::nvml::kErrorGpuIsLost:
+    case zeus::device::nvml::kErrorGpuIsLost:
       return "GPU is lost";
     default:
       return "Fake NVML error";
@@ -242,19 +244,19 @@ const char* nvmlErrorString(Return code) {
 Return nvmlDeviceGetCount_v2(unsigned* count) {
   FAKE_ENTER_GLOBAL();
   if (count == nullptr) {
-    return zeus::nvml::kErrorInvalidArgument;
+    return zeus::device::nvml::kErrorInvalidArgument;
   }
   *count = static_cast<unsigned>(s.devices.size());
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 Return nvmlDeviceGetHandleByIndex_v2(unsigned index, Device* device) {
   FAKE_ENTER_GLOBAL();
   if (device == nullptr || index >= s.devices.size()) {
-    return zeus::nvml::kErrorInvalidArgument;
+    return zeus::device::nvml::kErrorInvalidArgument;
   }
   *device = reinterpret_cast<Device>(kHandleBase + index);
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 Return nvmlDeviceGetName(Device device, char* name, unsigned length) {
@@ -271,7 +273,7 @@ Return nvmlDeviceGetUUID(Device device, char* uuid, unsigned length) {
 Return nvmlDeviceGetPowerManagementLimitConstraints(Device device, unsigned* min_mw,
                                                     unsigned* max_mw) {
   FAKE_ENTER(device);
-  if (Return rc = get_uint(d, "power_limit_min_mw", min_mw); rc != zeus::nvml::kSuccess) {
+  if (Return rc = get_uint(d, "power_limit_min_mw", min_mw); rc != zeus::device::nvml::kSuccess) {
     return rc;
   }
   return get_uint(d, "power_limit_max_mw", max_mw);
@@ -291,12 +293,12 @@ Return nvmlDeviceSetPowerManagementLimit(Device device, unsigned limit_mw) {
   FAKE_ENTER(device);
   if (limit_mw < d->spec.value("power_limit_min_mw", 0u) ||
       limit_mw > d->spec.value("power_limit_max_mw", 0u)) {
-    return zeus::nvml::kErrorInvalidArgument;
+    return zeus::device::nvml::kErrorInvalidArgument;
   }
   d->spec["power_limit_mw"] = limit_mw;
   d->spec["set_power_limit_history_mw"].push_back(limit_mw);
   persist(s);
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 Return nvmlDeviceGetPowerUsage(Device device, unsigned* power_mw) {
@@ -319,13 +321,13 @@ Return nvmlSystemGetNVMLVersion(char* version, unsigned length) {
 Return nvmlDeviceGetPciInfo_v3(Device device, PciInfo* pci) {
   FAKE_ENTER(device);
   if (pci == nullptr) {
-    return zeus::nvml::kErrorInvalidArgument;
+    return zeus::device::nvml::kErrorInvalidArgument;
   }
   std::memset(pci, 0, sizeof(*pci));
   const std::string bus_id = d->spec.value("pci_bus_id", "00000000:00:00.0");
   std::strncpy(pci->busId, bus_id.c_str(), sizeof(pci->busId) - 1);
   std::strncpy(pci->busIdLegacy, bus_id.substr(4).c_str(), sizeof(pci->busIdLegacy) - 1);
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 Return nvmlDeviceGetArchitecture(Device device, unsigned* arch) {
@@ -344,16 +346,16 @@ Return nvmlDeviceGetEnforcedPowerLimit(Device device, unsigned* limit_mw) {
 Return nvmlDeviceGetPersistenceMode(Device device, int* mode) {
   FAKE_ENTER(device);
   if (mode == nullptr) {
-    return zeus::nvml::kErrorInvalidArgument;
+    return zeus::device::nvml::kErrorInvalidArgument;
   }
   *mode = d->spec.value("persistence_mode", 0);
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 Return nvmlDeviceSetPersistenceMode(Device device, int mode) {
   FAKE_ENTER(device);
   d->spec["persistence_mode"] = mode;
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 Return nvmlDeviceGetSupportedMemoryClocks(Device device, unsigned* count, unsigned* clocks) {
@@ -367,7 +369,7 @@ Return nvmlDeviceGetSupportedGraphicsClocks(Device device, unsigned memory_clock
   const json& by_memory = d->spec.value("graphics_clocks_mhz", json::object());
   const std::string key = std::to_string(memory_clock_mhz);
   if (!by_memory.contains(key)) {
-    return zeus::nvml::kErrorInvalidArgument;
+    return zeus::device::nvml::kErrorInvalidArgument;
   }
   return copy_clocks(by_memory[key], count, clocks);
 }
@@ -375,67 +377,67 @@ Return nvmlDeviceGetSupportedGraphicsClocks(Device device, unsigned memory_clock
 Return nvmlDeviceSetGpuLockedClocks(Device device, unsigned min_mhz, unsigned max_mhz) {
   FAKE_ENTER(device);
   d->spec["locked_gpu_clocks_mhz"] = {min_mhz, max_mhz};
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 Return nvmlDeviceResetGpuLockedClocks(Device device) {
   FAKE_ENTER(device);
   d->spec.erase("locked_gpu_clocks_mhz");
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 Return nvmlDeviceSetMemoryLockedClocks(Device device, unsigned min_mhz, unsigned max_mhz) {
   FAKE_ENTER(device);
   d->spec["locked_memory_clocks_mhz"] = {min_mhz, max_mhz};
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 Return nvmlDeviceResetMemoryLockedClocks(Device device) {
   FAKE_ENTER(device);
   d->spec.erase("locked_memory_clocks_mhz");
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 // Power fields: spec "power_fields" maps "<fieldId>:<scope>" to milliwatts; absent = not supported.
 Return nvmlDeviceGetFieldValues(Device device, int count, FieldValue* values) {
   FAKE_ENTER(device);
   if (values == nullptr || count <= 0) {
-    return zeus::nvml::kErrorInvalidArgument;
+    return zeus::device::nvml::kErrorInvalidArgument;
   }
   const json& fields = d->spec.value("power_fields", json::object());
   for (int i = 0; i < count; ++i) {
     FieldValue& value = values[i];
     const std::string key = std::to_string(value.fieldId) + ":" + std::to_string(value.scopeId);
     if (fields.contains(key)) {
-      value.nvmlReturn = zeus::nvml::kSuccess;
-      value.valueType = zeus::nvml::kValueUnsignedInt;
+      value.nvmlReturn = zeus::device::nvml::kSuccess;
+      value.valueType = zeus::device::nvml::kValueUnsignedInt;
       value.value.uiVal = fields[key].get<unsigned>();
     } else {
-      value.nvmlReturn = zeus::nvml::kErrorNotSupported;
+      value.nvmlReturn = zeus::device::nvml::kErrorNotSupported;
     }
   }
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 // Energy: "energy_mj" grows by "energy_step_mj" at every read.
 Return nvmlDeviceGetTotalEnergyConsumption(Device device, unsigned long long* energy_mj) {
   FAKE_ENTER(device);
   if (energy_mj == nullptr) {
-    return zeus::nvml::kErrorInvalidArgument;
+    return zeus::device::nvml::kErrorInvalidArgument;
   }
   if (!d->spec.contains("energy_mj")) {
-    return zeus::nvml::kErrorNotSupported;
+    return zeus::device::nvml::kErrorNotSupported;
   }
   const auto current = d->spec["energy_mj"].get<unsigned long long>();
   *energy_mj = current;
   d->spec["energy_mj"] = current + d->spec.value("energy_step_mj", 0ULL);
-  return zeus::nvml::kSuccess;
+  return zeus::device::nvml::kSuccess;
 }
 
 Return nvmlDeviceGetTemperature(Device device, unsigned sensor, unsigned* celsius) {
   FAKE_ENTER(device);
-  if (sensor != zeus::nvml::kTemperatureGpu) {
-    return zeus::nvml::kErrorInvalidArgument;
+  if (sensor != zeus::device::nvml::kTemperatureGpu) {
+    return zeus::device::nvml::kErrorInvalidArgument;
   }
   return get_uint(d, "temperature_c", celsius);
 }

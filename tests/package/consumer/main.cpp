@@ -5,11 +5,11 @@
 #include "zeus/monitor/zeus_monitor.hpp"
 
 int main() {
-  const zeus::Gpus& gpus = zeus::get_gpus();
+  const zeus::device::Gpus& gpus = zeus::device::get_gpus();
   std::cout << gpus.size() << " GPU(s): " << (gpus.empty() ? "none" : gpus.at(0).name()) << "\n";
-  zeus::ZeusMonitor monitor;
+  zeus::monitor::ZeusMonitor monitor;
   monitor.begin_window("consumer");
-  const zeus::Measurement measurement = monitor.end_window("consumer");
+  const zeus::monitor::Measurement measurement = monitor.end_window("consumer");
   std::cout << "window over " << measurement.gpu_energy_j.size() << " GPU(s)\n";
   return gpus.empty() || measurement.gpu_energy_j.size() != gpus.size() ? 1 : 0;
 }

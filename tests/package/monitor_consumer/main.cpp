@@ -13,10 +13,10 @@ int main() {
     std::cout << "version mismatch\n";
     return 1;
   }
-  const zeus::Gpus& gpus = zeus::get_gpus();
-  zeus::ZeusMonitor monitor;
+  const zeus::device::Gpus& gpus = zeus::device::get_gpus();
+  zeus::monitor::ZeusMonitor monitor;
   monitor.begin_window("monitor-only");
-  const zeus::Measurement measurement = monitor.end_window("monitor-only");
+  const zeus::monitor::Measurement measurement = monitor.end_window("monitor-only");
   std::cout << "monitor-only window over " << measurement.gpu_energy_j.size() << " GPU(s)\n";
   return gpus.empty() || measurement.gpu_energy_j.size() != gpus.size() ? 1 : 0;
 }
