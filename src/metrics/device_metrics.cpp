@@ -8,6 +8,7 @@
 #include "common/log.hpp"
 #include "metrics/exposition.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/units.hpp"
 #include "zeus/metrics/prometheus.hpp"
 #include "zeus/monitor/power_sampler.hpp"
 
@@ -127,10 +128,11 @@ void DeviceMetrics::sample_once() {
     }
     for (const monitor::PowerDomain domain : gpus_[i].power_domains) {
       attempt([&] {
-        reading.power_w.emplace_back(domain, monitor::read_power_mw(gpu, domain) / 1000.0);
+        reading.power_w.emplace_back(
+            domain, units::watts_from_milliwatts(monitor::read_power_mw(gpu, domain)));
       });
     }
-    attempt([&] { reading.limit_w = gpu.power_limit_mw() / 1000.0; });
+    attempt([&] { reading.limit_w = units::watts_from_milliwatts(gpu.power_limit_mw()); });
     attempt([&] { reading.temperature_c = gpu.temperature_c(); });
   }
   struct CpuReading {
@@ -170,12 +172,13 @@ void DeviceMetrics::sample_once() {
         state.counter_base_mj = reading.counter_mj;
       }
       if (*reading.counter_mj >= *state.counter_base_mj) {
-        state.energy_j = static_cast<double>(*reading.counter_mj - *state.counter_base_mj) / 1e3;
+        state.energy_j = units::joules_from_millijoules(
+            static_cast<double>(*reading.counter_mj - *state.counter_base_mj));
       }
     } else if (!state.has_counter && !state.power_w.empty()) {
       // Sample-and-hold integration of the instant power.
       if (state.last_ns) {
-        state.energy_j += state.last_power_w * static_cast<double>(now_ns - *state.last_ns) * 1e-9;
+        state.energy_j += units::joules_at(state.last_power_w, now_ns - *state.last_ns);
       }
       state.last_power_w = state.power_w.front().second;
       state.last_ns = now_ns;
@@ -189,7 +192,7 @@ void DeviceMetrics::sample_once() {
       continue;
     }
     const double elapsed_s =
-        state.last_ns ? static_cast<double>(now_ns - *state.last_ns) * 1e-9 : 0.0;
+        state.last_ns ? units::seconds_from_nanoseconds(now_ns - *state.last_ns) : 0.0;
     const auto update = [&](std::optional<std::uint64_t> value, std::optional<std::uint64_t>& base,
                             double& joules, std::optional<double>& watts) {
       if (!value) {
@@ -198,7 +201,8 @@ void DeviceMetrics::sample_once() {
       if (!base) {
         base = value;
       }
-      const double now_j = static_cast<double>(*value - std::min(*value, *base)) / 1e6;
+      const double now_j =
+          units::joules_from_microjoules(static_cast<double>(*value - std::min(*value, *base)));
       if (elapsed_s > 0.0) {
         watts = (now_j - joules) / elapsed_s;
       }
