@@ -5,7 +5,7 @@
 from the maximum down to the minimum in `pl_step` watts, runs `warmup_steps` steps, measures
 `profile_steps` steps with the monitor, then picks a limit with the `optimum_selector` and keeps
 it for the rest of training. The state machine, the GPU control and the selectors run in C++
-(zeus::PowerLimitOptimizer); this module gives them the reference's Python API.
+(zeus::runtime::PowerLimitOptimizer); this module gives them the reference's Python API.
 
 Under torch.distributed (a process group is initialised) every rank must create the optimizer
 and call its hooks at the same steps: the measurements are combined across ranks (energy summed,
