@@ -5,9 +5,9 @@
 #include <chrono>
 #include <thread>
 
+#include "support/fault_injecting_gpu.hpp"
 #include "test_support.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/device/fault_injecting_gpu.hpp"
 
 namespace {
 

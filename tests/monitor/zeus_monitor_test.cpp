@@ -6,9 +6,9 @@
 #include <cstdlib>
 #include <new>
 
+#include "support/fault_injecting_gpu.hpp"
 #include "test_support.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/device/fault_injecting_gpu.hpp"
 #include "zeus/device/rapl.hpp"
 #include "zeus/monitor/replay_monitor.hpp"
 
