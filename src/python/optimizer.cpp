@@ -217,11 +217,11 @@ py::tuple state_tuple(const runtime::PowerLimitOptimizerState& state) {
   return std::visit(
       [](const auto& s) -> py::tuple {
         using S = std::decay_t<decltype(s)>;
-        if constexpr (std::is_same_v<S, plo_state::Ready>) {
+        if constexpr (std::is_same_v<S, runtime::plo_state::Ready>) {
           return py::make_tuple("Ready", s.next_power_limit_mw, s.steps);
-        } else if constexpr (std::is_same_v<S, plo_state::Warmup>) {
+        } else if constexpr (std::is_same_v<S, runtime::plo_state::Warmup>) {
           return py::make_tuple("Warmup", s.power_limit_mw, s.steps);
-        } else if constexpr (std::is_same_v<S, plo_state::Profiling>) {
+        } else if constexpr (std::is_same_v<S, runtime::plo_state::Profiling>) {
           return py::make_tuple("Profiling", s.power_limit_mw, s.steps);
         } else {
           return py::make_tuple("Done", s.optimal_power_limit_mw, py::none());

@@ -20,10 +20,15 @@ def test_no_subject_and_no_device_gives_the_gpu_family() -> None:
         _zeus._raise_error("not_found", "no such thing", subject="none")
 
 
-def test_no_subject_falls_back_to_the_device_the_message_names() -> None:
-    # Until the monitor marks its CPU errors: "CPU package 3 is invalid: ..." stays a CPU error.
-    with pytest.raises(exc.ZeusCPUNotFoundError):
+def test_no_subject_gives_the_gpu_family_even_when_the_message_names_a_cpu() -> None:
+    # The family comes from the subject alone: the monitor marks its CPU errors itself.
+    with pytest.raises(exc.ZeusGPUInvalidArgError):
         _zeus._raise_error("invalid_argument", "CPU package 3 is invalid", subject="none")
+
+
+def test_cpu_subject_of_an_invalid_cpu_index_gives_the_cpu_family() -> None:
+    with pytest.raises(exc.ZeusCPUNotFoundError):
+        _zeus._raise_error("invalid_argument", "CPU package 3 is invalid", subject="cpu")
 
 
 def test_unknown_subject_is_a_value_error_naming_the_parameter() -> None:
