@@ -1,8 +1,10 @@
 #include "devices.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include "arguments.hpp"
+#include "zeus/common/error.hpp"
 
 namespace zeus::cli {
 
@@ -37,6 +39,14 @@ std::vector<int> select_cpus(const std::optional<std::vector<int>>& request,
   }
   check_indices(*request, all, "--cpus", "CPU package");
   return *request;
+}
+
+void require_cpus(const device::CpuDiscovery& cpus, std::string_view flag_value) {
+  if (!cpus.available || cpus.cpus.empty()) {
+    throw Error(
+        cpus.permission_denied ? ErrorKind::kNoPermission : ErrorKind::kNotSupported,
+        "--cpus " + std::string(flag_value) + ": cannot measure CPU packages: " + cpus.message);
+  }
 }
 
 std::vector<std::shared_ptr<device::Cpu>> cpus_with_indices(const device::CpuDiscovery& cpus,

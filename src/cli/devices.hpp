@@ -22,10 +22,14 @@ std::vector<int> select_gpus(const std::optional<std::vector<int>>& request,
                              const device::Gpus& gpus);
 
 // The same for RAPL CPU packages (their package indices), checked against the discovered ones
-// (--cpus). Whether RAPL can be read at all is the caller's to say: the commands word it
-// differently.
+// (--cpus). Call require_cpus first when packages were asked for.
 std::vector<int> select_cpus(const std::optional<std::vector<int>>& request,
                              const device::CpuDiscovery& cpus);
+
+// When `--cpus <flag_value>` asked for packages but none can be read: Error(kNoPermission) when
+// RAPL exists but is not readable (exit 3), else Error(kNotSupported) (exit 4), naming the flag
+// and why. The one rule for zeus monitor and zeus exporter.
+void require_cpus(const device::CpuDiscovery& cpus, std::string_view flag_value);
 
 // The discovered packages whose index is in `indices`, in package order.
 std::vector<std::shared_ptr<device::Cpu>> cpus_with_indices(const device::CpuDiscovery& cpus,

@@ -54,10 +54,7 @@ int run(const ExporterArgs& args) {
       cpus = cpu_discovery.cpus;
     } else {
       const auto wanted = parse_device_request(args.cpus, "--cpus");
-      if (!cpu_discovery.available) {
-        throw Error(ErrorKind::kNoPermission, fmt::format("--cpus {}: RAPL cannot be read: {}",
-                                                          args.cpus, cpu_discovery.message));
-      }
+      require_cpus(cpu_discovery, args.cpus);
       cpus = cpus_with_indices(cpu_discovery, select_cpus(wanted, cpu_discovery));
     }
   }

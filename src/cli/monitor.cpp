@@ -287,10 +287,7 @@ int run(const MonitorArgs& args) {
           : device::discover_rapl_cpus(std::filesystem::path(args.powercap_root));
   std::vector<int> cpu_indices;
   if (cpu_request) {
-    if (!cpus.available || cpus.cpus.empty()) {
-      throw Error(cpus.permission_denied ? ErrorKind::kNoPermission : ErrorKind::kNotSupported,
-                  "--cpus " + args.cpus + ": cannot measure CPU packages: " + cpus.message);
-    }
+    require_cpus(cpus, args.cpus);
     cpu_indices = select_cpus(cpu_request, cpus);
   } else if (cpus.available) {
     cpu_indices = select_cpus(std::nullopt, cpus);

@@ -31,6 +31,12 @@ std::shared_ptr<const optimizer::OptimumSelector> parse_selector(const std::stri
                                                  " must be a number, e.g. " + name + ":" +
                                                  (name == "zeus-cost" ? "0.5" : "1.1"));
   };
+  if (colon != std::string::npos && parameter.empty()) {
+    // "zeus-cost:" is a value that was cut off, not a request for the default.
+    throw Error(ErrorKind::kInvalidArgument,
+                "--selector " + text + ": nothing after ':'; give a number (e.g. " + name + ":" +
+                    (name == "max-slowdown" ? "1.1" : "0.5") + ") or drop the ':'");
+  }
   if (name == "energy" && parameter.empty()) {
     return std::make_shared<optimizer::EnergySelector>();
   }

@@ -103,6 +103,19 @@ TEST(ExporterCli, PortInUseAndBadFlagsAreClearErrors) {
   }
 }
 
+TEST(ExporterCli, MissingRaplIsTheSameExitCodeAsForTheMonitor) {
+  // No powercap tree at all: "not supported" (4) from both commands, naming --cpus and RAPL.
+  const auto exporter = run_command(kEnv + kZeus + " exporter --duration 1s --cpus 0 2>&1");
+  const auto monitor = run_command(kEnv + kZeus + " monitor --cpus 0 -- true 2>&1");
+  EXPECT_EQ(exporter.exit_code, 4) << exporter.output;
+  EXPECT_EQ(monitor.exit_code, exporter.exit_code) << monitor.output;
+  for (const auto* result : {&exporter, &monitor}) {
+    EXPECT_NE(result->output.find("--cpus 0: cannot measure CPU packages: RAPL is not available"),
+              std::string::npos)
+        << result->output;
+  }
+}
+
 TEST(ExporterCli, MonitorServesMetricsWhileTheCommandRuns) {
   const int port = free_port();
   auto run = std::async(std::launch::async, [&] {

@@ -61,6 +61,11 @@ TEST_F(PloCli, BadInputIsClear) {
   EXPECT_NE(result.output.find("unknown selector"), std::string::npos);
   result = run("show " + profile_.string() + " --selector max-slowdown:0.5");
   EXPECT_EQ(result.exit_code, 2);
+  for (const char* cut_off : {"zeus-cost:", "max-slowdown:", "energy:"}) {
+    result = run("show " + profile_.string() + " --selector " + cut_off);
+    EXPECT_EQ(result.exit_code, 2) << cut_off;
+    EXPECT_NE(result.output.find("nothing after ':'"), std::string::npos) << result.output;
+  }
   std::ofstream(profile_, std::ios::trunc) << R"({"measurements": []})";
   result = run("show " + profile_.string());
   EXPECT_EQ(result.exit_code, 2);
