@@ -1,5 +1,6 @@
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "zeus/common/error.hpp"
@@ -26,9 +27,11 @@ PowerLimitProfile load_power_limit_profile(const std::filesystem::path& path) {
         where + "expected {\"measurements\": [{\"power_limit\", \"energy\", \"time\"}, ...]}");
   }
   PowerLimitProfile profile;
+  std::map<int, std::size_t> seen;  // power limit (W) -> the measurement that has it
   std::size_t index = 0;
   for (const auto& entry : document["measurements"]) {
-    const std::string at = where + "measurement " + std::to_string(index++) + ": ";
+    const std::size_t this_index = index++;
+    const std::string at = where + "measurement " + std::to_string(this_index) + ": ";
     if (!entry.is_object() || !entry.contains("power_limit") || !entry.contains("energy") ||
         !entry.contains("time")) {
       throw Error(ErrorKind::kInvalidArgument, at + "needs power_limit, energy and time");
@@ -47,6 +50,14 @@ PowerLimitProfile load_power_limit_profile(const std::filesystem::path& path) {
         !std::isfinite(measurement.time_s)) {
       throw Error(ErrorKind::kInvalidArgument,
                   at + "power_limit, energy and time must be positive");
+    }
+    // Two rows for one limit would leave every selector to pick whichever it meets first.
+    const auto [previous, fresh] = seen.emplace(measurement.power_limit_w, this_index);
+    if (!fresh) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  at + "power_limit " + std::to_string(measurement.power_limit_w) +
+                      " W is measured twice (also measurement " + std::to_string(previous->second) +
+                      "); keep one of them");
     }
     profile.measurements.push_back(measurement);
   }

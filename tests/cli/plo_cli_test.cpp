@@ -66,6 +66,16 @@ TEST_F(PloCli, BadInputIsClear) {
     EXPECT_EQ(result.exit_code, 2) << cut_off;
     EXPECT_NE(result.output.find("nothing after ':'"), std::string::npos) << result.output;
   }
+  std::ofstream(profile_, std::ios::trunc)
+      << R"({"measurements": [{"power_limit": 300, "energy": 900, "time": 3},)"
+      << R"( {"power_limit": 250, "energy": 800, "time": 3.2},)"
+      << R"( {"power_limit": 300, "energy": 1, "time": 3}]})";
+  result = run("show " + profile_.string());
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("measurement 2: power_limit 300 W is measured twice (also "
+                               "measurement 0)"),
+            std::string::npos)
+      << result.output;
   std::ofstream(profile_, std::ios::trunc) << R"({"measurements": []})";
   result = run("show " + profile_.string());
   EXPECT_EQ(result.exit_code, 2);
