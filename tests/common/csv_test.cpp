@@ -66,6 +66,17 @@ TEST(Csv, PicksColumnsByNameInTheRequestedOrder) {
   EXPECT_EQ(rows[1].fields, (std::vector<std::string>{"3", "4"}));
 }
 
+TEST(Csv, AUtf8ByteOrderMarkBeforeTheHeaderIsSkipped) {
+  const Reader reader = Reader::from_text("t.csv",
+                                          "\xEF\xBB\xBF"
+                                          "a,b\n1,2\n",
+                                          {"a", "b"});
+  const std::vector<Row> rows = rows_of(reader);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].line, 2);
+  EXPECT_EQ(rows[0].fields, (std::vector<std::string>{"1", "2"}));
+}
+
 TEST(Csv, ErrorsNameTheFileAndLine) {
   EXPECT_EQ(error_of(Reader::from_text("t.csv", "a,c\n1,2\n", {"a", "b"})),
             "t.csv:1: the header has no column 'b' (expected the columns a,b)");
