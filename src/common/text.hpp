@@ -38,21 +38,20 @@ std::string read_file(const std::filesystem::path& path);
 
 // FNV-1a hashes (32 and 64 bits), for stable, seedable names-to-numbers (simulated UUIDs,
 // deterministic noise). Not for security.
-constexpr std::uint32_t fnv1a_32(std::string_view text) {
-  std::uint32_t hash = 2166136261U;
+template <typename Hash>
+constexpr Hash fnv1a(std::string_view text, Hash offset_basis, Hash prime) {
+  Hash hash = offset_basis;
   for (const char c : text) {
     hash ^= static_cast<unsigned char>(c);
-    hash *= 16777619U;
+    hash *= prime;
   }
   return hash;
 }
+constexpr std::uint32_t fnv1a_32(std::string_view text) {
+  return fnv1a<std::uint32_t>(text, 2166136261U, 16777619U);
+}
 constexpr std::uint64_t fnv1a_64(std::string_view text) {
-  std::uint64_t hash = 14695981039346656037ULL;
-  for (const char c : text) {
-    hash ^= static_cast<unsigned char>(c);
-    hash *= 1099511628211ULL;
-  }
-  return hash;
+  return fnv1a<std::uint64_t>(text, 14695981039346656037ULL, 1099511628211ULL);
 }
 
 }  // namespace zeus::text

@@ -12,16 +12,6 @@
 
 namespace zeus::sim {
 
-using detail::check_config;
-using detail::Choice;
-using detail::default_recurrences;
-using detail::make_policy;
-using detail::Outcome;
-using detail::point_at;
-using detail::Policy;
-using detail::run_once;
-using detail::run_rng;
-
 CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const SimulationConfig& config,
                      const std::vector<std::uint64_t>& seeds, unsigned threads) {
   if (seeds.empty()) {

@@ -13,16 +13,6 @@
 
 namespace zeus::sim {
 
-using detail::check_config;
-using detail::Choice;
-using detail::default_recurrences;
-using detail::make_policy;
-using detail::Outcome;
-using detail::point_at;
-using detail::Policy;
-using detail::run_once;
-using detail::run_rng;
-
 std::vector<JobArrival> load_arrivals(const std::filesystem::path& csv) {
   std::ifstream in(csv);
   if (!in) {

@@ -58,3 +58,19 @@ void check_config(const WorkloadTrace& trace, const SimulationConfig& config);
 optimizer::Rng run_rng(const SimulationConfig& config);
 
 }  // namespace zeus::sim::detail
+
+namespace zeus::sim {
+
+// The engine's pieces, spelled unqualified in the simulator's sources (the only includers of this
+// internal header).
+using detail::check_config;
+using detail::Choice;
+using detail::default_recurrences;
+using detail::make_policy;
+using detail::Outcome;
+using detail::point_at;
+using detail::Policy;
+using detail::run_once;
+using detail::run_rng;
+
+}  // namespace zeus::sim

@@ -13,15 +13,6 @@
 
 namespace zeus::sim {
 
-using detail::check_config;
-using detail::Choice;
-using detail::default_recurrences;
-using detail::make_policy;
-using detail::Outcome;
-using detail::point_at;
-using detail::Policy;
-using detail::run_once;
-using detail::run_rng;
 using optimizer::zeus_cost;
 
 std::string_view policy_name(PolicyKind policy) {

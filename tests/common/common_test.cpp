@@ -5,9 +5,11 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -437,4 +439,9 @@ TEST(Units, ConvertExactly) {
   EXPECT_EQ(zeus::units::seconds_from_nanoseconds(std::int64_t{1'500'000'000}), 1.5);
   EXPECT_EQ(zeus::units::millijoules_at(1000.0, 2'000'000'000), 2000.0);
   static_assert(zeus::units::milliwatts_from_watts(1.5) == 1500.0);
+  // Garbage durations saturate instead of overflowing.
+  EXPECT_EQ(zeus::units::nanoseconds_from_seconds(std::nan("")), 0);
+  EXPECT_EQ(zeus::units::nanoseconds_from_seconds(1e300), std::numeric_limits<std::int64_t>::max());
+  EXPECT_EQ(zeus::units::nanoseconds_from_seconds(-1e300),
+            std::numeric_limits<std::int64_t>::min());
 }

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "zeus/common/units.hpp"
+
 namespace zeus {
 
 class Clock {
@@ -19,7 +21,7 @@ class Clock {
   // Blocks for `duration_ns` (at least; a negative duration is zero). Thread-safe.
   virtual void sleep_for_ns(std::int64_t duration_ns) const = 0;
   void sleep_for_s(double duration_s) const {
-    sleep_for_ns(static_cast<std::int64_t>(duration_s * 1e9));
+    sleep_for_ns(units::nanoseconds_from_seconds(duration_s));
   }
 };
 
@@ -48,7 +50,7 @@ class ManualClock final : public Clock {
   void sleep_for_ns(std::int64_t duration_ns) const override;
   // Throws Error(kInvalidArgument) for a negative delta: the clock never goes backwards.
   void advance_ns(std::int64_t delta_ns);
-  void advance_s(double delta_s) { advance_ns(static_cast<std::int64_t>(delta_s * 1e9)); }
+  void advance_s(double delta_s) { advance_ns(units::nanoseconds_from_seconds(delta_s)); }
   // The total time slept on this clock, and how many sleeps (for tests of backoff).
   std::int64_t slept_ns() const { return slept_ns_.load(std::memory_order_acquire); }
   std::int64_t sleeps() const { return sleeps_.load(std::memory_order_acquire); }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 namespace zeus::units {
 
@@ -74,7 +75,18 @@ constexpr double seconds_from_nanoseconds(double time_ns) {
 constexpr double seconds_from_nanoseconds(std::int64_t time_ns) {
   return static_cast<double>(time_ns) * 1e-9;
 }
+// Saturating: NaN is 0, and a duration past int64's reach (about 292 years) is its bound, so a
+// huge or garbage duration never becomes undefined behaviour.
 constexpr std::int64_t nanoseconds_from_seconds(double time_s) {
+  if (!(time_s == time_s)) {
+    return 0;
+  }
+  if (time_s >= 9.2e9) {
+    return std::numeric_limits<std::int64_t>::max();
+  }
+  if (time_s <= -9.2e9) {
+    return std::numeric_limits<std::int64_t>::min();
+  }
   return static_cast<std::int64_t>(time_s * 1e9);
 }
 constexpr double seconds_from_microseconds(double time_us) {
