@@ -3,9 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "common/text.hpp"
 #include "zeus/common/error.hpp"
@@ -46,15 +44,9 @@ Reader::Reader(std::string path, std::string text, std::vector<std::string> colu
 
 Reader::Reader(const std::filesystem::path& path, std::vector<std::string> columns,
                std::string_view description)
-    : path_(path.string()), columns_(std::move(columns)) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw Error(ErrorKind::kNotFound, "cannot open the " + std::string(description) + " " + path_);
-  }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  text_ = std::move(buffer).str();
-}
+    : path_(path.string()),
+      text_(text::read_file(path, description)),
+      columns_(std::move(columns)) {}
 
 Reader Reader::from_text(std::string name, std::string text, std::vector<std::string> columns) {
   return Reader(std::move(name), std::move(text), std::move(columns));

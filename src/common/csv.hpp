@@ -29,8 +29,8 @@ std::optional<int> to_int(std::string_view field);
 // A CSV file read whole, then walked row by row with the fields of the requested columns.
 class Reader {
  public:
-  // Reads `path`. `description` names the kind of file in the error when it cannot be opened
-  // ("cannot open the <description> <path>", kNotFound).
+  // Reads `path` (text::read_file: a regular file). `description` names the kind of file in the
+  // error when it cannot be read ("cannot read the <description> <path>: <reason>").
   Reader(const std::filesystem::path& path, std::vector<std::string> columns,
          std::string_view description = "CSV file");
   // The same over text already in memory; `name` stands for the path in errors.

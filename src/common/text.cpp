@@ -1,9 +1,11 @@
 #include "common/text.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "zeus/common/error.hpp"
 
@@ -51,26 +53,90 @@ std::vector<std::string> split_to_strings(std::string_view text, char separator,
   return pieces;
 }
 
-std::string read_file(const std::filesystem::path& path) {
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    const std::string what = "cannot read " + path.string() + ": " + std::strerror(err);
-    if (err == EACCES || err == EPERM) {
-      throw Error(ErrorKind::kNoPermission, what);
-    }
-    if (err == ENOENT || err == ENOTDIR) {
-      throw Error(ErrorKind::kNotFound, what);
-    }
-    throw Error(ErrorKind::kIo, what);
+namespace {
+
+// What a path that is not a regular file is, for the error that refuses it.
+std::string_view file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) {
+    return "a directory";
   }
-  std::ostringstream content;
-  content << in.rdbuf();
-  if (in.bad()) {
-    throw Error(ErrorKind::kIo, "error while reading " + path.string());
+  if (S_ISFIFO(mode)) {
+    return "a named pipe (FIFO)";
   }
-  return content.str();
+  if (S_ISCHR(mode)) {
+    return "a character device";
+  }
+  if (S_ISBLK(mode)) {
+    return "a block device";
+  }
+  if (S_ISSOCK(mode)) {
+    return "a socket";
+  }
+  return "not a regular file";
+}
+
+std::string naming(const std::filesystem::path& path, std::string_view description) {
+  return description.empty() ? path.string()
+                             : "the " + std::string(description) + " " + path.string();
+}
+
+[[noreturn]] void throw_cannot_read(const std::string& name, int err) {
+  const std::string what = "cannot read " + name + ": " + std::strerror(err);
+  if (err == EACCES || err == EPERM) {
+    throw Error(ErrorKind::kNoPermission, what);
+  }
+  if (err == ENOENT || err == ENOTDIR) {
+    throw Error(ErrorKind::kNotFound, what);
+  }
+  throw Error(ErrorKind::kIo, what);
+}
+
+}  // namespace
+
+std::string read_file(const std::filesystem::path& path, std::string_view description) {
+  const std::string name = naming(path, description);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below); O_CLOEXEC:
+  // a command zeus starts meanwhile must not inherit the descriptor.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    throw_cannot_read(name, errno);
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    throw_cannot_read(name, errno);
+  }
+  if (!S_ISREG(info.st_mode)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "cannot read " + name + ": it is " + std::string(file_type_name(info.st_mode)) +
+                    ", not a regular file; give " +
+                    "the path of a file (save piped data to a file first)");
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) {
+    ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  }
+  std::string content;
+  if (info.st_size > 0) {
+    content.reserve(static_cast<std::size_t>(info.st_size));
+  }
+  char buffer[65536];
+  while (true) {
+    const ssize_t got = ::read(fd, buffer, sizeof buffer);
+    if (got < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      throw Error(ErrorKind::kIo, "error while reading " + name + ": " + std::strerror(errno));
+    }
+    if (got == 0) {
+      return content;
+    }
+    content.append(buffer, static_cast<std::size_t>(got));
+  }
 }
 
 }  // namespace zeus::text

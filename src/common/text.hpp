@@ -33,8 +33,10 @@ std::vector<std::string> split_to_strings(std::string_view text, char separator,
                                           std::string_view chars = kBlanks);
 
 // The whole file, byte for byte. Throws Error naming the file: kNoPermission (EACCES, EPERM),
-// kNotFound (ENOENT, ENOTDIR) or kIo.
-std::string read_file(const std::filesystem::path& path);
+// kNotFound (ENOENT, ENOTDIR), kInvalidArgument when the path is not a regular file (a directory,
+// FIFO, device or socket: refused without blocking) or kIo. `description` names the kind of file
+// in the errors ("cannot read the trace file X: ..."); empty: "cannot read X: ...".
+std::string read_file(const std::filesystem::path& path, std::string_view description = {});
 
 // FNV-1a hashes (32 and 64 bits), for stable, seedable names-to-numbers (simulated UUIDs,
 // deterministic noise). Not for security.

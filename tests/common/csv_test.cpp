@@ -105,8 +105,9 @@ TEST(Csv, ReadsAFileAndNamesAMissingOne) {
     FAIL() << "no error for a missing file";
   } catch (const zeus::Error& error) {
     EXPECT_EQ(error.kind(), zeus::ErrorKind::kNotFound);
-    EXPECT_EQ(std::string(error.what()),
-              "cannot open the trace file " + (dir.path() / "missing.csv").string());
+    EXPECT_EQ(std::string(error.what()), "cannot read the trace file " +
+                                             (dir.path() / "missing.csv").string() +
+                                             ": No such file or directory");
   }
 }
 
