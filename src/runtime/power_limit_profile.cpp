@@ -1,5 +1,7 @@
 #include <cmath>
+#include <cstdint>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -41,8 +43,20 @@ PowerLimitProfile load_power_limit_profile(const std::filesystem::path& path) {
       throw Error(ErrorKind::kInvalidArgument,
                   at + "power_limit must be an integer (W), energy and time numbers");
     }
+    // get<int>() would wrap an integer that does not fit (4294967496 read as 200 W).
+    const nlohmann::json& limit = entry["power_limit"];
+    constexpr std::int64_t kMaxW = std::numeric_limits<int>::max();
+    const bool fits =
+        limit.is_number_unsigned()
+            ? limit.get<std::uint64_t>() <= static_cast<std::uint64_t>(kMaxW)
+            : limit.get<std::int64_t>() >= -kMaxW && limit.get<std::int64_t>() <= kMaxW;
+    if (!fits) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  at + "power_limit " + limit.dump() +
+                      " is out of range; a power limit is a positive whole number of watts");
+    }
     optimizer::PowerLimitMeasurement measurement;
-    measurement.power_limit_w = entry["power_limit"].get<int>();
+    measurement.power_limit_w = limit.get<int>();
     measurement.energy_j = entry["energy"].get<double>();
     measurement.time_s = entry["time"].get<double>();
     if (measurement.power_limit_w <= 0 || !(measurement.energy_j > 0.0) ||

@@ -438,6 +438,34 @@ TEST(PowerLimitOptimizerErrors, BadInputIsClear) {
   EXPECT_THROW(zeus::runtime::load_power_limit_profile(temp_path("missing.json")), zeus::Error);
 }
 
+// A power limit that does not fit an int used to wrap (4294967496 -> 200 W) and load as a valid
+// profile (found by fuzz/plo_profile.cpp; fuzz/regressions/plo_profile/).
+TEST(PowerLimitOptimizerErrors, PowerLimitOutOfIntRangeIsRefused) {
+  const fs::path bad = temp_path("wide.json");
+  for (const std::string limit : {"4294967496", "14294967096", "-4294967096", "2147483648",
+                                  "18446744073709551615", "-9223372036854775808"}) {
+    std::ofstream(bad) << R"({"measurements": [{"power_limit": 250, "energy": 1, "time": 1},)"
+                       << R"( {"power_limit": )" << limit << R"(, "energy": 2, "time": 2}]})";
+    try {
+      const auto profile = zeus::runtime::load_power_limit_profile(bad);
+      ADD_FAILURE() << limit << " read as " << profile.measurements.back().power_limit_w << " W";
+    } catch (const zeus::Error& error) {
+      EXPECT_EQ(error.kind(), zeus::ErrorKind::kInvalidArgument);
+      const std::string message = error.what();
+      EXPECT_NE(message.find(bad.string()), std::string::npos) << message;
+      EXPECT_NE(message.find("measurement 1: power_limit " + limit + " is out of range"),
+                std::string::npos)
+          << message;
+    }
+  }
+  // The largest int still loads (and is then just a very high limit).
+  std::ofstream(bad)
+      << R"({"measurements": [{"power_limit": 2147483647, "energy": 1, "time": 1}]})";
+  EXPECT_EQ(zeus::runtime::load_power_limit_profile(bad).measurements.at(0).power_limit_w,
+            2147483647);
+  fs::remove(bad);
+}
+
 TEST(PowerLimitOptimizerErrors, AProfileOnSomeProcessesOnlyIsRefused) {
   auto clock = std::make_shared<zeus::ManualClock>();
   auto gpu = std::make_shared<zeus::device::SimulatedGpu>(zeus::device::simulated_gpu_model("v100"),
