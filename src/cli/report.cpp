@@ -2,18 +2,15 @@
 // timelines, simulator results and power-limit profiles (docs/report.md).
 #include <fmt/format.h>
 
-#include <unistd.h>
 
-#include <cerrno>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
-#include <system_error>
 #include <vector>
 
 #include "commands.hpp"
+#include "common/output_file.hpp"
 #include "report.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/optimizer/power_limit_selector.hpp"
@@ -31,33 +28,33 @@ struct ReportArgs {
   std::string title = "Zeus report";
 };
 
-// Writes `content` to a temporary sibling and renames it, so that a failed write leaves no
-// half-written page behind.
-void write_atomically(const fs::path& path, const std::string& content) {
-  fs::path temporary = path;
-  temporary += fmt::format(".tmp{}", static_cast<long>(::getpid()));
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    if (!file) {
-      throw Error(ErrorKind::kIo, fmt::format("--out \"{}\": cannot write there: {}", path.string(),
-                                              std::generic_category().message(errno)));
-    }
-    file.write(content.data(), static_cast<std::streamsize>(content.size()));
-    file.close();
-    if (!file) {
-      std::error_code ignored;
-      fs::remove(temporary, ignored);
-      throw Error(ErrorKind::kIo, fmt::format("writing \"{}\" failed", path.string()));
+// Every file read for the page, so that the page never replaces one of them.
+std::vector<fs::path> files_read(const report::Inputs& inputs) {
+  std::vector<fs::path> files;
+  for (const report::Timeline& timeline : inputs.timelines) {
+    files.push_back(timeline.path);
+    if (!timeline.windows_path.empty()) {
+      files.push_back(timeline.windows_path);
     }
   }
-  std::error_code error;
-  fs::rename(temporary, path, error);
-  if (error) {
-    std::error_code ignored;
-    fs::remove(temporary, ignored);
-    throw Error(ErrorKind::kIo, fmt::format("--out \"{}\": cannot write there: {}", path.string(),
-                                            error.message()));
+  for (const report::WindowLog& log : inputs.window_logs) {
+    files.push_back(log.path);
   }
+  for (const report::SimResults& simulation : inputs.simulations) {
+    files.push_back(simulation.dir / "summary.json");
+    for (const report::SimGroup& group : simulation.groups) {
+      if (!group.configurations_path.empty()) {
+        files.push_back(group.configurations_path);
+      }
+      for (const report::PolicyHistory& policy : group.policies) {
+        files.push_back(policy.path);
+      }
+    }
+  }
+  for (const report::Profile& profile : inputs.profiles) {
+    files.push_back(profile.path);
+  }
+  return files;
 }
 
 int run(const ReportArgs& args) {
@@ -65,20 +62,15 @@ int run(const ReportArgs& args) {
     throw Error(ErrorKind::kInvalidArgument, "--world-size must be at least 1");
   }
   const auto selector = parse_selector(args.selector, args.world_size);
-  std::error_code error;
-  const fs::path out(args.out);
-  if (fs::is_directory(out, error)) {
-    throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("--out \"{}\" is a directory; give the HTML file to write, e.g. {}",
-                            args.out, (out / "report.html").string()));
-  }
-  if (out.has_parent_path() && !fs::is_directory(out.parent_path(), error)) {
-    throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("--out \"{}\": the directory {} does not exist", args.out,
-                            out.parent_path().string()));
-  }
+  // Opened first, so that a bad --out is reported before a long timeline is read; the page is
+  // written to a temporary beside it and put in place at the end (docs/cli.md, "Output files").
+  OutputFile out(
+      args.out,
+      {.what = "--out", .inputs = std::vector<fs::path>(args.inputs.begin(), args.inputs.end())});
   const report::Inputs inputs = report::read_inputs(args.inputs, *selector);
-  write_atomically(out, report::render_html(inputs, args.title));
+  out.refuse_inputs(files_read(inputs));
+  out.write(report::render_html(inputs, args.title));
+  out.commit();
   return kExitOk;
 }
 

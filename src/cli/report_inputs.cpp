@@ -164,12 +164,24 @@ class CsvReader {
   int number_ = 0;
 };
 
+// `path` opened for reading after any UTF-8 byte-order mark. Only a regular file: a FIFO would
+// block (and could not be read twice), a device never ends.
 std::ifstream open_input(const fs::path& path) {
+  try {
+    text::require_regular_file(path);
+  } catch (const Error& error) {
+    throw Error(ErrorKind::kInvalidArgument, error.what());
+  }
   std::ifstream file(path, std::ios::binary);
   if (!file) {
     throw bad_input(path,
                     fmt::format("cannot open it: {}", std::generic_category().message(errno)));
   }
+  char start[3] = {};
+  file.read(start, sizeof start);
+  const std::string_view read(start, static_cast<std::size_t>(file.gcount()));
+  file.clear();
+  file.seekg(static_cast<std::streamoff>(read.size() - text::without_utf8_bom(read).size()));
   return file;
 }
 
@@ -440,12 +452,13 @@ void read_one(const fs::path& path, const optimizer::OptimumSelector& selector, 
     return;
   }
   std::ifstream file = open_input(path);
+  const std::streampos start = file.tellg();  // after a byte-order mark
   file >> std::ws;
   const int first = file.peek();
   if (first == std::ifstream::traits_type::eof()) {
     throw bad_input(path, fmt::format("the file is empty; {}", kKinds));
   }
-  file.seekg(0);
+  file.seekg(start);
   if (first == '{' || first == '[') {
     nlohmann::json json;
     try {

@@ -66,9 +66,7 @@ std::string Reader::expected_header() const {
 
 void Reader::for_each_row(const RowFn& row) const {
   // A UTF-8 byte-order mark (spreadsheets write one) is not part of the first column's name.
-  constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
-  std::size_t position =
-      std::string_view(text_).substr(0, kUtf8Bom.size()) == kUtf8Bom ? kUtf8Bom.size() : 0;
+  std::size_t position = text_.size() - text::without_utf8_bom(text_).size();
   int line_number = 0;
   std::vector<std::size_t> indices;
   std::size_t header_size = 0;

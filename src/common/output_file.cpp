@@ -111,6 +111,20 @@ fs::path follow_links(const fs::path& path, const OutputFileOptions& options) {
   }
 }
 
+// Throws when the file `info` describes is one of `inputs`.
+void refuse_same_file(const struct stat& info, const fs::path& path,
+                      const std::vector<fs::path>& inputs, const OutputFileOptions& options) {
+  for (const fs::path& input : inputs) {
+    struct stat input_info {};
+    if (::stat(input.c_str(), &input_info) == 0 && input_info.st_dev == info.st_dev &&
+        input_info.st_ino == info.st_ino) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  options.what + " " + quoted(path) + " is also an input (" + input.string() +
+                      "); writing it would destroy the input, so write to another file");
+    }
+  }
+}
+
 }  // namespace
 
 struct OutputFile::State {
@@ -154,8 +168,8 @@ OutputFile::OutputFile(const fs::path& path, OutputFileOptions options)
     if (S_ISDIR(info.st_mode)) {
       throw Error(ErrorKind::kInvalidArgument,
                   opts.what + " " + quoted(path) +
-                      " is a directory; give the file to write, e.g. " +
-                      quoted(path / "report.html"));
+                      " is a directory; give the path of a file to write in it, e.g. " +
+                      quoted(path / "<name>"));
     }
     if (S_ISBLK(info.st_mode) || S_ISSOCK(info.st_mode)) {
       throw Error(ErrorKind::kInvalidArgument,
@@ -163,15 +177,7 @@ OutputFile::OutputFile(const fs::path& path, OutputFileOptions options)
                       (S_ISBLK(info.st_mode) ? "block device" : "socket") +
                       "; zeus writes only to files, character devices and pipes");
     }
-    for (const fs::path& input : opts.inputs) {
-      struct stat input_info {};
-      if (::stat(input.c_str(), &input_info) == 0 && input_info.st_dev == info.st_dev &&
-          input_info.st_ino == info.st_ino) {
-        throw Error(ErrorKind::kInvalidArgument,
-                    opts.what + " " + quoted(path) + " is also an input (" + input.string() +
-                        "); writing it would destroy the input, so write to another file");
-      }
-    }
+    refuse_same_file(info, path, opts.inputs, opts);
   }
 
   if (exists && (S_ISCHR(info.st_mode) || S_ISFIFO(info.st_mode))) {
@@ -275,6 +281,13 @@ void OutputFile::commit() {
                                     ": writing failed: " + std::strerror(err));
   }
   state.committed = true;
+}
+
+void OutputFile::refuse_inputs(const std::vector<fs::path>& inputs) const {
+  struct stat info {};
+  if (::stat(state_->target.c_str(), &info) == 0) {
+    refuse_same_file(info, state_->target, inputs, state_->options);
+  }
 }
 
 const fs::path& OutputFile::target() const {

@@ -57,6 +57,11 @@ class OutputFile {
   // anything written failed (the temporary is removed then, and the target left as it was).
   void commit();
 
+  // Throws Error(kInvalidArgument) naming the input when the target is one of `inputs` (the
+  // options' inputs are checked at construction; this is for inputs known only later, such as
+  // the files inside a directory given as input). Paths that do not exist are ignored.
+  void refuse_inputs(const std::vector<std::filesystem::path>& inputs) const;
+
   // The file written: the target after following symbolic links.
   const std::filesystem::path& target() const;
   // Whether the target is a device or FIFO written through.

@@ -91,30 +91,50 @@ std::string naming(const std::filesystem::path& path, std::string_view descripti
   throw Error(ErrorKind::kIo, what);
 }
 
-}  // namespace
-
-std::string read_file(const std::filesystem::path& path, std::string_view description) {
-  const std::string name = naming(path, description);
+// A descriptor of `path` opened for reading, or the error read_file() documents.
+int open_regular(const std::filesystem::path& path, const std::string& name) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below); O_CLOEXEC:
   // a command zeus starts meanwhile must not inherit the descriptor.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     throw_cannot_read(name, errno);
   }
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    const int err = errno;
+    ::close(fd);
+    throw_cannot_read(name, err);
+  }
+  if (!S_ISREG(info.st_mode)) {
+    ::close(fd);
+    throw Error(ErrorKind::kInvalidArgument,
+                "cannot read " + name + ": it is " + std::string(file_type_name(info.st_mode)) +
+                    ", not a regular file; give the path of a file (save piped data to a file "
+                    "first)");
+  }
+  return fd;
+}
+
+}  // namespace
+
+void require_regular_file(const std::filesystem::path& path, std::string_view description) {
+  ::close(open_regular(path, naming(path, description)));
+}
+
+std::string_view without_utf8_bom(std::string_view text) {
+  constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+  return text.starts_with(kUtf8Bom) ? text.substr(kUtf8Bom.size()) : text;
+}
+
+std::string read_file(const std::filesystem::path& path, std::string_view description) {
+  const std::string name = naming(path, description);
+  const int fd = open_regular(path, name);
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
   struct stat info {};
-  if (::fstat(fd, &info) != 0) {
-    throw_cannot_read(name, errno);
-  }
-  if (!S_ISREG(info.st_mode)) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "cannot read " + name + ": it is " + std::string(file_type_name(info.st_mode)) +
-                    ", not a regular file; give " +
-                    "the path of a file (save piped data to a file first)");
-  }
+  ::fstat(fd, &info);
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0) {
     ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);

@@ -37,6 +37,12 @@ std::vector<std::string> split_to_strings(std::string_view text, char separator,
 // FIFO, device or socket: refused without blocking) or kIo. `description` names the kind of file
 // in the errors ("cannot read the trace file X: ..."); empty: "cannot read X: ...".
 std::string read_file(const std::filesystem::path& path, std::string_view description = {});
+// Throws as read_file() does unless `path` is a regular file that can be opened for reading; for
+// readers that stream a file instead of reading it whole.
+void require_regular_file(const std::filesystem::path& path, std::string_view description = {});
+
+// `text` without a leading UTF-8 byte-order mark (spreadsheets write one before a CSV header).
+std::string_view without_utf8_bom(std::string_view text);
 
 // FNV-1a hashes (32 and 64 bits), for stable, seedable names-to-numbers (simulated UUIDs,
 // deterministic noise). Not for security.

@@ -1,9 +1,10 @@
 #include "zeus/monitor/replay_monitor.hpp"
 
 #include <charconv>
-#include <fstream>
+#include <cmath>
 #include <optional>
 
+#include "common/csv.hpp"
 #include "common/text.hpp"
 #include "zeus/common/error.hpp"
 
@@ -15,44 +16,51 @@ std::vector<std::string> split_csv_line(const std::string& line) {
   return text::split_to_strings(line, ',', false, "");
 }
 
+// A finite, non-negative number written as a decimal (no blanks, no "inf" or "nan": a log
+// ZeusMonitor wrote has none, and an infinite energy would poison every sum).
 std::optional<double> parse_double(const std::string& text) {
-  try {
-    std::size_t used = 0;
-    const double value = std::stod(text, &used);
-    if (used != text.size()) {
-      return std::nullopt;
-    }
-    return value;
-  } catch (const std::exception&) {
+  const std::optional<double> value = csv::to_double(text);
+  if (!value || !std::isfinite(*value) || *value < 0.0) {
     return std::nullopt;
   }
+  return value;
 }
 
 }  // namespace
 
 ReplayMonitor::ReplayMonitor(const std::filesystem::path& log_file, bool match_window_name)
     : path_(log_file), match_window_name_(match_window_name) {
-  std::ifstream in(log_file);
-  if (!in) {
-    throw Error(ErrorKind::kNotFound, "cannot open the monitor log " + log_file.string());
-  }
+  const std::string content = text::read_file(log_file, "monitor log");
+  const std::vector<std::string_view> lines = text::split(text::without_utf8_bom(content), '\n');
   const std::string where = log_file.string() + ":";
+  std::size_t next_line = 0;
+  // The next line without its carriage return; false at the end.
+  const auto read_line = [&](std::string& line) {
+    if (next_line >= lines.size() || (next_line + 1 == lines.size() && lines.back().empty())) {
+      return false;
+    }
+    line = std::string(text::trim(lines[next_line++], "\r"));
+    return true;
+  };
   std::string line;
-  if (!std::getline(in, line)) {
+  int line_number = 0;
+  bool have_header = false;
+  while (!have_header && read_line(line)) {  // blank lines before the header are skipped
+    ++line_number;
+    have_header = !line.empty();
+  }
+  if (!have_header) {
     throw Error(ErrorKind::kInvalidArgument,
                 log_file.string() +
                     " is empty: expected the header "
                     "start_time,window_name,elapsed_time,gpu<i>_energy...");
   }
-  if (!line.empty() && line.back() == '\r') {
-    line.pop_back();
-  }
   const std::vector<std::string> header = split_csv_line(line);
   if (header.size() < 3 || header[0] != "start_time" || header[1] != "window_name" ||
       header[2] != "elapsed_time") {
     throw Error(ErrorKind::kInvalidArgument,
-                where +
-                    "1: the header must start with start_time,window_name,elapsed_time (read \"" +
+                where + std::to_string(line_number) +
+                    ": the header must start with start_time,window_name,elapsed_time (read \"" +
                     line + "\")");
   }
   for (std::size_t i = 3; i < header.size(); ++i) {
@@ -64,16 +72,13 @@ ReplayMonitor::ReplayMonitor(const std::filesystem::path& log_file, bool match_w
         std::from_chars(first, last, index).ptr == last && index >= 0) {
       gpu_indices_.push_back(index);
     } else {
-      throw Error(ErrorKind::kInvalidArgument,
-                  where + "1: column \"" + column + "\" is not of the form gpu<index>_energy");
+      throw Error(ErrorKind::kInvalidArgument, where + std::to_string(line_number) + ": column \"" +
+                                                   column +
+                                                   "\" is not of the form gpu<index>_energy");
     }
   }
-  int line_number = 1;
-  while (std::getline(in, line)) {
+  while (read_line(line)) {
     ++line_number;
-    if (!line.empty() && line.back() == '\r') {
-      line.pop_back();
-    }
     if (line.empty()) {
       continue;
     }
@@ -89,15 +94,17 @@ ReplayMonitor::ReplayMonitor(const std::filesystem::path& log_file, bool match_w
     const auto start = parse_double(fields[0]);
     const auto elapsed = parse_double(fields[2]);
     if (!start || !elapsed) {
-      throw Error(ErrorKind::kInvalidArgument, at + "start_time and elapsed_time must be numbers");
+      throw Error(ErrorKind::kInvalidArgument,
+                  at + "start_time and elapsed_time must be finite, non-negative numbers");
     }
     row.start_time_s = *start;
     row.elapsed_time_s = *elapsed;
     for (std::size_t i = 3; i < fields.size(); ++i) {
       const auto energy = parse_double(fields[i]);
       if (!energy) {
-        throw Error(ErrorKind::kInvalidArgument,
-                    at + header[i] + " is not a number (\"" + fields[i] + "\")");
+        throw Error(
+            ErrorKind::kInvalidArgument,
+            at + header[i] + " is not a finite, non-negative number (\"" + fields[i] + "\")");
       }
       row.gpu_energy_j.push_back(*energy);
     }

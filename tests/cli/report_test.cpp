@@ -2,6 +2,8 @@
 // external resource, one chart per plot), bad inputs, and the files `zeus monitor --timeline` and
 // `zeus sim --out` add for it. The page is drawn in a browser by tests/report/chromium_check.py.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -271,6 +273,8 @@ TEST_P(ReportBadInput, IsAUsageErrorNamingTheFile) {
   } else if (std::string(bad.content) == "EMPTYSIM") {
     fs::create_directories(path);
     write_file(path / "summary.json", R"({"eta": 0.5, "cells": []})");
+  } else if (std::string(bad.content) == "FIFO") {
+    ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);  // no writer: opening it would block
   } else if (std::string(bad.content) != "NONE") {
     write_file(path, bad.content);
   }
@@ -301,10 +305,70 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"JsonWithoutMeasurements", "x.json", "{\"a\": 1}", "without \"measurements\""},
         BadInput{"BadProfile", "p.json", "{\"measurements\": []}", "p.json"},
         BadInput{"NotJson", "p.json", "{\"measurements\": ", "not valid JSON"},
-        BadInput{"Missing", "nowhere.csv", "NONE", "no such file or directory"}),
+        BadInput{"Missing", "nowhere.csv", "NONE", "no such file or directory"},
+        BadInput{"Fifo", "t.csv", "FIFO", "named pipe (FIFO), not a regular file"}),
     [](const testing::TestParamInfo<BadInput>& param_info) {
       return std::string(param_info.param.name);
     });
+
+// A timeline saved by a spreadsheet starts with a UTF-8 byte-order mark; it is read all the same.
+TEST_F(ReportCli, ReadsInputsWithAByteOrderMark) {
+  write_file(
+      dir_ / "t.csv",
+      "\xEF\xBB\xBFtimestamp,device,domain,watts\n1.0,gpu0,instant,100\n2.0,gpu0,instant,120\n");
+  write_file(dir_ / "p.json", std::string("\xEF\xBB\xBF") + kProfile);
+  const Result report = run_zeus(dir_, "report t.csv p.json --out r.html");
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_EQ(count(read_file(dir_ / "r.html"), "data-chart=\"timeline\""), 1U);
+}
+
+// --out never destroys what the user did not ask to write (docs/cli.md, "Output files").
+TEST_F(ReportCli, OutputNeverReplacesAnInputALinkOrADevice) {
+  write_file(dir_ / "t.csv", "timestamp,device,domain,watts\n1.0,gpu0,instant,100\n");
+  const std::string timeline = read_file(dir_ / "t.csv");
+  // The output is one of the inputs, directly, through a link, or inside a `zeus sim` directory.
+  fs::create_symlink("t.csv", dir_ / "alias.csv");
+  for (const char* out : {"t.csv", "alias.csv", "./t.csv"}) {
+    const Result report = run_zeus(dir_, std::string("report t.csv -o ") + out);
+    EXPECT_EQ(report.exit_code, 2) << out;
+    EXPECT_TRUE(contains(report.err, "is also an input")) << report.err;
+  }
+  EXPECT_EQ(read_file(dir_ / "t.csv"), timeline);
+  const Result sim = run_zeus(dir_,
+                              "sim --workload cifar100 --gpu v100 --seeds 1 --recurrences 5 "
+                              "--out results");
+  ASSERT_EQ(sim.exit_code, 0) << sim.err;
+  const std::string summary = read_file(dir_ / "results" / "summary.json");
+  const Result into_sim = run_zeus(dir_, "report results -o results/summary.json");
+  EXPECT_EQ(into_sim.exit_code, 2);
+  EXPECT_TRUE(contains(into_sim.err, "is also an input")) << into_sim.err;
+  EXPECT_EQ(read_file(dir_ / "results" / "summary.json"), summary);
+
+  // A symbolic link: the file it points to gets the page, the link stays.
+  write_file(dir_ / "old.html", "old");
+  fs::create_symlink("old.html", dir_ / "page.html");
+  ASSERT_EQ(run_zeus(dir_, "report t.csv -o page.html").exit_code, 0);
+  EXPECT_TRUE(fs::is_symlink(dir_ / "page.html"));
+  EXPECT_TRUE(contains(read_file(dir_ / "old.html"), "<html"));
+
+  // A character device (a link to /dev/null; as root also a node of our own) is written through.
+  fs::create_symlink("/dev/null", dir_ / "null");
+  ASSERT_EQ(run_zeus(dir_, "report t.csv -o null").exit_code, 0);
+  EXPECT_TRUE(fs::is_symlink(dir_ / "null"));
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  if (::geteuid() == 0 && ::mknod((dir_ / "node").c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) {
+    ASSERT_EQ(run_zeus(dir_, "report t.csv -o node").exit_code, 0);
+    EXPECT_TRUE(fs::is_character_file(dir_ / "node")) << "the device node was replaced";
+  }
+  // Through /proc/self/fd/1 (a link to the pipe run_zeus reads): the page comes out on stdout.
+  const Result to_stdout = run_zeus(dir_, "report t.csv -o /proc/self/fd/1");
+  ASSERT_EQ(to_stdout.exit_code, 0) << to_stdout.err;
+  EXPECT_TRUE(contains(to_stdout.out, "<html")) << "the page goes down the pipe";
+  // Nothing left behind: no temporaries.
+  for (const auto& entry : fs::directory_iterator(dir_)) {
+    EXPECT_FALSE(contains(entry.path().filename().string(), "zeus-tmp")) << entry.path();
+  }
+}
 
 TEST_F(ReportCli, UsageErrors) {
   write_file(dir_ / "profile.json", kProfile);

@@ -205,7 +205,7 @@ TEST(OutputFile, RefusesDirectoriesAndMissingParents) {
   const zeus::testing::TempDir dir("zeus-files-test");
   const Error directory = error_of([&] { OutputFile file(dir.path()); });
   EXPECT_EQ(directory.kind(), ErrorKind::kInvalidArgument);
-  EXPECT_TRUE(contains(directory.what(), "is a directory; give the file to write"))
+  EXPECT_TRUE(contains(directory.what(), "is a directory; give the path of a file to write in it"))
       << directory.what();
   const Error parent = error_of([&] { OutputFile file(dir.path() / "no" / "out.html"); });
   EXPECT_EQ(parent.kind(), ErrorKind::kInvalidArgument);

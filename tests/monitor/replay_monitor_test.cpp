@@ -1,6 +1,7 @@
 #include "zeus/monitor/replay_monitor.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include "test_support.hpp"
 #include "zeus/common/error.hpp"
@@ -71,7 +72,35 @@ TEST(ReplayMonitor, MalformedLogsNameTheLine) {
   expect_error("start_time,window_name,elapsed_time,cpu0_energy", "cpu0_energy");
   expect_error("start_time,window_name,elapsed_time,gpu0_energy\n0,a,1", "bad.csv:2");
   expect_error("start_time,window_name,elapsed_time,gpu0_energy\n0,a,1,x", "gpu0_energy");
+  // Numbers a ZeusMonitor never writes: infinite, not a number, negative, with blanks.
+  expect_error("start_time,window_name,elapsed_time,gpu0_energy\n0,a,1,inf", "bad.csv:2");
+  expect_error("start_time,window_name,elapsed_time,gpu0_energy\n0,a,nan,1", "bad.csv:2");
+  expect_error("start_time,window_name,elapsed_time,gpu0_energy\n0,a,1,1e999", "finite");
+  expect_error("start_time,window_name,elapsed_time,gpu0_energy\n0,a,-1,1", "bad.csv:2");
+  expect_error("start_time,window_name,elapsed_time,gpu0_energy\n0,a, 1,1", "bad.csv:2");
+  // Not a regular file: refused at once (a FIFO without a writer would block).
+  expect_error("", "is empty");
+  ASSERT_EQ(::mkfifo((dir.path() / "fifo.csv").c_str(), 0600), 0);
+  try {
+    ReplayMonitor replay(dir.path() / "fifo.csv");
+    ADD_FAILURE() << "accepted a FIFO";
+  } catch (const zeus::Error& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(error.what()).find("named pipe"), std::string::npos) << error.what();
+  }
   EXPECT_THROW(ReplayMonitor(dir.path() / "missing.csv"), zeus::Error);
+  EXPECT_THROW(ReplayMonitor(dir.path()), zeus::Error);
+}
+
+TEST(ReplayMonitor, AcceptsAByteOrderMarkAndCrlf) {
+  TempDir dir;
+  write_file(dir.path() / "log.csv",
+             "\xEF\xBB\xBFstart_time,window_name,elapsed_time,gpu0_energy\r\n"
+             "1700000000.5,a,1.5,10.25\r\n\r\n1700000002,b,2,30\r\n");
+  ReplayMonitor replay(dir.path() / "log.csv");
+  EXPECT_EQ(replay.gpu_indices(), (std::vector<int>{0}));
+  ASSERT_EQ(replay.rows_left(), 2u);
+  EXPECT_EQ(replay.rows().back().window_name, "b");
 }
 
 TEST(ReplayMonitor, ReadsTheRealProfilingLogs) {
