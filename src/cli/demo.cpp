@@ -31,6 +31,7 @@
 #include "common/signals.hpp"
 #include "common/temp_dir.hpp"
 #include "common/text.hpp"
+#include "sim/limits.hpp"
 #include "sim/scenario.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/optimizer/rng.hpp"
@@ -242,8 +243,9 @@ void check_args(const DemoArgs& args) {
   if (!std::isfinite(args.beta)) {
     throw bad("--beta must be a number (<= 0 disables early stopping)");
   }
-  if (args.max_tries < 1) {
-    throw bad("--max-tries must be at least 1");
+  if (args.max_tries < 1 || args.max_tries > sim::limits::kMaxTries) {
+    throw bad(fmt::format("--max-tries must be between 1 and {}, not {}", sim::limits::kMaxTries,
+                          args.max_tries));
   }
   const std::vector<std::string> gpus = sim::scenario_gpus();
   if (std::find(gpus.begin(), gpus.end(), args.gpu_model) == gpus.end()) {

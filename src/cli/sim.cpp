@@ -24,6 +24,7 @@
 
 #include "commands.hpp"
 #include "common/text.hpp"
+#include "sim/limits.hpp"
 #include "sim_report.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/sim/simulator.hpp"
@@ -43,7 +44,7 @@ using sim_report::summary_json;
 using sim_report::write_text;
 
 // More seeds than this is a typo (e.g. 1-1000000000), not a simulation anyone waits for.
-constexpr std::size_t kMaxSeeds = 100'000;
+constexpr std::size_t kMaxSeeds = sim::limits::kMaxSeeds;
 constexpr int kProgressBarWidth = 30;
 
 constexpr PolicyKind kAllPolicies[] = {PolicyKind::kZeus, PolicyKind::kDefault, PolicyKind::kGrid,
@@ -179,17 +180,47 @@ void check_args(const SimArgs& args) {
                             "x power limits)",
                             args.recurrences));
   }
+  if (args.recurrences > sim::limits::kMaxRecurrences) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("--recurrences {} is above the limit of {} (every recurrence of every "
+                            "seed is kept in memory until its cell is done)",
+                            args.recurrences, sim::limits::kMaxRecurrences));
+  }
   if (args.window < 0) {
     throw Error(ErrorKind::kInvalidArgument,
                 fmt::format("--window {} is negative (0 means every observation)", args.window));
   }
-  if (args.max_tries < 1) {
+  if (args.window > sim::limits::kMaxWindow) {
     throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("--max-tries {} must be at least 1", args.max_tries));
+                fmt::format("--window {} is above the limit of {} observations (0 means every "
+                            "observation)",
+                            args.window, sim::limits::kMaxWindow));
+  }
+  if (args.max_tries < 1 || args.max_tries > sim::limits::kMaxTries) {
+    throw Error(ErrorKind::kInvalidArgument, fmt::format("--max-tries {} must be between 1 and {}",
+                                                         args.max_tries, sim::limits::kMaxTries));
   }
   if (args.threads < 0) {
     throw Error(ErrorKind::kInvalidArgument,
                 fmt::format("--threads {} is negative (0 means every core)", args.threads));
+  }
+  if (args.threads > sim::limits::kMaxThreads) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("--threads {} is above the limit of {} (0 means every core)",
+                            args.threads, sim::limits::kMaxThreads));
+  }
+}
+
+// Every cell keeps each seed's history until it is done: refuse, before anything runs, a run
+// whose histories would not fit (sim::run_cell checks the same for the default recurrences).
+void check_cell_size(std::size_t seeds, std::size_t recurrences, std::string_view what) {
+  if (recurrences > sim::limits::kMaxRecordsPerCell / std::max<std::size_t>(seeds, 1)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("{} seeds x {} {} is above the limit of {} recurrences per cell (each "
+                            "seed's history is kept in memory, about {} bytes per recurrence); "
+                            "use fewer seeds or recurrences",
+                            seeds, recurrences, what, sim::limits::kMaxRecordsPerCell,
+                            sizeof(sim::RecurrenceRecord)));
   }
 }
 
@@ -296,6 +327,7 @@ int run(const SimArgs& args) {
     policies.push_back(sim::parse_policy(name));
   }
   const std::vector<std::uint64_t> seeds = parse_seeds(args.seeds);
+  check_cell_size(seeds.size(), static_cast<std::size_t>(args.recurrences), "--recurrences");
   if (!args.trace_dir.empty()) {
     check_trace_dir(args.trace_dir);
   }
@@ -311,6 +343,7 @@ int run(const SimArgs& args) {
   config.max_tries = args.max_tries;
   if (!args.arrivals.empty()) {
     config.arrivals = sim::load_arrivals(args.arrivals);
+    check_cell_size(seeds.size(), config.arrivals.size(), "jobs in --arrivals");
   }
 
   // A trace directory that lacks a file is the user's mistake too: a usage error, like a

@@ -7,10 +7,43 @@
 #include <thread>
 
 #include "engine.hpp"
+#include "limits.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/sim/simulator.hpp"
 
 namespace zeus::sim {
+
+namespace {
+
+// A cell keeps every seed's history until it returns: refuse one that would not fit in memory
+// before allocating any of it.
+void check_cell_size(const WorkloadTrace& trace, const SimulationConfig& config,
+                     std::size_t seeds) {
+  if (seeds > limits::kMaxSeeds) {
+    throw Error(ErrorKind::kInvalidArgument, std::to_string(seeds) +
+                                                 " seeds is above the limit of " +
+                                                 std::to_string(limits::kMaxSeeds));
+  }
+  if (config.arrivals.size() > limits::kMaxArrivals) {
+    throw Error(ErrorKind::kInvalidArgument, std::to_string(config.arrivals.size()) +
+                                                 " job arrivals is above the limit of " +
+                                                 std::to_string(limits::kMaxArrivals));
+  }
+  const std::size_t recurrences = config.arrivals.empty()
+                                      ? static_cast<std::size_t>(default_recurrences(trace, config))
+                                      : config.arrivals.size();
+  if (recurrences > limits::kMaxRecordsPerCell / std::max<std::size_t>(seeds, 1)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                std::to_string(seeds) + " seeds x " + std::to_string(recurrences) +
+                    " recurrences is above the limit of " +
+                    std::to_string(limits::kMaxRecordsPerCell) +
+                    " recurrences per cell (each seed's history is kept in memory, about " +
+                    std::to_string(sizeof(RecurrenceRecord)) +
+                    " bytes per recurrence); use fewer seeds or recurrences");
+  }
+}
+
+}  // namespace
 
 CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const SimulationConfig& config,
                      const std::vector<std::uint64_t>& seeds, unsigned threads) {
@@ -18,6 +51,7 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
     throw Error(ErrorKind::kInvalidArgument, "at least one seed is needed");
   }
   check_config(trace, config);
+  check_cell_size(trace, config, seeds.size());
   const Oracle oracle = compute_oracle(trace, config.eta);
   CellSummary cell;
   cell.workload = trace.workload.dataset;
@@ -62,7 +96,8 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
     }
   };
   unsigned workers = threads != 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
-  workers = std::min<unsigned>(workers, static_cast<unsigned>(seeds.size()));
+  workers = std::min<unsigned>(
+      {workers, static_cast<unsigned>(seeds.size()), static_cast<unsigned>(limits::kMaxThreads)});
   std::atomic<std::size_t> next{0};
   std::vector<std::thread> pool;
   for (unsigned w = 1; w < workers; ++w) {

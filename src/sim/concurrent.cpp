@@ -1,70 +1,78 @@
 // Replayed concurrent submissions: jobs start and end at given times, and a job that starts
 // while others run gets the policy's decision as it stands.
 #include <algorithm>
-#include <fstream>
 #include <functional>
 #include <queue>
-#include <stdexcept>
+#include <string>
+#include <string_view>
 
+#include "bounded_fields.hpp"
+#include "common/csv.hpp"
 #include "common/text.hpp"
 #include "engine.hpp"
+#include "limits.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/sim/simulator.hpp"
 
 namespace zeus::sim {
 
-std::vector<JobArrival> load_arrivals(const std::filesystem::path& csv) {
-  std::ifstream in(csv);
-  if (!in) {
-    throw Error(ErrorKind::kNotFound, "cannot open the job arrivals file " + csv.string());
+namespace {
+
+constexpr detail::NumberColumn kStartTime{"start_time", "a number of seconds", "s", 0.0,
+                                          limits::kMaxArrivalTimeS};
+constexpr detail::NumberColumn kEndTime{"end_time", "a number of seconds", "s", 0.0,
+                                        limits::kMaxArrivalTimeS};
+constexpr detail::NumberColumn kRuntimeRatio{"runtime_ratio",          "a positive number", "", 0.0,
+                                             limits::kMaxRuntimeRatio, /*above_min=*/true};
+
+// Whether the header (the first non-blank line, after a byte-order mark) names runtime_ratio,
+// the one optional column.
+bool has_runtime_ratio(std::string_view text) {
+  constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+  if (text.substr(0, kUtf8Bom.size()) == kUtf8Bom) {
+    text.remove_prefix(kUtf8Bom.size());
   }
-  std::string line;
-  std::getline(in, line);
-  if (!line.empty() && line.back() == '\r') {
-    line.pop_back();
-  }
-  if (line != "start_time,end_time" && line != "start_time,end_time,runtime_ratio") {
-    throw Error(ErrorKind::kInvalidArgument,
-                csv.string() + ":1: the header must be start_time,end_time[,runtime_ratio]");
-  }
-  const bool has_ratio = line.size() > std::string("start_time,end_time").size();
-  std::vector<JobArrival> arrivals;
-  int number = 1;
-  while (std::getline(in, line)) {
-    ++number;
-    if (!line.empty() && line.back() == '\r') {
-      line.pop_back();
-    }
-    if (line.empty()) {
+  for (const std::string_view line : text::split(text, '\n')) {
+    if (text::trim(line, csv::kFieldBlanks).empty()) {
       continue;
     }
-    const std::string at = csv.string() + ":" + std::to_string(number) + ": ";
-    std::vector<double> values;
-    try {
-      for (const std::string_view piece : text::split(line, ',')) {
-        const std::string field(piece);
-        std::size_t used = 0;
-        values.push_back(std::stod(field, &used));
-        if (used != field.size()) {
-          throw std::invalid_argument(field);
-        }
-      }
-    } catch (const std::exception&) {
-      throw Error(ErrorKind::kInvalidArgument, at + "every field must be a number");
+    const std::vector<std::string_view> fields = csv::split_fields(line);
+    return std::find(fields.begin(), fields.end(), "runtime_ratio") != fields.end();
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<JobArrival> load_arrivals(const std::filesystem::path& path) {
+  // text::read_file refuses what is not a regular file (a FIFO would block, a directory read as
+  // empty), and csv::Reader skips a byte-order mark.
+  std::string content = text::read_file(path, "job arrivals file");
+  std::vector<std::string> columns = {"start_time", "end_time"};
+  const bool ratio = has_runtime_ratio(content);
+  if (ratio) {
+    columns.emplace_back("runtime_ratio");
+  }
+  const csv::Reader csv = csv::Reader::from_text(path.string(), std::move(content), columns);
+  std::vector<JobArrival> arrivals;
+  csv.for_each_row([&](int line, const std::vector<std::string_view>& fields) {
+    if (arrivals.size() >= limits::kMaxArrivals) {
+      csv.fail(line, "more than " + std::to_string(limits::kMaxArrivals) +
+                         " jobs; split the file into several runs");
     }
-    if (values.size() != (has_ratio ? 3u : 2u)) {
-      throw Error(ErrorKind::kInvalidArgument,
-                  at + "expected " + (has_ratio ? "3" : "2") + " fields");
-    }
-    JobArrival arrival{values[0], values[1], has_ratio ? values[2] : 1.0};
-    if (!(arrival.end_s > arrival.start_s) || !(arrival.runtime_ratio > 0.0)) {
-      throw Error(ErrorKind::kInvalidArgument,
-                  at + "end_time must be after start_time and runtime_ratio positive");
+    JobArrival arrival;
+    arrival.start_s = detail::bounded_number(csv, line, kStartTime, fields[0]);
+    arrival.end_s = detail::bounded_number(csv, line, kEndTime, fields[1]);
+    arrival.runtime_ratio =
+        ratio ? detail::bounded_number(csv, line, kRuntimeRatio, fields[2]) : 1.0;
+    if (!(arrival.end_s > arrival.start_s)) {
+      csv.fail(line, "end_time (" + std::string(fields[1]) + ") must be after start_time (" +
+                         std::string(fields[0]) + ")");
     }
     arrivals.push_back(arrival);
-  }
+  });
   if (arrivals.empty()) {
-    throw Error(ErrorKind::kInvalidArgument, csv.string() + " lists no job");
+    throw Error(ErrorKind::kInvalidArgument, path.string() + " lists no job");
   }
   return arrivals;
 }

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "engine.hpp"
+#include "limits.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/optimizer/batch_size_policy.hpp"
 #include "zeus/optimizer/cost.hpp"
@@ -72,8 +73,12 @@ Outcome run_once(const WorkloadTrace& trace, const BatchSizeTrace& batch, const 
   int allowed_epochs = trace.workload.max_epochs;
   if (threshold) {
     const double cost_per_epoch = zeus_cost(epoch_energy_j, epoch_time_s, eta, trace.max_power_w);
-    allowed_epochs =
-        static_cast<int>(std::min<double>(allowed_epochs, std::floor(*threshold / cost_per_epoch)));
+    // Converted only once known to lie in [0, allowed_epochs]: a threshold far below the cost
+    // gives -inf, which no int holds. NaN (an undefined ratio) leaves the epochs unbounded.
+    const double fitting_epochs = std::floor(*threshold / cost_per_epoch);
+    if (fitting_epochs < allowed_epochs) {
+      allowed_epochs = fitting_epochs < 0.0 ? 0 : static_cast<int>(fitting_epochs);
+    }
   }
   Outcome outcome;
   if (allowed_epochs <= 0) {
@@ -233,6 +238,12 @@ int default_recurrences(const WorkloadTrace& trace, const SimulationConfig& conf
   if (config.recurrences < 0) {
     throw Error(ErrorKind::kInvalidArgument, "the number of recurrences cannot be negative");
   }
+  if (config.recurrences > limits::kMaxRecurrences) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "the number of recurrences " + std::to_string(config.recurrences) +
+                    " is above the limit of " + std::to_string(limits::kMaxRecurrences) +
+                    " (each one is kept in the run's history)");
+  }
   if (config.recurrences > 0) {
     return config.recurrences;
   }
@@ -242,9 +253,19 @@ int default_recurrences(const WorkloadTrace& trace, const SimulationConfig& conf
 
 void check_config(const WorkloadTrace& trace, const SimulationConfig& config) {
   optimizer::check_eta(config.eta);
-  if (config.max_tries < 1) {
-    throw Error(ErrorKind::kInvalidArgument, "max_tries must be at least 1");
+  if (config.max_tries < 1 || config.max_tries > limits::kMaxTries) {
+    throw Error(ErrorKind::kInvalidArgument, "max_tries must be between 1 and " +
+                                                 std::to_string(limits::kMaxTries) + ", not " +
+                                                 std::to_string(config.max_tries));
   }
+  if (config.window_size < 0 || config.window_size > limits::kMaxWindow) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "window_size must be between 0 (every observation) "
+                "and " +
+                    std::to_string(limits::kMaxWindow) + ", not " +
+                    std::to_string(config.window_size));
+  }
+  default_recurrences(trace, config);  // refuses a negative or too large count
   if (trace.batch_sizes.empty()) {
     throw Error(ErrorKind::kInvalidArgument, "the trace of " + trace.workload.dataset + " on " +
                                                  trace.gpu + " has no batch size");

@@ -6,11 +6,10 @@
 #include <mutex>
 #include <set>
 #include <sstream>
-#include <unordered_map>
 
-#include "common/csv.hpp"
 #include "device/gpu_models.hpp"
 #include "trace_internal.hpp"
+#include "trace_tables.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus::sim {
@@ -183,169 +182,14 @@ std::string power_file_name(std::string_view gpu) {
   return "summary_power_" + std::string(gpu) + ".csv";
 }
 
-// Workloads are keyed by dataset, network and optimizer joined with a separator that cannot
-// appear in a CSV field of ours.
-std::string workload_key(std::string_view dataset, std::string_view network,
-                         std::string_view optimizer) {
-  std::string key;
-  key.reserve(dataset.size() + network.size() + optimizer.size() + 2);
-  key.append(dataset).append(1, '\x1f').append(network).append(1, '\x1f').append(optimizer);
-  return key;
-}
-
-std::string key_label(const std::string& key) {
-  std::string label = key;
-  std::replace(label.begin(), label.end(), '\x1f', '/');
-  return label;
-}
-
-using csv::to_double;
-using csv::to_int;
-using CsvReader = csv::Reader;
-
-struct TrainRow {
-  int batch_size = 0;
-  int run = 0;
-  double target_metric = 0.0;
-  std::optional<int> target_epoch;
-  int line = 0;
-};
-
-struct TrainTable {
-  std::string path;
-  std::unordered_map<std::string, std::vector<TrainRow>> rows;  // by workload key
-};
-
-struct PowerRow {
-  int batch_size = 0;
-  PowerPoint point;
-  int line = 0;
-};
-
-struct PowerTable {
-  std::string path;
-  std::unordered_map<std::string, std::vector<PowerRow>> rows;  // by workload key
-  int max_power_limit_w = 0;
-};
-
-// Appends to the vector of `key`, remembering the last one (rows come grouped by workload).
-template <typename Row>
-class GroupedRows {
- public:
-  explicit GroupedRows(std::unordered_map<std::string, std::vector<Row>>& rows) : rows_(rows) {}
-  std::vector<Row>& at(std::string_view dataset, std::string_view network,
-                       std::string_view optimizer) {
-    std::string key = workload_key(dataset, network, optimizer);
-    if (current_ == nullptr || key != current_key_) {
-      current_ = &rows_[key];
-      current_key_ = std::move(key);
-    }
-    return *current_;
-  }
-
- private:
-  std::unordered_map<std::string, std::vector<Row>>& rows_;
-  std::string current_key_;
-  std::vector<Row>* current_ = nullptr;
-};
-
-// Field 2 of both traces, checked the same way.
-int parse_batch_size(const CsvReader& csv, int line, std::string_view field) {
-  const auto batch_size = to_int(field);
-  if (!batch_size || *batch_size <= 0) {
-    csv.fail(line,
-             "batch_size must be a positive whole number (read \"" + std::string(field) + "\")");
-  }
-  return *batch_size;
-}
-
-void check_names(const CsvReader& csv, int line, const std::vector<std::string_view>& fields) {
-  for (std::size_t i : {std::size_t{0}, std::size_t{1}, std::size_t{3}}) {
-    if (fields[i].empty()) {
-      csv.fail(line, "dataset, network and optimizer must not be empty");
-    }
-  }
-}
-
-std::shared_ptr<const TrainTable> parse_train(const std::filesystem::path& path) {
-  const CsvReader csv(path,
-                      {"dataset", "network", "batch_size", "optimizer", "learning_rate", "run",
-                       "target_metric", "target_epoch"},
-                      "trace file");
-  auto table = std::make_shared<TrainTable>();
-  table->path = csv.path();
-  GroupedRows<TrainRow> groups(table->rows);
-  csv.for_each_row([&](int line, const std::vector<std::string_view>& f) {
-    check_names(csv, line, f);
-    TrainRow row;
-    row.line = line;
-    row.batch_size = parse_batch_size(csv, line, f[2]);
-    const auto run = to_int(f[5]);
-    if (!run) {
-      csv.fail(line, "run must be a whole number (read \"" + std::string(f[5]) + "\")");
-    }
-    row.run = *run;
-    const auto metric = to_double(f[6]);
-    if (!metric || !std::isfinite(*metric)) {
-      csv.fail(line, "target_metric must be a number (read \"" + std::string(f[6]) + "\")");
-    }
-    row.target_metric = *metric;
-    const std::string_view epoch_text = f[7];
-    const auto epoch_real = to_double(epoch_text);
-    if (epoch_text.empty() || (epoch_real && std::isnan(*epoch_real))) {
-      row.target_epoch = std::nullopt;
-    } else {
-      const auto epoch = to_int(epoch_text);
-      if (!epoch || *epoch < 1) {
-        csv.fail(line, "target_epoch must be a 1-based whole number of epochs or nan (read \"" +
-                           std::string(epoch_text) + "\")");
-      }
-      row.target_epoch = *epoch;
-    }
-    groups.at(f[0], f[1], f[3]).push_back(row);
-  });
-  return table;
-}
-
-std::shared_ptr<const PowerTable> parse_power(const std::filesystem::path& path) {
-  const CsvReader csv(path,
-                      {"dataset", "network", "batch_size", "optimizer", "power_limit",
-                       "time_per_epoch", "average_power"},
-                      "trace file");
-  auto table = std::make_shared<PowerTable>();
-  table->path = csv.path();
-  GroupedRows<PowerRow> groups(table->rows);
-  csv.for_each_row([&](int line, const std::vector<std::string_view>& f) {
-    check_names(csv, line, f);
-    PowerRow row;
-    row.line = line;
-    row.batch_size = parse_batch_size(csv, line, f[2]);
-    const auto limit = to_int(f[4]);
-    if (!limit || *limit <= 0) {
-      csv.fail(line, "power_limit must be a positive whole number of watts (read \"" +
-                         std::string(f[4]) + "\")");
-    }
-    row.point.power_limit_w = *limit;
-    const auto time = to_double(f[5]);
-    if (!time || !std::isfinite(*time) || *time <= 0.0) {
-      csv.fail(line, "time_per_epoch must be a positive number of seconds (read \"" +
-                         std::string(f[5]) + "\")");
-    }
-    row.point.time_per_epoch_s = *time;
-    const auto power = to_double(f[6]);
-    if (!power || !std::isfinite(*power) || *power <= 0.0) {
-      csv.fail(line, "average_power must be a positive number of watts (read \"" +
-                         std::string(f[6]) + "\")");
-    }
-    row.point.average_power_w = *power;
-    table->max_power_limit_w = std::max(table->max_power_limit_w, *limit);
-    groups.at(f[0], f[1], f[3]).push_back(row);
-  });
-  if (table->rows.empty()) {
-    throw Error(ErrorKind::kInvalidArgument, table->path + ":1: the file has a header but no rows");
-  }
-  return table;
-}
+using detail::key_label;
+using detail::parse_power;
+using detail::parse_train;
+using detail::PowerRow;
+using detail::PowerTable;
+using detail::TrainRow;
+using detail::TrainTable;
+using detail::workload_key;
 
 template <typename Table>
 std::string available_workloads(const Table& table) {
@@ -440,29 +284,25 @@ WorkloadTrace build_trace(const TrainTable& train, const PowerTable& power,
     std::stable_sort(runs.begin(), runs.end(),
                      [](const TrainRow* a, const TrainRow* b) { return a->run < b->run; });
     for (std::size_t i = 0; i < runs.size(); ++i) {
+      // Exact repeats are refused while parsing; here, two target metrics that both round to
+      // the workload's (same_metric) give one run twice.
       if (i > 0 && runs[i]->run == runs[i - 1]->run) {
+        const auto [first, second] = std::minmax(runs[i]->line, runs[i - 1]->line);
         throw Error(ErrorKind::kInvalidArgument,
-                    train.path + ":" + std::to_string(std::max(runs[i]->line, runs[i - 1]->line)) +
-                        ": run " + std::to_string(runs[i]->run) + " of " + label +
-                        " at batch size " + std::to_string(batch_size) +
-                        " appears twice for the same target_metric");
+                    train.path + ":" + std::to_string(second) + ": duplicate of line " +
+                        std::to_string(first) + ": run " + std::to_string(runs[i]->run) + " of " +
+                        label + " at batch size " + std::to_string(batch_size) +
+                        " appears twice for the same target_metric; remove one of them");
       }
       entry.target_epochs.push_back(runs[i]->target_epoch);
     }
+    // Unique power limits: parse_power refuses a repeated one.
     std::vector<const PowerRow*>& points = points_it->second;
     std::stable_sort(points.begin(), points.end(), [](const PowerRow* a, const PowerRow* b) {
       return a->point.power_limit_w < b->point.power_limit_w;
     });
-    for (std::size_t i = 0; i < points.size(); ++i) {
-      if (i > 0 && points[i]->point.power_limit_w == points[i - 1]->point.power_limit_w) {
-        throw Error(ErrorKind::kInvalidArgument,
-                    power.path + ":" +
-                        std::to_string(std::max(points[i]->line, points[i - 1]->line)) + ": " +
-                        label + " at batch size " + std::to_string(batch_size) +
-                        " and power limit " + std::to_string(points[i]->point.power_limit_w) +
-                        " W appears twice");
-      }
-      entry.power.push_back(points[i]->point);
+    for (const PowerRow* point : points) {
+      entry.power.push_back(point->point);
     }
     trace.batch_sizes.push_back(std::move(entry));
   }
@@ -471,6 +311,9 @@ WorkloadTrace build_trace(const TrainTable& train, const PowerTable& power,
                                                  " (" + detail::join_ints(train_only) + ") and " +
                                                  power.path + " (" + detail::join_ints(power_only) +
                                                  ")");
+  }
+  for (std::string& note : detail::corrupted_name_notes(train, power, workload)) {
+    trace.notes.push_back(std::move(note));
   }
   if (!train_only.empty() || !power_only.empty()) {
     std::string note = "batch sizes in only one of the two traces were left out:";
