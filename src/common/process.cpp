@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <string_view>
@@ -33,6 +35,35 @@ ChildExit decode_status(int status) {
     result.exit_code = WEXITSTATUS(status);
   }
   return result;
+}
+
+// The signals a SignalWatch may hold a handler for in zeus (stop and forwarded signals).
+constexpr std::array<int, 6> kHandledSignals = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+// Where closing one descriptor at a time stops when close_range is missing (kernels before 5.9):
+// a limit of millions would take seconds.
+constexpr long kFallbackLastFd = 65535;
+
+// Async-signal-safe: runs in the child between fork and exec.
+void close_descriptors_from_3_except(int keep_fd, int last_fd) {
+  const auto close_between = [last_fd](unsigned first, unsigned last) {
+    if (first > last) {
+      return;
+    }
+    if (::close_range(first, last, 0) == 0) {
+      return;
+    }
+    const unsigned bound = std::min(last, static_cast<unsigned>(last_fd));
+    for (unsigned fd = first; fd <= bound; ++fd) {
+      ::close(static_cast<int>(fd));
+    }
+  };
+  if (keep_fd < 3) {
+    close_between(3, ~0U);
+    return;
+  }
+  close_between(3, static_cast<unsigned>(keep_fd) - 1);
+  close_between(static_cast<unsigned>(keep_fd) + 1, ~0U);
 }
 
 bool needs_quoting(std::string_view word) {
@@ -71,16 +102,22 @@ std::variant<ChildProcess, ChildProcess::StartFailure> ChildProcess::start(
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     throw_os_error("cannot create a pipe", errno);
   }
-  // Block SIGINT/SIGTERM around fork so that the child cannot run zeus's handler: it restores
-  // the dispositions from before the watch first, then the old mask (a pending signal then
-  // acts as usual).
-  const bool int_ignored = forwarding::was_ignored(SIGINT);
-  const bool term_ignored = forwarding::was_ignored(SIGTERM);
+  // Block the signals zeus may catch around fork so that the child cannot run zeus's handler: it
+  // restores the dispositions from before the watches first, then the old mask (a pending signal
+  // then acts as usual).
   sigset_t blocked;
   sigset_t old_mask;
   sigemptyset(&blocked);
-  sigaddset(&blocked, SIGINT);
-  sigaddset(&blocked, SIGTERM);
+  for (const int signal : kHandledSignals) {
+    sigaddset(&blocked, signal);
+  }
+  std::array<bool, kHandledSignals.size()> ignored{};
+  for (std::size_t i = 0; i < kHandledSignals.size(); ++i) {
+    ignored[i] = forwarding::was_ignored(kHandledSignals[i]);
+  }
+  const long open_max = ::sysconf(_SC_OPEN_MAX);
+  const int last_fd = static_cast<int>(
+      open_max < 0 ? kFallbackLastFd : std::min<long>(open_max - 1, kFallbackLastFd));
   ::pthread_sigmask(SIG_BLOCK, &blocked, &old_mask);
 
   const pid_t pid = ::fork();
@@ -109,13 +146,22 @@ std::variant<ChildProcess, ChildProcess::StartFailure> ChildProcess::start(
         fail(errno);
       }
     }
+    // Only the exec-error pipe crosses exec besides 0-2: a descriptor zeus opened (an output
+    // file, a socket) must not be written to, or held open, by the command.
+    close_descriptors_from_3_except(fds[1], last_fd);
     struct sigaction default_action {};
     default_action.sa_handler = SIG_DFL;
     sigemptyset(&default_action.sa_mask);
     struct sigaction ignore_action = default_action;
     ignore_action.sa_handler = SIG_IGN;
-    ::sigaction(SIGINT, int_ignored ? &ignore_action : &default_action, nullptr);
-    ::sigaction(SIGTERM, term_ignored ? &ignore_action : &default_action, nullptr);
+    for (std::size_t i = 0; i < kHandledSignals.size(); ++i) {
+      // A signal ignored now (without a handler of zeus) stays ignored across exec, as it would.
+      struct sigaction current {};
+      ::sigaction(kHandledSignals[i], nullptr, &current);
+      if (current.sa_handler != SIG_IGN) {
+        ::sigaction(kHandledSignals[i], ignored[i] ? &ignore_action : &default_action, nullptr);
+      }
+    }
     ::sigaction(SIGCHLD, &default_action, nullptr);
     ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     if (options.search_path) {

@@ -42,11 +42,13 @@ class ChildProcess {
     std::string message;   // "cannot run 'CMD': No such file or directory"
   };
 
-  // Starts `argv`. The child gets the SIGINT and SIGTERM dispositions from before zeus's signal
-  // handlers (default, or ignored when they were), the default SIGCHLD one, and this thread's
-  // signal mask. Returns the failure when the child could not exec (the child is reaped); throws
-  // Error(kInvalidArgument) for an empty argv and Error(kOperatingSystem) when no pipe can be
-  // made.
+  // Starts `argv`. The child gets the dispositions from before zeus's signal handlers for the
+  // signals a SignalWatch may catch (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2: default,
+  // or ignored when they were), the default SIGCHLD one, and this thread's signal mask. Only
+  // descriptors 0, 1 and 2 are passed on: every other one of this process is closed in the child
+  // before exec, whether or not it has close-on-exec. Returns the failure when the child could not
+  // exec (the child is reaped); throws Error(kInvalidArgument) for an empty argv and
+  // Error(kOperatingSystem) when no pipe can be made.
   static std::variant<ChildProcess, StartFailure> start(const std::vector<std::string>& argv,
                                                         const ChildProcessOptions& options = {});
 

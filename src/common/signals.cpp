@@ -35,9 +35,9 @@ std::uint64_t bit(int signal) {
 // thread, at any time. write_fd is published last and withdrawn first.
 struct Slot {
   std::atomic<int> write_fd{-1};
-  std::atomic<std::uint64_t> heard{0};  // signals that wake this watch
-  std::atomic<std::uint64_t> stops{0};  // the stop signals among them
-  std::atomic<bool> forward{false};
+  std::atomic<std::uint64_t> heard{0};     // signals that wake this watch
+  std::atomic<std::uint64_t> stops{0};     // the stop signals among them
+  std::atomic<std::uint64_t> forwards{0};  // the signals it forwards to the child
   std::atomic<int> stop_signal{0};
 };
 
@@ -95,8 +95,8 @@ void on_signal(int signal, siginfo_t* info, void* /*context*/) {
     if ((slot.stops.load() & bit(signal)) != 0) {
       int expected = 0;
       slot.stop_signal.compare_exchange_strong(expected, signal);
-      forward = forward || slot.forward.load();
     }
+    forward = forward || (slot.forwards.load() & bit(signal)) != 0;
     const auto byte = static_cast<unsigned char>(signal);
     [[maybe_unused]] const ssize_t written = ::write(fd, &byte, 1);  // EAGAIN: already awake
   }
@@ -171,20 +171,31 @@ SignalWatch::SignalWatch(SignalWatchOptions options) {
   write_fd_ = fds[1];
 
   std::uint64_t stops = 0;
+  std::uint64_t heard = 0;
   std::vector<int> wanted;
-  for (const int signal : options.stop_signals) {
+  const auto want = [&](int signal, bool keep_ignored) {
     if (signal <= 0 || signal >= kMaxSignal || signal == SIGKILL || signal == SIGSTOP) {
       ::close(read_fd_);
       ::close(write_fd_);
       throw Error(ErrorKind::kInvalidArgument, "cannot watch signal " + std::to_string(signal));
     }
-    if (options.keep_ignored && disposition_before(state, signal).sa_handler == SIG_IGN) {
-      continue;
+    if ((heard & bit(signal)) != 0 ||
+        (keep_ignored && disposition_before(state, signal).sa_handler == SIG_IGN)) {
+      return false;
     }
-    stops |= bit(signal);
+    heard |= bit(signal);
     wanted.push_back(signal);
+    return true;
+  };
+  for (const int signal : options.stop_signals) {
+    if (want(signal, options.keep_ignored)) {
+      stops |= bit(signal);
+    }
   }
-  std::uint64_t heard = stops;
+  for (const int signal : options.forwarded_signals) {
+    want(signal, true);
+  }
+  const std::uint64_t forwards = options.forward_to_child ? heard : 0;
   if (options.wake_on_child_exit) {
     heard |= bit(SIGCHLD);
     wanted.push_back(SIGCHLD);
@@ -211,7 +222,7 @@ SignalWatch::SignalWatch(SignalWatchOptions options) {
   slot.stop_signal.store(0);
   slot.heard.store(heard);
   slot.stops.store(stops);
-  slot.forward.store(options.forward_to_child);
+  slot.forwards.store(forwards);
   slot.write_fd.store(write_fd_);
 }
 
@@ -226,7 +237,7 @@ SignalWatch::~SignalWatch() {
   }
   slot.heard.store(0);
   slot.stops.store(0);
-  slot.forward.store(false);
+  slot.forwards.store(0);
   for (const int signal : installed_) {
     release_locked(state, signal);
   }

@@ -1,4 +1,5 @@
-// Reacting to SIGINT/SIGTERM, in the two ways zeus needs:
+// Reacting to SIGINT/SIGTERM (and passing other signals on to a child), in the two ways zeus
+// needs:
 //
 // - SignalWatch: handlers that record a stop signal and wake a waiting loop (`zeus monitor`,
 //   `zeus power`, the demo, the power-limit restorer). Several watches may be alive at once: every
@@ -31,6 +32,11 @@ struct SignalWatchOptions {
   // A stop signal that was ignored when the watch was made stays ignored (this watch never hears
   // it), as a background job of a non-interactive shell expects.
   bool keep_ignored = false;
+  // Signals that wake wait() and, with forward_to_child, are forwarded like the stop signals (same
+  // rule for who sent them), but are not stop signals: the child may handle them and go on
+  // (SIGHUP, SIGUSR1 to `zeus monitor`). One that is ignored when the watch is made stays ignored
+  // (nohup), whatever keep_ignored says.
+  std::vector<int> forwarded_signals = {};
 };
 
 class SignalWatch {
@@ -65,8 +71,8 @@ class SignalWatch {
 
 // The child a SignalWatch with forward_to_child sends stop signals to (used by ChildProcess).
 namespace forwarding {
-// Whether SIGINT / SIGTERM were ignored before zeus's handlers: a child inherits that, as it
-// would have without zeus.
+// Whether `signal` was ignored before zeus's handlers: a child inherits that, as it would have
+// without zeus.
 bool was_ignored(int signal);
 // `pid` now runs: a stop signal that came while there was no child yet is sent to it now.
 void child_started(pid_t pid);

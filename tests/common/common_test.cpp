@@ -1,3 +1,4 @@
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -238,6 +239,31 @@ TEST(SignalWatch, ForwardsAStopSignalFromAnotherProcessToTheChild) {
   EXPECT_EQ(watch.stop_signal(), SIGTERM);
 }
 
+TEST(SignalWatch, ForwardsOtherSignalsToTheChildWithoutCountingThemAsStops) {
+  const ScopedHandler keep(SIGUSR1, count_signal);
+  zeus::SignalWatch watch(
+      zeus::SignalWatchOptions{.forward_to_child = true, .forwarded_signals = {SIGUSR1}});
+  auto started = zeus::ChildProcess::start({"sleep", "30"});
+  ASSERT_TRUE(std::holds_alternative<zeus::ChildProcess>(started));
+  auto& child = std::get<zeus::ChildProcess>(started);
+  ASSERT_EQ(::kill(::getpid(), SIGUSR1), 0);
+  EXPECT_EQ(watch.next_signal(5.0), SIGUSR1);
+  const zeus::ChildExit exit = child.wait();
+  EXPECT_EQ(exit.signal, SIGUSR1);  // the child has the default disposition, not zeus's handler
+  EXPECT_EQ(watch.stop_signal(), std::nullopt);
+}
+
+TEST(SignalWatch, AForwardedSignalIgnoredBeforeStaysIgnoredInTheChild) {
+  // As under nohup: the watch installs no handler, and the child inherits the ignoring.
+  const ScopedHandler ignore(SIGHUP, SIG_IGN);
+  zeus::SignalWatch watch(
+      zeus::SignalWatchOptions{.forward_to_child = true, .forwarded_signals = {SIGHUP}});
+  EXPECT_TRUE(same_handler(SIGHUP, SIG_IGN));
+  auto started = zeus::ChildProcess::start({"sh", "-c", "kill -HUP $$; exit 4"});
+  ASSERT_TRUE(std::holds_alternative<zeus::ChildProcess>(started));
+  EXPECT_EQ(std::get<zeus::ChildProcess>(started).wait().exit_code, 4);
+}
+
 // Blocks the stop signals in this thread for the scope (the threads it starts inherit that).
 class BlockedStopSignals {
  public:
@@ -363,6 +389,24 @@ TEST(ChildProcess, WritesItsOutputToAFileInAGroupOfItsOwn) {
       {"true"}, zeus::ChildProcessOptions{.output_file = dir.path() / "missing" / "child.log"});
   ASSERT_TRUE(std::holds_alternative<zeus::ChildProcess::StartFailure>(unwritable));
   EXPECT_EQ(std::get<zeus::ChildProcess::StartFailure>(unwritable).error_number, ENOENT);
+}
+
+TEST(ChildProcess, PassesOnlyDescriptorsZeroToTwo) {
+  // A descriptor without close-on-exec (as std::ofstream opens them) stays out of the child.
+  const TempDir dir;
+  const fs::path file = dir.path() / "kept-open.txt";
+  const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 3);
+  const int high_fd = ::dup2(fd, 200);
+  ASSERT_EQ(high_fd, 200);
+  const std::string script = "test -e /proc/$$/fd/200 && exit 8; { echo X >&" + std::to_string(fd) +
+                             "; } 2>/dev/null || exit 9";
+  auto started = zeus::ChildProcess::start({"sh", "-c", script});
+  ASSERT_TRUE(std::holds_alternative<zeus::ChildProcess>(started));
+  EXPECT_EQ(std::get<zeus::ChildProcess>(started).wait().exit_code, 9);
+  ::close(fd);
+  ::close(high_fd);
+  EXPECT_EQ(zeus::text::read_file(file), "");
 }
 
 TEST(ChildProcess, NamesSignalsAndQuotesCommands) {
