@@ -1,4 +1,8 @@
 // The `zeus` command line. Exceptions become documented exit codes here, and only here.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <iostream>
 
 #include "commands.hpp"
@@ -6,6 +10,21 @@
 #include "zeus/version.hpp"
 
 namespace {
+
+// A descriptor 0-2 that zeus was started without is opened on /dev/null, so that no file zeus
+// opens later takes its number (a timeline opened as fd 0 would be a command's standard input).
+void occupy_standard_descriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) {
+      continue;
+    }
+    const int null_fd = ::open("/dev/null", O_RDWR);
+    if (null_fd >= 0 && null_fd != fd) {
+      ::dup2(null_fd, fd);
+      ::close(null_fd);
+    }
+  }
+}
 
 int exit_code_for(zeus::ErrorKind kind) {
   switch (kind) {
@@ -25,6 +44,7 @@ int exit_code_for(zeus::ErrorKind kind) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  occupy_standard_descriptors();
   CLI::App app{"zeus: measure and optimize the GPU energy of deep learning training", "zeus"};
   app.set_version_flag("--version", std::string("zeus ") + ZEUS_VERSION_STRING);
   app.require_subcommand(1);

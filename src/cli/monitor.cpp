@@ -2,8 +2,10 @@
 // while, per GPU, CPU package and DRAM.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -36,6 +38,7 @@ struct MonitorArgs {
   std::string cpus;
   std::string interval;
   std::string duration;
+  std::string kill_after = "10s";
   std::string timeline;
   std::string output;
   std::string powercap_root;
@@ -51,7 +54,12 @@ struct RunOutcome {
   std::optional<int> stop_signal;  // SIGINT/SIGTERM that ended a run without a command
   std::optional<double> limit_s;   // --duration
   bool limit_reached = false;      // the command was sent SIGTERM at the time limit
+  std::string kill_reason;         // set when zeus sent SIGKILL: why
 };
+
+// Forwarded to the command like SIGINT/SIGTERM, but not stop signals: the command may handle them
+// and go on running.
+const std::vector<int> kForwardedSignals = {SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
 std::ofstream open_for_writing(const std::string& path, std::string_view what) {
   const std::filesystem::path file(path);
@@ -149,6 +157,9 @@ std::string outcome_text(const RunOutcome& outcome) {
     if (outcome.limit_reached) {
       text += fmt::format(", sent SIGTERM at the {} time limit", format_duration(*outcome.limit_s));
     }
+    if (!outcome.kill_reason.empty()) {
+      text += ", " + outcome.kill_reason;
+    }
   } else if (outcome.stop_signal) {
     text = fmt::format("interrupted by {}", signal_name(*outcome.stop_signal));
   }
@@ -228,11 +239,15 @@ void write_json_summary(std::ostream& out, const MonitorArgs& args,
                           ? nlohmann::json(signal_name(*outcome.child->signal))
                       : outcome.stop_signal ? nlohmann::json(signal_name(*outcome.stop_signal))
                                             : nlohmann::json(nullptr);
+  summary["killed"] = !outcome.kill_reason.empty();
   summary["time_s"] = measured.time_s;
   summary["gpu_energy_j"] = energy_json(measured.gpu_energy_j);
   summary["cpu_energy_j"] = energy_json(measured.cpu_energy_j);
   summary["dram_energy_j"] = energy_json(measured.dram_energy_j);
   summary["notes"] = notes;
+  if (!outcome.kill_reason.empty()) {
+    summary["notes"].push_back("zeus " + outcome.kill_reason);
+  }
   out << summary.dump(2) << "\n";
 }
 
@@ -251,6 +266,72 @@ double positive_duration(const std::string& text, std::string_view what) {
   return duration_s;
 }
 
+bool is_stop_signal(int signal) {
+  return signal == SIGINT || signal == SIGTERM;
+}
+
+// Waits for the command to exit. It is sent SIGTERM at the --duration limit; once it was sent a
+// stop signal (at the limit, or one that zeus received), it has `kill_after_s` to exit before it
+// is sent SIGKILL, and another stop signal zeus receives meanwhile sends SIGKILL at once.
+ChildExit supervise(ChildProcess& child, SignalWatch& watch, const Clock& clock,
+                    std::int64_t start_ns, double kill_after_s, RunOutcome& outcome) {
+  std::optional<std::int64_t> kill_at_ns;  // set while the grace period runs
+  const std::string grace = format_duration(kill_after_s);
+  const auto start_grace_period = [&] {
+    if (!kill_at_ns) {
+      const std::int64_t now_ns = clock.now_ns();
+      const std::int64_t grace_ns = units::nanoseconds_from_seconds(kill_after_s);
+      kill_at_ns = grace_ns > INT64_MAX - now_ns ? INT64_MAX : now_ns + grace_ns;
+    }
+  };
+  const auto kill = [&](std::string reason) {
+    if (outcome.kill_reason.empty()) {
+      child.send_signal(SIGKILL);
+      outcome.kill_reason = std::move(reason);
+    }
+  };
+  while (true) {
+    if (const auto exited = child.try_wait()) {
+      return *exited;
+    }
+    std::optional<double> timeout_s;
+    const auto wake_within = [&timeout_s](double seconds) {
+      timeout_s = std::min(timeout_s.value_or(seconds), seconds);
+    };
+    if (outcome.limit_s && !outcome.limit_reached) {
+      const double remaining_s =
+          *outcome.limit_s - units::seconds_from_nanoseconds(clock.now_ns() - start_ns);
+      if (remaining_s <= 0.0) {
+        child.send_signal(SIGTERM);
+        outcome.limit_reached = true;
+        start_grace_period();
+      } else {
+        wake_within(remaining_s);
+      }
+    }
+    if (kill_at_ns && outcome.kill_reason.empty()) {
+      const double remaining_s = units::seconds_from_nanoseconds(*kill_at_ns - clock.now_ns());
+      if (remaining_s <= 0.0) {
+        kill(kill_after_s > 0.0 ? fmt::format("sent SIGKILL after the {} grace period", grace)
+                                : std::string("sent SIGKILL right after SIGTERM"));
+        continue;
+      }
+      wake_within(remaining_s);
+    }
+    // Woken by SIGCHLD, a signal zeus received (forwarded by the handler) or a deadline.
+    const std::optional<int> signal = watch.next_signal(timeout_s);
+    // A stop signal that was ignored before zeus is ignored by the command too: it asks nothing.
+    if (signal && is_stop_signal(*signal) && !forwarding::was_ignored(*signal)) {
+      if (kill_at_ns) {
+        kill(fmt::format("sent SIGKILL on {} during the {} grace period", signal_name(*signal),
+                         grace));
+      } else {
+        start_grace_period();
+      }
+    }
+  }
+}
+
 int run(const MonitorArgs& args) {
   // Check every argument before touching a device or starting anything.
   std::optional<double> interval_s;
@@ -266,6 +347,7 @@ int run(const MonitorArgs& args) {
   if (!args.duration.empty()) {
     duration_s = positive_duration(args.duration, "--duration");
   }
+  const double kill_after_s = parse_duration_s(args.kill_after, "--kill-after");
   if (args.command.empty() && !duration_s) {
     throw Error(ErrorKind::kInvalidArgument,
                 "zeus monitor needs a command to measure (zeus monitor [OPTIONS] -- CMD ARGS...) "
@@ -370,8 +452,12 @@ int run(const MonitorArgs& args) {
     }
   }
 
-  // SIGCHLD wakes the wait when the command exits; kill/timeout signals are passed on to it.
-  SignalWatch watch(SignalWatchOptions{.wake_on_child_exit = true, .forward_to_child = true});
+  // SIGCHLD wakes the wait when the command exits; kill/timeout signals are passed on to it, and
+  // so are SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 (which would otherwise kill zeus and leave it).
+  SignalWatch watch(SignalWatchOptions{
+      .wake_on_child_exit = true,
+      .forward_to_child = true,
+      .forwarded_signals = args.command.empty() ? std::vector<int>{} : kForwardedSignals});
   RunOutcome outcome;
   outcome.limit_s = duration_s;
   const std::shared_ptr<Clock> clock = steady_clock();
@@ -390,24 +476,8 @@ int run(const MonitorArgs& args) {
       std::cerr << "zeus: " << failure->message << "\n";
       return kExitCommandNotStarted;
     }
-    ChildProcess& child = std::get<ChildProcess>(started);
-    while (true) {
-      if (const auto exited = child.try_wait()) {
-        outcome.child = *exited;
-        break;
-      }
-      std::optional<double> timeout_s;
-      if (duration_s && !outcome.limit_reached) {
-        const double remaining_s = *duration_s - elapsed_s();
-        if (remaining_s <= 0.0) {
-          child.send_signal(SIGTERM);
-          outcome.limit_reached = true;
-        } else {
-          timeout_s = remaining_s;
-        }
-      }
-      watch.wait(timeout_s);  // woken by SIGCHLD, a forwarded signal or the time limit
-    }
+    outcome.child =
+        supervise(std::get<ChildProcess>(started), watch, *clock, start_ns, kill_after_s, outcome);
   } else {
     while (!watch.stop_signal()) {
       const double remaining_s = *duration_s - elapsed_s();
@@ -476,6 +546,11 @@ void add_monitor(CLI::App& app, Action& action) {
   command->add_option("--duration", args->duration,
                       "Without a command: measure for this long, e.g. 10s, 500ms, 2m. With a "
                       "command: a time limit, after which the command is sent SIGTERM");
+  command
+      ->add_option("--kill-after", args->kill_after,
+                   "With a command: after it was sent SIGTERM (at --duration, or passed on from "
+                   "zeus), send SIGKILL if it still runs this much later (0: at once)")
+      ->capture_default_str();
   command->add_option("--timeline", args->timeline,
                       "Write the sampled GPU power to this CSV file "
                       "(timestamp,device,domain,watts), and the measured window to "
@@ -498,7 +573,8 @@ void add_monitor(CLI::App& app, Action& action) {
       "Forms: zeus monitor [OPTIONS] -- CMD [ARGS...]   or   zeus monitor [OPTIONS] --duration "
       "D\nThe summary goes to standard error (or --output), so the command's own output stays "
       "clean. Exit code: the command's; 127 when it cannot be started; 128+N when signal N "
-      "killed it. SIGINT and SIGTERM sent to zeus are passed on to the command.");
+      "killed it. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to zeus are passed on "
+      "to the command; a second SIGINT/SIGTERM sends it SIGKILL at once.");
   command->callback([&action, args] { action = [args] { return run(*args); }; });
 }
 

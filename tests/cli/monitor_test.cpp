@@ -288,6 +288,7 @@ TEST_F(CliMonitor, JsonSummaryHasTheDocumentedKeys) {
   EXPECT_EQ(summary["exit_code"], 0);
   EXPECT_EQ(summary["command"], json({"sleep", "0.3"}));
   EXPECT_TRUE(summary["signal"].is_null());
+  EXPECT_EQ(summary["killed"], false);
   ASSERT_TRUE(summary["gpu_energy_j"].is_object());
   EXPECT_EQ(summary["gpu_energy_j"].size(), 2u);
   EXPECT_TRUE(summary["gpu_energy_j"].contains("0"));
@@ -483,6 +484,132 @@ TEST_F(CliMonitor, DurationWithACommandIsATimeLimit) {
                        "killed by SIGTERM, exit 143, sent SIGTERM at the 300 ms time "
                        "limit"))
       << summary;
+}
+
+TEST_F(CliMonitor, ACommandIgnoringSigtermIsKilledAfterTheGracePeriod) {
+  // The repro (it never returned): SIGTERM at 200 ms, SIGKILL 300 ms later.
+  const Result result =
+      run({kTwoH200}, {"monitor", "--duration", "200ms", "--kill-after", "300ms", "-o",
+                       path("s.txt"), "--", "sh", "-c", "trap '' TERM; while :; do sleep 1; done"});
+  EXPECT_EQ(result.exit_code, 128 + SIGKILL) << result.err;
+  EXPECT_GE(result.wall_s, 0.5);
+  EXPECT_LT(result.wall_s, 4.0);
+  const std::string summary = read_file(path("s.txt"));
+  EXPECT_TRUE(contains(summary,
+                       "killed by SIGKILL, exit 137, sent SIGTERM at the 200 ms time limit, sent "
+                       "SIGKILL after the 300 ms grace period"))
+      << summary;
+
+  // --kill-after 0: SIGKILL right after SIGTERM; --json says so.
+  const Result at_once =
+      run({kTwoH200}, {"monitor", "--duration", "100ms", "--kill-after", "0", "--json", "-o",
+                       path("s.json"), "--", kHelper, "wait", path("ready"), "ignore-stop"});
+  EXPECT_EQ(at_once.exit_code, 128 + SIGKILL) << at_once.err;
+  EXPECT_LT(at_once.wall_s, 4.0);
+  const json parsed = json::parse(read_file(path("s.json")));
+  EXPECT_EQ(parsed["killed"], true);
+  EXPECT_EQ(parsed["signal"], "SIGKILL");
+  EXPECT_TRUE(contains(parsed["notes"].dump(), "sent SIGKILL right after SIGTERM"))
+      << parsed["notes"];
+}
+
+TEST_F(CliMonitor, KillAfterDefaultsToTenSecondsAndRejectsBadDurations) {
+  const Result help = run({}, {"monitor", "--help"});
+  EXPECT_TRUE(contains(help.out, "--kill-after")) << help.out;
+  EXPECT_TRUE(contains(help.out, "--kill-after TEXT=10s")) << help.out;
+  for (const std::string bad : {"-1s", "soon", "5parsecs"}) {
+    const Result result = run({kTwoH200}, {"monitor", "--kill-after=" + bad, "--", "true"});
+    EXPECT_EQ(result.exit_code, 2) << bad << ": " << result.err;
+    EXPECT_TRUE(contains(result.err, "--kill-after")) << result.err;
+  }
+}
+
+TEST_F(CliMonitor, ASecondStopSignalDuringTheGracePeriodKillsAtOnce) {
+  for (const int second : {SIGTERM, SIGINT}) {
+    fs::remove(path("ready"));
+    ZeusProcess zeus(dir_, {kTwoH200},
+                     {"monitor", "--kill-after", "30s", "-o", path("s.txt"), "--", kHelper, "wait",
+                      path("ready"), "ignore-stop"});
+    ASSERT_TRUE(wait_for_file(path("ready")));
+    ::kill(zeus.pid(), SIGTERM);  // passed on, and ignored by the command
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const auto signalled = Clock::now();
+    ::kill(zeus.pid(), second);
+    const Result result = zeus.wait(10.0);
+    EXPECT_EQ(result.kill_signal, 0);
+    EXPECT_EQ(result.exit_code, 128 + SIGKILL) << result.err;
+    EXPECT_LT(seconds_since(signalled), 3.0);
+    const std::string summary = read_file(path("s.txt"));
+    EXPECT_TRUE(contains(summary, "killed by SIGKILL, exit 137, sent SIGKILL on " +
+                                      std::string(second == SIGTERM ? "SIGTERM" : "SIGINT") +
+                                      " during the 30 s grace period"))
+        << summary;
+  }
+}
+
+TEST_F(CliMonitor, HangupQuitAndUserSignalsArePassedOnAndTheCommandGoesOn) {
+  // They used to kill zeus (exit 129, 138), with no summary, and leave the command running.
+  ZeusProcess zeus(dir_, {kTwoH200},
+                   {"monitor", "--kill-after", "0", "-o", path("s.txt"), "--", kHelper, "record",
+                    path("ready"), path("signals.log")});
+  ASSERT_TRUE(wait_for_file(path("ready")));
+  std::string expected;
+  for (const int signal : {SIGHUP, SIGUSR1, SIGUSR2, SIGQUIT}) {
+    ::kill(zeus.pid(), signal);
+    expected += std::to_string(signal) + "\n";
+    const auto start = Clock::now();
+    while (read_file(path("signals.log")) != expected && seconds_since(start) < 5.0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ASSERT_EQ(read_file(path("signals.log")), expected) << "signal " << signal;
+  }
+  // None of them started the grace period: with --kill-after 0 the command would be dead.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const pid_t helper = std::stoi(read_file(path("ready")));
+  std::ifstream status("/proc/" + std::to_string(helper) + "/status");
+  std::string line;
+  while (std::getline(status, line) && !line.starts_with("State:")) {
+  }
+  EXPECT_TRUE(line.starts_with("State:") && !contains(line, "zombie")) << line;
+  ::kill(helper, SIGTERM);
+  const Result result = zeus.wait(5.0);
+  EXPECT_EQ(result.kill_signal, 0);
+  EXPECT_EQ(result.exit_code, 7) << result.err;
+  const std::string summary = read_file(path("s.txt"));
+  EXPECT_TRUE(contains(summary, "record")) << summary;
+  EXPECT_TRUE(contains(summary, "(exit 7)")) << summary;
+  EXPECT_TRUE(contains(summary, "GPU 1")) << summary;
+}
+
+TEST_F(CliMonitor, TheCommandGetsNoDescriptorOfZeus) {
+  // The timeline and the summary file used to be descriptors 3 and 4 of the command. (The
+  // marker is built at run time: the summary quotes the command.)
+  const Result result = run(
+      {kTwoH200}, {"monitor", "--timeline", path("t.csv"), "-o", path("s.txt"), "--", "sh", "-c",
+                   "m=LEAK; for fd in 3 4 5 6 7 8 9; do if (: >&$fd) 2>/dev/null; then echo "
+                   "\"open $fd\"; echo ${m}ED >&$fd; fi; done"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "");
+  EXPECT_FALSE(contains(read_file(path("t.csv")), "LEAKED"));
+  EXPECT_TRUE(read_file(path("t.csv")).starts_with("timestamp,device,domain,watts\n"));
+  EXPECT_FALSE(contains(read_file(path("s.txt")), "LEAKED"));
+  EXPECT_TRUE(contains(read_file(path("s.txt")), "(exit 0)"));
+}
+
+TEST_F(CliMonitor, WithStandardInputClosedTheCommandsInputIsDevNull) {
+  // Started with descriptor 0 closed, zeus used to open the timeline as 0: the command's input.
+  const fs::path launcher = path("close-stdin.sh");
+  std::ofstream(launcher) << "#!/bin/sh\nexec \"$@\" 0<&-\n";
+  fs::permissions(launcher, fs::perms::owner_all);
+  ZeusProcess zeus(dir_, {kTwoH200},
+                   {"monitor", "--timeline", path("t.csv"), "--", "sh", "-c",
+                    "echo X >&0; readlink /proc/self/fd/0"},
+                   launcher.string());
+  const Result result = zeus.wait();
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(result.out, "/dev/null\n");
+  EXPECT_FALSE(contains(read_file(path("t.csv")), "X"));
+  EXPECT_TRUE(contains(result.err, "Energy of sh")) << result.err;
 }
 
 TEST_F(CliMonitor, TimelineIsACsvOfEveryGpuAndDomain) {
