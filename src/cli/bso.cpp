@@ -5,14 +5,13 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 
 #include "commands.hpp"
 #include "common/log.hpp"
+#include "common/output_file.hpp"
 #include "common/signals.hpp"
 #include "server/http_server.hpp"
 #include "server/service.hpp"
@@ -151,17 +150,11 @@ int serve(const ServeOptions& options) {
 }  // namespace
 
 void write_port_file(const std::string& path, int port) {
-  const std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary);
-    if (!out) {
-      throw Error(
-          ErrorKind::kInvalidArgument,
-          fmt::format("--port-file \"{}\": cannot write it (does its folder exist?)", path));
-    }
-    out << port << "\n";
-  }
-  std::rename(temporary.c_str(), path.c_str());
+  // Put in place whole (a script polling for it never reads half a number), or written through a
+  // FIFO a script waits on (docs/cli.md, "Input and output files").
+  OutputFileOptions options;
+  options.what = "--port-file";
+  write_output_file(path, std::to_string(port) + "\n", std::move(options));
 }
 
 void add_bso(CLI::App& app, Action& action) {

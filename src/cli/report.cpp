@@ -2,7 +2,6 @@
 // timelines, simulator results and power-limit profiles (docs/report.md).
 #include <fmt/format.h>
 
-
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -63,10 +62,12 @@ int run(const ReportArgs& args) {
   }
   const auto selector = parse_selector(args.selector, args.world_size);
   // Opened first, so that a bad --out is reported before a long timeline is read; the page is
-  // written to a temporary beside it and put in place at the end (docs/cli.md, "Output files").
-  OutputFile out(
-      args.out,
-      {.what = "--out", .inputs = std::vector<fs::path>(args.inputs.begin(), args.inputs.end())});
+  // written to a temporary beside it and put in place at the end (docs/cli.md, "Input and output
+  // files").
+  OutputFileOptions out_options;
+  out_options.what = "--out";
+  out_options.inputs.assign(args.inputs.begin(), args.inputs.end());
+  OutputFile out(args.out, std::move(out_options));
   const report::Inputs inputs = report::read_inputs(args.inputs, *selector);
   out.refuse_inputs(files_read(inputs));
   out.write(report::render_html(inputs, args.title));
