@@ -172,6 +172,11 @@ TEST_F(DemoCli, UsageErrors) {
   result = run("--eta 2");
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_NE(result.err.find("--eta"), std::string::npos) << result.err;
+  // Every try of a recurrence that never converges is run: the count is bounded.
+  result = run("--max-tries 2000000000");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.err.find("--max-tries must be between 1 and 1000000"), std::string::npos)
+      << result.err;
   EXPECT_TRUE(demo_dirs().empty());
 }
 

@@ -1,6 +1,7 @@
 // `zeus sim`, run as a user would run it: built-in workloads, the real traces when present, and
 // usage errors.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,8 @@
 #include <sstream>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 #include "run_command.hpp"
 
 namespace {
@@ -293,6 +296,87 @@ TEST(SimCli, BadNumbersAreUsageErrors) {
   result = run_sim("--max-tries 0");
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_TRUE(contains(result.err, "--max-tries")) << result.err;
+}
+
+TEST(SimCli, CountsThatWouldExhaustMemoryAreUsageErrors) {
+  // Each is refused before anything runs, naming the option and the limit (--recurrences
+  // 2000000000 used to end in "internal error: std::bad_alloc").
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--recurrences 2000000000", "--recurrences 2000000000 is above the limit of 10000000"},
+      {"--seeds 1-100 --recurrences 1000000",
+       "100 seeds x 1000000 --recurrences is above the limit of 50000000"},
+      {"--window 20000000", "--window 20000000 is above the limit of 10000000"},
+      {"--max-tries 2000000000", "--max-tries 2000000000 must be between 1 and 1000000"},
+      {"--threads 5000", "--threads 5000 is above the limit of 1024"},
+  };
+  for (const auto& [arguments, message] : cases) {
+    const Result result = run_sim("--workload squad --gpu v100 " + arguments);
+    EXPECT_EQ(result.exit_code, 2) << arguments << ": " << result.err;
+    EXPECT_TRUE(contains(result.err, message)) << arguments << ": " << result.err;
+    EXPECT_FALSE(contains(result.err, "internal error")) << arguments << ": " << result.err;
+  }
+}
+
+TEST(SimCli, ArrivalsNumbersAndNonRegularFilesAreUsageErrors) {
+  const fs::path dir = fresh_dir("arrivals_bad");
+  fs::create_directories(dir);
+  const auto expect_usage_error = [&](const fs::path& path, const std::string& message) {
+    const Result result =
+        run_sim("--workload squad --gpu v100 --seeds 1 --arrivals " + path.string());
+    EXPECT_EQ(result.exit_code, 2) << path << ": " << result.out << result.err;
+    EXPECT_TRUE(contains(result.err, message)) << path << ": " << result.err;
+  };
+  std::ofstream(dir / "inf.csv") << "start_time,end_time\n0,inf\n";  // was accepted
+  expect_usage_error(dir / "inf.csv",
+                     "inf.csv:2: column 'end_time' (read \"inf\") is out of range");
+  std::ofstream(dir / "huge.csv") << "start_time,end_time\n0,1e309\n";  // was "a number"
+  expect_usage_error(dir / "huge.csv",
+                     "huge.csv:2: column 'end_time' (read \"1e309\") is out of range");
+  // A FIFO blocked forever; a directory said nothing useful.
+  ASSERT_EQ(mkfifo((dir / "jobs.fifo").c_str(), 0600), 0);
+  expect_usage_error(dir / "jobs.fifo", "FIFO");
+  expect_usage_error(dir, "directory");
+  fs::remove_all(dir);
+}
+
+TEST(SimCli, ATraceFileThatIsAFifoOrADirectoryIsAUsageError) {
+  const fs::path dir = fresh_dir("trace_fifo");
+  fs::create_directories(dir);
+  std::ofstream(dir / "summary_train.csv")
+      << "dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch\n"
+         "squad,bert_base_uncased,32,adamw,1e-5,1,84.0,3\n";
+  ASSERT_EQ(mkfifo((dir / "summary_power_v100.csv").c_str(), 0600), 0);
+  const std::string arguments =
+      "--trace-dir " + dir.string() + " --workload squad --gpu v100 --seeds 1";
+  Result result = run_sim(arguments);
+  EXPECT_EQ(result.exit_code, 2) << result.out << result.err;
+  EXPECT_TRUE(contains(result.err, "summary_power_v100.csv")) << result.err;
+  EXPECT_TRUE(contains(result.err, "FIFO")) << result.err;
+  fs::remove(dir / "summary_power_v100.csv");
+  fs::create_directory(dir / "summary_power_v100.csv");
+  result = run_sim(arguments);
+  EXPECT_EQ(result.exit_code, 2) << result.out << result.err;
+  EXPECT_TRUE(contains(result.err, "directory")) << result.err;
+  EXPECT_FALSE(contains(result.err, "empty")) << result.err;
+  fs::remove_all(dir);
+}
+
+TEST(SimCli, ACorruptedWorkloadNameInATraceIsNoted) {
+  const fs::path dir = fresh_dir("corrupted_name");
+  fs::create_directories(dir);
+  std::ofstream(dir / "summary_train.csv")
+      << "dataset,network,batch_size,optimizer,learning_rate,run,target_metric,target_epoch\n"
+         "squad,bert_base_uncased,32,adamw,1e-5,1,84.0,3\n"
+         "squad,bert_base_uncasde,32,adamw,1e-5,2,84.0,2\n";
+  std::ofstream(dir / "summary_power_v100.csv")
+      << "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
+         "squad,bert_base_uncased,32,adamw,250,10.0,200.0\n";
+  const Result result = run_sim("--trace-dir " + dir.string() +
+                                " --workload squad --gpu v100 --seeds 1 --policy default");
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_TRUE(contains(result.out, "summary_train.csv:3: 1 row of squad/bert_base_uncasde/adamw"))
+      << result.out;
+  fs::remove_all(dir);
 }
 
 TEST(SimCli, BadPathsAreUsageErrors) {
