@@ -8,6 +8,7 @@
 
 #include "common/log.hpp"
 #include "daemon/power_stream.hpp"
+#include "device/clock_range.hpp"
 
 namespace zeus::daemon {
 namespace {
@@ -21,27 +22,6 @@ std::string lspci_address(std::string bus_id) {
     bus_id.erase(0, colon - 4);
   }
   return bus_id;
-}
-
-std::string join_clocks(const std::vector<std::uint32_t>& clocks) {
-  std::vector<std::uint32_t> sorted = clocks;
-  std::sort(sorted.begin(), sorted.end());
-  return fmt::format("{}", fmt::join(sorted, ", "));
-}
-
-std::optional<std::string> check_clocks(const std::string& domain, std::uint32_t min_mhz,
-                                        std::uint32_t max_mhz,
-                                        const std::vector<std::uint32_t>& supported) {
-  if (min_mhz > max_mhz) {
-    return fmt::format("min_clock_mhz {} is greater than max_clock_mhz {}", min_mhz, max_mhz);
-  }
-  for (std::uint32_t clock : {min_mhz, max_mhz}) {
-    if (std::find(supported.begin(), supported.end(), clock) == supported.end()) {
-      return fmt::format("{} clock {} MHz is not supported by this GPU (supported: {})", domain,
-                         clock, join_clocks(supported));
-    }
-  }
-  return std::nullopt;
 }
 
 std::optional<std::string> no_check(device::Gpu&) {
@@ -357,10 +337,12 @@ void Routes::install_gpu_writes() {
                      SettingValue::locked_clocks(ClockRangeMhz{min_mhz, max_mhz}),
                      {}},
                     [=](device::Gpu& gpu) {
-                      return memory ? check_clocks("Memory", min_mhz, max_mhz,
-                                                   gpu.supported_memory_clocks_mhz())
-                                    : check_clocks("Graphics", min_mhz, max_mhz,
-                                                   gpu.supported_graphics_clocks_mhz(std::nullopt));
+                      // A range, as NVML takes it: the driver picks supported clocks inside.
+                      return memory ? device::clock_range_problem("Memory", min_mhz, max_mhz,
+                                                                  gpu.supported_memory_clocks_mhz())
+                                    : device::clock_range_problem(
+                                          "Graphics", min_mhz, max_mhz,
+                                          gpu.supported_graphics_clocks_mhz(std::nullopt));
                     }};
               });
   }

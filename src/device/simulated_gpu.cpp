@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "common/text.hpp"
+#include "device/clock_range.hpp"
 #include "device/gpu_models.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
@@ -206,16 +207,16 @@ std::vector<std::uint32_t> SimulatedGpu::supported_graphics_clocks_mhz(
 }
 
 void SimulatedGpu::set_gpu_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) {
-  if (min_mhz > max_mhz) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "minimum clock " + std::to_string(min_mhz) + " MHz is above the maximum " +
-                    std::to_string(max_mhz) + " MHz",
-                ErrorSubject::kGpu);
+  // Like the driver: any range that meets the supported clocks, run at supported clocks in it.
+  const std::vector<std::uint32_t> supported = supported_graphics_clocks_mhz(std::nullopt);
+  if (auto problem = clock_range_problem("Graphics", min_mhz, max_mhz, supported)) {
+    throw Error(ErrorKind::kInvalidArgument, *problem, ErrorSubject::kGpu);
   }
+  const auto [snapped_min, snapped_max] = snap_clock_range(min_mhz, max_mhz, supported);
   std::lock_guard lock(mutex_);
   record_breakpoint_locked();
-  locked_min_graphics_mhz_ = min_mhz;
-  locked_max_graphics_mhz_ = max_mhz;
+  locked_min_graphics_mhz_ = snapped_min;
+  locked_max_graphics_mhz_ = snapped_max;
 }
 
 void SimulatedGpu::reset_gpu_locked_clocks() {
@@ -226,16 +227,34 @@ void SimulatedGpu::reset_gpu_locked_clocks() {
 }
 
 void SimulatedGpu::set_memory_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) {
-  if (min_mhz > max_mhz) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "minimum clock " + std::to_string(min_mhz) + " MHz is above the maximum " +
-                    std::to_string(max_mhz) + " MHz",
-                ErrorSubject::kGpu);
+  if (auto problem = clock_range_problem("Memory", min_mhz, max_mhz, model_.memory_clocks_mhz)) {
+    throw Error(ErrorKind::kInvalidArgument, *problem, ErrorSubject::kGpu);
   }
-  // Memory clocks do not enter the power model.
+  // Memory clocks do not enter the power model; they are kept for locked_memory_clocks_mhz().
+  const auto snapped = snap_clock_range(min_mhz, max_mhz, model_.memory_clocks_mhz);
+  std::lock_guard lock(mutex_);
+  locked_memory_mhz_ = snapped;
 }
 
-void SimulatedGpu::reset_memory_locked_clocks() {}
+void SimulatedGpu::reset_memory_locked_clocks() {
+  std::lock_guard lock(mutex_);
+  locked_memory_mhz_.reset();
+}
+
+std::optional<std::pair<std::uint32_t, std::uint32_t>> SimulatedGpu::locked_graphics_clocks_mhz()
+    const {
+  std::lock_guard lock(mutex_);
+  if (locked_max_graphics_mhz_ == 0) {
+    return std::nullopt;
+  }
+  return std::make_pair(locked_min_graphics_mhz_, locked_max_graphics_mhz_);
+}
+
+std::optional<std::pair<std::uint32_t, std::uint32_t>> SimulatedGpu::locked_memory_clocks_mhz()
+    const {
+  std::lock_guard lock(mutex_);
+  return locked_memory_mhz_;
+}
 
 std::uint32_t SimulatedGpu::instant_power_mw() {
   std::lock_guard lock(mutex_);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "device/clock_range.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus::device {
@@ -415,7 +416,23 @@ void ZeusdGpu::set_persistence_mode(bool enabled) {
        std::string("&enabled=") + (enabled ? "true" : "false"));
 }
 
+void ZeusdGpu::check_clock_range(bool memory, std::uint32_t min_mhz, std::uint32_t max_mhz) {
+  std::vector<std::uint32_t> supported;
+  try {
+    supported = memory ? inner_->supported_memory_clocks_mhz()
+                       : inner_->supported_graphics_clocks_mhz(std::nullopt);
+  } catch (const Error&) {
+    // The local library cannot list them: only min <= max is checked here, the daemon does
+    // the rest.
+  }
+  if (auto problem =
+          clock_range_problem(memory ? "Memory" : "Graphics", min_mhz, max_mhz, supported)) {
+    throw Error(ErrorKind::kInvalidArgument, *problem, ErrorSubject::kGpu);
+  }
+}
+
 void ZeusdGpu::set_gpu_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) {
+  check_clock_range(false, min_mhz, max_mhz);
   send("lock the GPU clocks", "/gpu/set_gpu_locked_clocks",
        "&min_clock_mhz=" + std::to_string(min_mhz) + "&max_clock_mhz=" + std::to_string(max_mhz));
 }
@@ -425,6 +442,7 @@ void ZeusdGpu::reset_gpu_locked_clocks() {
 }
 
 void ZeusdGpu::set_memory_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) {
+  check_clock_range(true, min_mhz, max_mhz);
   send("lock the memory clocks", "/gpu/set_mem_locked_clocks",
        "&min_clock_mhz=" + std::to_string(min_mhz) + "&max_clock_mhz=" + std::to_string(max_mhz));
 }

@@ -1,7 +1,7 @@
 // zeusd over a real Unix socket on simulated GPUs: every route, the three error shapes, the
 // socket rules (stale, live, non-socket, mode 0660), peer credentials and the hooks.
 #include "daemon/daemon.hpp"
-#include "support/temp_dir.hpp"
+#include "running_daemon.hpp"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -28,107 +28,7 @@
 namespace zeus::daemon {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
-
-using TempDir = zeus::testing::TempDir;
-
-device::Gpus simulated_gpus(int count) {
-  std::vector<std::shared_ptr<device::Gpu>> gpus;
-  std::vector<int> indices;
-  for (int i = 0; i < count; ++i) {
-    gpus.push_back(std::make_shared<device::SimulatedGpu>(device::simulated_gpu_model("h200"), i,
-                                                          steady_clock()));
-    indices.push_back(i);
-  }
-  return device::Gpus(gpus, indices);
-}
-
-class FakeCpu final : public device::Cpu {
- public:
-  FakeCpu(int index, bool dram) : index_(index), dram_(dram) {}
-  int index() const override { return index_; }
-  std::string name() const override { return "package-" + std::to_string(index_); }
-  std::uint64_t package_energy_uj() override { return energy_uj_ += 10000; }
-  bool has_dram() const override { return dram_; }
-  std::uint64_t dram_energy_uj() override {
-    if (!dram_) {
-      throw Error(ErrorKind::kNotSupported, "no DRAM zone");
-    }
-    return dram_energy_uj_ += 1000;
-  }
-
- private:
-  int index_;
-  bool dram_;
-  std::uint64_t energy_uj_ = 1000000;
-  std::uint64_t dram_energy_uj_ = 5000;
-};
-
-// A daemon serving on <tmp>/zeusd.sock in a background thread.
-class Running {
- public:
-  explicit Running(DaemonConfig config, int gpu_count = 2, DaemonHooks hooks = {})
-      : gpus_(simulated_gpus(gpu_count)) {
-    if (config.mode == TransportMode::kUds) {
-      config.socket_path = dir_.path() / "zeusd.sock";
-    }
-    std::vector<std::shared_ptr<device::Cpu>> cpus = {std::make_shared<FakeCpu>(0, true),
-                                                      std::make_shared<FakeCpu>(1, false)};
-    daemon_ = std::make_unique<Daemon>(config, gpus_, cpus, std::move(hooks));
-    daemon_->bind();
-    thread_ = std::thread([this] { daemon_->serve(); });
-    for (int i = 0; i < 500 && !daemon_->is_running(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-  }
-  ~Running() {
-    daemon_->stop();
-    thread_.join();
-  }
-  httplib::Client client() const {
-    httplib::Client cli(daemon_->config().socket_path.string(), 80);
-    cli.set_address_family(AF_UNIX);
-    cli.set_read_timeout(5, 0);
-    return cli;
-  }
-  device::Gpu& gpu(int i) { return gpus_.at(i); }
-  Daemon& daemon() { return *daemon_; }
-  const fs::path& dir() const { return dir_.path(); }
-
- private:
-  TempDir dir_;
-  device::Gpus gpus_;
-  std::unique_ptr<Daemon> daemon_;
-  std::thread thread_;
-};
-
-struct Reply {
-  int status = 0;
-  std::string body;
-  std::string content_type;
-  std::string www_authenticate;
-};
-
-Reply get(const Running& d, const std::string& target) {
-  auto cli = d.client();
-  auto res = cli.Get(target.c_str());
-  if (!res) {
-    throw std::runtime_error("GET " + target + " failed: " + httplib::to_string(res.error()));
-  }
-  return {res->status, res->body, res->get_header_value("Content-Type"),
-          res->get_header_value("WWW-Authenticate")};
-}
-
-Reply post(const Running& d, const std::string& target) {
-  auto cli = d.client();
-  auto res = cli.Post(target.c_str());
-  if (!res) {
-    throw std::runtime_error("POST " + target + " failed: " + httplib::to_string(res.error()));
-  }
-  return {res->status, res->body, res->get_header_value("Content-Type"),
-          res->get_header_value("WWW-Authenticate")};
-}
 
 TEST(ZeusdTest, DiscoverAndTime) {
   Running d({});
@@ -319,43 +219,6 @@ TEST(ZeusdTest, PersistenceMode) {
   EXPECT_EQ(d.gpu(1).persistence_mode(), !before);
   json persistence = json::parse(get(d, "/gpu/get_persistence_mode?gpu_ids=1").body);
   EXPECT_EQ(persistence["1"]["enabled"], !before);
-}
-
-TEST(ZeusdTest, LockedClocks) {
-  Running d({});
-  auto graphics = d.gpu(0).supported_graphics_clocks_mhz(std::nullopt);
-  auto memory = d.gpu(0).supported_memory_clocks_mhz();
-  ASSERT_GE(graphics.size(), 2u);
-  std::sort(graphics.begin(), graphics.end());
-  const std::string lo = std::to_string(graphics.front());
-  const std::string hi = std::to_string(graphics.back());
-  Reply r = post(d, "/gpu/set_gpu_locked_clocks?gpu_ids=0&min_clock_mhz=" + lo +
-                        "&max_clock_mhz=" + hi + "&block=true");
-  EXPECT_EQ(r.status, 200) << r.body;
-  r = post(d, "/gpu/set_gpu_locked_clocks?gpu_ids=0&min_clock_mhz=" + hi + "&max_clock_mhz=" + lo +
-                  "&block=true");
-  EXPECT_EQ(r.status, 400);
-  EXPECT_NE(r.body.find("greater than"), std::string::npos) << r.body;
-  r = post(d, "/gpu/set_gpu_locked_clocks?gpu_ids=0&min_clock_mhz=" + lo +
-                  "&max_clock_mhz=99999&block=true");
-  EXPECT_EQ(r.status, 400);
-  EXPECT_NE(r.body.find("Graphics clock 99999 MHz is not supported"), std::string::npos) << r.body;
-
-  const std::string m = std::to_string(memory.front());
-  r = post(d, "/gpu/set_mem_locked_clocks?gpu_ids=0,1&min_clock_mhz=" + m + "&max_clock_mhz=" + m +
-                  "&block=true");
-  EXPECT_EQ(r.status, 200) << r.body;
-  r = post(d, "/gpu/set_mem_locked_clocks?gpu_ids=0&min_clock_mhz=1&max_clock_mhz=1&block=true");
-  EXPECT_EQ(r.status, 400);
-  EXPECT_NE(r.body.find("Memory clock 1 MHz is not supported"), std::string::npos) << r.body;
-
-  for (const char* route :
-       {"reset_gpu_locked_clocks", "reset_mem_locked_clocks", "reset_locked_clocks"}) {
-    r = post(d, std::string("/gpu/") + route + "?gpu_ids=0,1&block=true");
-    EXPECT_EQ(r.status, 200) << route << ": " << r.body;
-    r = post(d, std::string("/gpu/") + route + "?gpu_ids=0&block=false");
-    EXPECT_EQ(r.status, 200) << route << ": " << r.body;
-  }
 }
 
 TEST(ZeusdTest, QueryErrorsAreTextPlain) {

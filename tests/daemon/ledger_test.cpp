@@ -218,7 +218,7 @@ TEST_P(LedgerTest, RestoreAllRestoresEverySettingOnEveryGpu) {
   gpus[1]->set_persistence_mode(true);
   ledger.record_change(1, Setting::kMemoryLockedClocks,
                        SettingValue::locked_clocks(zeus::daemon::ClockRangeMhz{1215, 1593}), self);
-  gpus[1]->set_memory_locked_clocks_mhz(1215, 1215);
+  gpus[1]->set_memory_locked_clocks_mhz(1593, 1593);
   ASSERT_EQ(ledger.entries().size(), 4u);
   EXPECT_LT(gpus[0]->instant_power_mw(), full_power_mw);
 

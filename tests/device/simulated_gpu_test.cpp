@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <utility>
 
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
@@ -120,6 +121,43 @@ TEST(SimulatedGpu, LockedClocksReducePowerAndSpeed) {
   gpu.reset_locked_clocks();
   EXPECT_EQ(gpu.instant_power_mw(), 400'000u);
   EXPECT_THROW(gpu.set_gpu_locked_clocks_mhz(900, 800), zeus::Error);
+}
+
+TEST(SimulatedGpu, LockedClockRangesSnapToSupportedClocksAsTheDriverDoes) {
+  auto clock = make_clock();
+  SimulatedGpu gpu = make_gpu(clock, "h200");  // 345-1980 MHz in 15 MHz steps; memory 3201
+  EXPECT_FALSE(gpu.locked_graphics_clocks_mhz().has_value());
+  gpu.set_gpu_locked_clocks_mhz(1000, 1500);  // 1000 is not listed: nearest is 1005
+  EXPECT_EQ(gpu.locked_graphics_clocks_mhz(),
+            std::make_pair(std::uint32_t{1005}, std::uint32_t{1500}));
+  gpu.set_gpu_locked_clocks_mhz(997, 998);  // nearest 1005 and 990: ties and rounding stay ordered
+  const auto narrow = gpu.locked_graphics_clocks_mhz();
+  ASSERT_TRUE(narrow.has_value());
+  EXPECT_LE(narrow->first, narrow->second);
+  EXPECT_EQ(narrow->first, 990u);
+  EXPECT_EQ(narrow->second, 1005u);
+  gpu.set_gpu_locked_clocks_mhz(0, 100000);  // clamped to the span
+  EXPECT_EQ(gpu.locked_graphics_clocks_mhz(),
+            std::make_pair(std::uint32_t{345}, std::uint32_t{1980}));
+  // Wholly outside: refused with the span, and the lock in force stays.
+  try {
+    gpu.set_gpu_locked_clocks_mhz(100, 200);
+    ADD_FAILURE() << "no error";
+  } catch (const zeus::Error& error) {
+    EXPECT_EQ(error.kind(), zeus::ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(error.what()).find("supported range 345-1980 MHz"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(gpu.locked_graphics_clocks_mhz(),
+            std::make_pair(std::uint32_t{345}, std::uint32_t{1980}));
+  EXPECT_THROW(gpu.set_memory_locked_clocks_mhz(3300, 3400), zeus::Error);
+  EXPECT_THROW(gpu.set_memory_locked_clocks_mhz(3300, 3200), zeus::Error);
+  gpu.set_memory_locked_clocks_mhz(3000, 3300);
+  EXPECT_EQ(gpu.locked_memory_clocks_mhz(),
+            std::make_pair(std::uint32_t{3201}, std::uint32_t{3201}));
+  gpu.reset_locked_clocks();
+  EXPECT_FALSE(gpu.locked_graphics_clocks_mhz().has_value());
+  EXPECT_FALSE(gpu.locked_memory_clocks_mhz().has_value());
 }
 
 TEST(SimulatedGpu, ClockListsAreConsistent) {

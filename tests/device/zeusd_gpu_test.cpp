@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <utility>
 
 #include "daemon/daemon.hpp"
 #include "zeus/common/clock.hpp"
@@ -161,6 +162,37 @@ TEST(ZeusdGpu, SettersGoThroughTheDaemonReadsStayLocal) {
   EXPECT_NE(std::string(bad.what()).find("HTTP 400"), std::string::npos) << bad.what();
   EXPECT_NE(std::string(bad.what()).find("GPU 1"), std::string::npos) << bad.what();
   EXPECT_EQ(daemon_run.gpu(1).power_limit_mw(), target);
+}
+
+TEST(ZeusdGpu, LockedClocksAreRangesAsInNvml) {
+  Running daemon_run(DaemonConfig{});
+  const device::GpuDiscovery found = discover({{"ZEUSD_SOCK_PATH", daemon_run.socket()}});
+  device::Gpu& routed = found.gpus.at(0);
+  auto& daemon_gpu = dynamic_cast<device::SimulatedGpu&>(daemon_run.gpu(0));
+  // 1000 MHz is not a listed H200 clock: the range goes to the daemon, whose driver snaps it.
+  routed.set_gpu_locked_clocks_mhz(1000, 1500);
+  EXPECT_EQ(daemon_gpu.locked_graphics_clocks_mhz(),
+            std::make_pair(std::uint32_t{1005}, std::uint32_t{1500}));
+  routed.set_memory_locked_clocks_mhz(3000, 3500);
+  EXPECT_EQ(daemon_gpu.locked_memory_clocks_mhz(),
+            std::make_pair(std::uint32_t{3201}, std::uint32_t{3201}));
+
+  // Wholly outside the supported span, or inverted: refused here, before any request.
+  for (const auto& [min_mhz, max_mhz] : {std::pair<std::uint32_t, std::uint32_t>{100, 200},
+                                         std::pair<std::uint32_t, std::uint32_t>{1500, 1000}}) {
+    const Error error = error_of([&] { routed.set_gpu_locked_clocks_mhz(min_mhz, max_mhz); });
+    EXPECT_EQ(error.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_EQ(std::string(error.what()).find("HTTP"), std::string::npos) << error.what();
+  }
+  const Error outside = error_of([&] { routed.set_memory_locked_clocks_mhz(1, 2); });
+  EXPECT_NE(std::string(outside.what()).find("outside the supported range 3201-3201 MHz"),
+            std::string::npos)
+      << outside.what();
+  EXPECT_EQ(daemon_gpu.locked_graphics_clocks_mhz(),
+            std::make_pair(std::uint32_t{1005}, std::uint32_t{1500}));
+  routed.reset_locked_clocks();
+  EXPECT_FALSE(daemon_gpu.locked_graphics_clocks_mhz().has_value());
+  EXPECT_FALSE(daemon_gpu.locked_memory_clocks_mhz().has_value());
 }
 
 TEST(ZeusdGpu, VisibleDevicesMapToThePhysicalIndex) {

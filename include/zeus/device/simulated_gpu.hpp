@@ -12,8 +12,10 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "zeus/common/clock.hpp"
@@ -55,6 +57,10 @@ class SimulatedGpu final : public Gpu {
   // Exact modelled energy in joules (the counter reports it truncated to mJ).
   double exact_energy_j() const;
   const SimulatedGpuModel& model() const { return model_; }
+  // The clocks the simulated driver locked (a requested range snapped to supported clocks, as
+  // NVML does); nullopt when not locked.
+  std::optional<std::pair<std::uint32_t, std::uint32_t>> locked_graphics_clocks_mhz() const;
+  std::optional<std::pair<std::uint32_t, std::uint32_t>> locked_memory_clocks_mhz() const;
 
   GpuBackend backend() const override { return GpuBackend::kSimulated; }
   std::string name() override { return model_.name; }
@@ -102,6 +108,7 @@ class SimulatedGpu final : public Gpu {
   bool persistence_mode_ = false;
   std::uint32_t locked_min_graphics_mhz_ = 0;  // 0 = not locked
   std::uint32_t locked_max_graphics_mhz_ = 0;
+  std::optional<std::pair<std::uint32_t, std::uint32_t>> locked_memory_mhz_;
   // (time, cumulative energy) points of the last second, for average_power_mw().
   std::deque<std::pair<std::int64_t, double>> history_;
 };

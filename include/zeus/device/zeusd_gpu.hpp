@@ -160,6 +160,9 @@ class ZeusdGpu final : public Gpu {
   // Checks the capability and sends `route?gpu_ids=<index><extra>&block=true`.
   void send(const std::string& operation, const std::string& route, const std::string& extra);
   int daemon_index();
+  // The range rule of the daemon and NVML (device/clock_range.hpp) on the local clock lists, so
+  // that a range that cannot be locked fails before a request is sent.
+  void check_clock_range(bool memory, std::uint32_t min_mhz, std::uint32_t max_mhz);
 
   std::shared_ptr<Gpu> inner_;
   std::shared_ptr<ZeusdConnection> daemon_;
