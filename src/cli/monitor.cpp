@@ -276,15 +276,17 @@ bool is_stop_signal(int signal) {
 ChildExit supervise(ChildProcess& child, SignalWatch& watch, const Clock& clock,
                     std::int64_t start_ns, double kill_after_s, RunOutcome& outcome) {
   std::optional<std::int64_t> kill_at_ns;  // set while the grace period runs
+  int grace_signal = SIGTERM;              // the stop signal that started it
   const std::string grace = format_duration(kill_after_s);
-  const auto start_grace_period = [&] {
+  const auto start_grace_period = [&](int signal) {
     if (!kill_at_ns) {
+      grace_signal = signal;
       const std::int64_t now_ns = clock.now_ns();
       const std::int64_t grace_ns = units::nanoseconds_from_seconds(kill_after_s);
       kill_at_ns = grace_ns > INT64_MAX - now_ns ? INT64_MAX : now_ns + grace_ns;
     }
   };
-  const auto kill = [&](std::string reason) {
+  const auto send_kill = [&](std::string reason) {
     if (outcome.kill_reason.empty()) {
       child.send_signal(SIGKILL);
       outcome.kill_reason = std::move(reason);
@@ -304,7 +306,7 @@ ChildExit supervise(ChildProcess& child, SignalWatch& watch, const Clock& clock,
       if (remaining_s <= 0.0) {
         child.send_signal(SIGTERM);
         outcome.limit_reached = true;
-        start_grace_period();
+        start_grace_period(SIGTERM);
       } else {
         wake_within(remaining_s);
       }
@@ -312,8 +314,9 @@ ChildExit supervise(ChildProcess& child, SignalWatch& watch, const Clock& clock,
     if (kill_at_ns && outcome.kill_reason.empty()) {
       const double remaining_s = units::seconds_from_nanoseconds(*kill_at_ns - clock.now_ns());
       if (remaining_s <= 0.0) {
-        kill(kill_after_s > 0.0 ? fmt::format("sent SIGKILL after the {} grace period", grace)
-                                : std::string("sent SIGKILL right after SIGTERM"));
+        send_kill(kill_after_s > 0.0
+                      ? fmt::format("sent SIGKILL after the {} grace period", grace)
+                      : fmt::format("sent SIGKILL right after {}", signal_name(grace_signal)));
         continue;
       }
       wake_within(remaining_s);
@@ -323,10 +326,10 @@ ChildExit supervise(ChildProcess& child, SignalWatch& watch, const Clock& clock,
     // A stop signal that was ignored before zeus is ignored by the command too: it asks nothing.
     if (signal && is_stop_signal(*signal) && !forwarding::was_ignored(*signal)) {
       if (kill_at_ns) {
-        kill(fmt::format("sent SIGKILL on {} during the {} grace period", signal_name(*signal),
-                         grace));
+        send_kill(fmt::format("sent SIGKILL on {} during the {} grace period", signal_name(*signal),
+                              grace));
       } else {
-        start_grace_period();
+        start_grace_period(*signal);
       }
     }
   }

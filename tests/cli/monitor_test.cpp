@@ -511,6 +511,18 @@ TEST_F(CliMonitor, ACommandIgnoringSigtermIsKilledAfterTheGracePeriod) {
   EXPECT_EQ(parsed["signal"], "SIGKILL");
   EXPECT_TRUE(contains(parsed["notes"].dump(), "sent SIGKILL right after SIGTERM"))
       << parsed["notes"];
+
+  // A stop signal passed on from zeus starts the grace period too.
+  fs::remove(path("ready"));
+  ZeusProcess zeus(dir_, {kTwoH200},
+                   {"monitor", "--kill-after", "0", "-o", path("s.txt"), "--", kHelper, "wait",
+                    path("ready"), "ignore-stop"});
+  ASSERT_TRUE(wait_for_file(path("ready")));
+  ::kill(zeus.pid(), SIGINT);
+  const Result interrupted = zeus.wait(5.0);
+  EXPECT_EQ(interrupted.exit_code, 128 + SIGKILL) << interrupted.err;
+  EXPECT_TRUE(contains(read_file(path("s.txt")), "exit 137, sent SIGKILL right after SIGINT"))
+      << read_file(path("s.txt"));
 }
 
 TEST_F(CliMonitor, KillAfterDefaultsToTenSecondsAndRejectsBadDurations) {
