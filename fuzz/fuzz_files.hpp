@@ -3,22 +3,49 @@
 // the parts that go to different files.
 #pragma once
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "common/temp_dir.hpp"
 
 namespace zeus::fuzz {
 
+inline constexpr std::string_view kScratchPrefix = "zeus-fuzz-files-";
+
+// A crashing input ends the process without destructors, leaving its scratch directory behind:
+// those of processes that no longer exist are removed (each name carries its process's id).
+inline void remove_stale_scratch_dirs() {
+  std::error_code error;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::filesystem::temp_directory_path(), error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kScratchPrefix, 0) != 0) {
+      continue;
+    }
+    const long pid = std::strtol(name.c_str() + kScratchPrefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+      std::filesystem::remove_all(entry.path(), error);
+    }
+  }
+}
+
 // Created on first use under $TMPDIR (point it at /dev/shm for speed) and removed when the
 // process exits normally; one per process, so that parallel fuzzers (-jobs=N) never share files.
 inline const std::filesystem::path& scratch_dir() {
-  static const TempDir dir("zeus-fuzz-files");
+  static const TempDir dir = [] {
+    remove_stale_scratch_dirs();
+    return TempDir(std::string(kScratchPrefix) + std::to_string(::getpid()));
+  }();
   return dir.path();
 }
 
