@@ -401,12 +401,18 @@ int run_token_issue(int argc, const char* const* argv, std::ostream& out, std::o
   app.add_option("--signing-key-path", key_path,
                  "The key file zeusd serve uses (mode 0600, at least 32 bytes)")
       ->required();
-  app.add_option("--sub", sub, "Who the token is for (logged with every request)")->required();
-  app.add_option("--scopes", scopes_text,
+  // The reference's spellings (--user, --scope, --expires) and our earlier ones (--sub,
+  // --scopes, --expires-in) are the same options.
+  app.add_option("--user,--sub", sub,
+                 "Who the token is for (its `sub` claim, logged with every "
+                 "request)")
+      ->required();
+  app.add_option("--scope,--scopes", scopes_text,
                  "Comma-separated API groups the token may use: gpu-control, gpu-read, cpu-read")
       ->required();
-  app.add_option("--expires-in", expires_in,
-                 "Lifetime such as 3600, 30m, 1h or 7d; omitted: the token never expires");
+  app.add_option("--expires,--expires-in", expires_in,
+                 "Lifetime such as 3600, 30m, 1h, 7d or 30d; `never` or 0 (or omitted): the "
+                 "token never expires");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -415,11 +421,11 @@ int run_token_issue(int argc, const char* const* argv, std::ostream& out, std::o
 
   try {
     if (sub.empty()) {
-      throw Error(ErrorKind::kInvalidArgument, "--sub must not be empty");
+      throw Error(ErrorKind::kInvalidArgument, "--user (--sub) must not be empty");
     }
     std::vector<ApiGroup> scopes = parse_api_group_list(scopes_text);
     std::optional<std::int64_t> exp_s;
-    if (!expires_in.empty()) {
+    if (!expires_in.empty() && expires_in != "never" && expires_in != "0") {
       exp_s = now_s + parse_duration_s(expires_in);
     }
     SigningKey key = load_signing_key(key_path);

@@ -38,6 +38,9 @@ struct DaemonConfig {
                                           ApiGroup::kCpuRead};
   // No control route at all (gpu-control is neither served nor advertised).
   bool read_only = false;
+  // Requests handled at once (--num-workers); idle, slow and streaming connections hold none.
+  // Ours block while a request runs (actix's do not), so the default is not the CPU count.
+  int worker_threads = 16;
   double gpu_power_poll_hz = 20.0;
   double cpu_power_poll_hz = 10.0;  // also the sampling gap of /cpu/get_power
   // Reported as `auth_required` in /discover; set it when `authorize` enforces tokens.

@@ -15,13 +15,10 @@
 namespace zeus::daemon {
 namespace {
 
-// Requests handled at once; idle, slow and streaming connections hold none of them.
-constexpr int kWorkerThreads = 16;
-
-http::HostOptions host_options() {
+http::HostOptions host_options(const DaemonConfig& config) {
   http::HostOptions options;
   options.name = "zeusd";
-  options.worker_threads = kWorkerThreads;
+  options.worker_threads = config.worker_threads;
   options.listen_backlog = SOMAXCONN;
   // zeusd's requests carry everything in the query string.
   options.limits.max_body_bytes = 64 * 1024;
@@ -63,7 +60,7 @@ struct Daemon::Impl {
         authenticated(static_cast<bool>(hooks.authorize)),
         writers(gpus, std::move(hooks.before_write), std::move(hooks.on_write)),
         routes(config, gpus, cpus, writers, std::move(hooks.authorize), std::move(clock)),
-        host(host_options(),
+        host(host_options(config),
              [this](const http::Request& req, http::Response& res) { routes.handle(req, res); }) {}
 };
 

@@ -1,6 +1,5 @@
 // zeusd: the privileged daemon (`zeusd serve`). Exceptions become exit codes here, and only here.
 #include <fmt/format.h>
-#include <grp.h>
 #include <CLI/CLI.hpp>
 
 #include <chrono>
@@ -13,6 +12,7 @@
 #include "common/log.hpp"
 #include "common/signals.hpp"
 #include "daemon/auth.hpp"
+#include "daemon/cli.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/ledger.hpp"
 #include "device/privileges.hpp"
@@ -38,29 +38,7 @@ int exit_code_for(zeus::ErrorKind kind) {
   }
 }
 
-// Octal text ("660", "0660") -> mode bits.
-mode_t parse_permissions(const std::string& text) {
-  std::size_t end = 0;
-  unsigned long value = 0;
-  try {
-    value = std::stoul(text, &end, 8);
-  } catch (const std::exception&) {
-    end = 0;
-  }
-  if (text.empty() || end != text.size() || value > 0777) {
-    throw zeus::Error(
-        zeus::ErrorKind::kInvalidArgument,
-        "--socket-permissions must be octal permission bits such as 660, got '" + text + "'");
-  }
-  return static_cast<mode_t>(value);
-}
-
 namespace auth = zeus::daemon::auth;
-
-struct ServeExtras {
-  std::string signing_key_path;
-  bool no_restore = false;
-};
 
 // The JWT middleware (auth.hpp) behind the daemon's authorize hook.
 zeus::daemon::AuthorizeHook make_authorize(const zeus::daemon::DaemonConfig& config,
@@ -125,21 +103,62 @@ void attach_ledger(zeus::daemon::DaemonHooks& hooks, const LedgerSlot& slot) {
   };
 }
 
-// A gid ("1001") or a group name ("zeusd").
-gid_t parse_group(const std::string& text) {
-  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
-    return static_cast<gid_t>(std::stoul(text));
+// Where discovery looks for an explicit --gpu-backend: only that vendor's library, never
+// simulated GPUs, and no GPU is an error then (the reference fails fast the same way).
+void select_backend(zeus::daemon::GpuBackendChoice choice,
+                    zeus::device::DiscoveryOptions& options) {
+  if (choice == zeus::daemon::GpuBackendChoice::kAuto) {
+    return;
   }
-  const struct group* found = ::getgrnam(text.c_str());
-  if (found == nullptr) {
-    throw zeus::Error(zeus::ErrorKind::kInvalidArgument,
-                      "--socket-gid: no group named '" + text +
-                          "' (create it with `groupadd --system " + text + "`, or give a gid)");
+  options.env = [base = options.env](const std::string& name) -> std::optional<std::string> {
+    if (name == "ZEUS_SIMULATED_GPUS") {
+      return std::nullopt;
+    }
+    return base(name);
+  };
+  // The other vendor's library is pointed at a path that cannot exist, so discovery's NVML-then-
+  // AMD-SMI order cannot pick it.
+  const std::string nowhere = "/nonexistent/zeusd --gpu-backend excludes this library";
+  if (choice == zeus::daemon::GpuBackendChoice::kNvml) {
+    options.amdsmi_library_path = nowhere;
+  } else {
+    options.nvml_library_path = nowhere;
   }
-  return found->gr_gid;
 }
 
-int serve(zeus::daemon::DaemonConfig config, const ServeExtras& extras) {
+void check_backend(zeus::daemon::GpuBackendChoice choice,
+                   const zeus::device::GpuDiscovery& discovery) {
+  if (choice == zeus::daemon::GpuBackendChoice::kAuto) {
+    return;
+  }
+  const zeus::device::GpuBackend wanted = choice == zeus::daemon::GpuBackendChoice::kNvml
+                                              ? zeus::device::GpuBackend::kNvml
+                                              : zeus::device::GpuBackend::kAmdSmi;
+  if (discovery.backend == wanted && !discovery.gpus.empty()) {
+    return;
+  }
+  std::string why;
+  for (const zeus::device::BackendProbe& probe : discovery.probes) {
+    if (probe.backend == zeus::device::gpu_backend_name(wanted)) {
+      why = probe.message.empty() ? fmt::format("{} GPU(s)", probe.device_count) : probe.message;
+    }
+  }
+  throw zeus::Error(
+      zeus::ErrorKind::kUnavailable,
+      fmt::format("--gpu-backend {}: no GPU from that backend ({}); use "
+                  "--gpu-backend auto to take whichever backend has GPUs",
+                  zeus::device::gpu_backend_name(wanted), why.empty() ? "it was not tried" : why));
+}
+
+int serve(const zeus::daemon::ServeArgs& args) {
+  zeus::daemon::DaemonConfig config = args.config;
+  if (!args.gpu_command_overrides_path.empty()) {
+    throw zeus::Error(zeus::ErrorKind::kNotSupported,
+                      "--gpu-command-overrides is not supported by this zeusd yet");
+  }
+  for (const std::string& line : zeus::daemon::reference_differences(args)) {
+    zeus::log().info("zeusd: unlike the reference zeusd, {}", line);
+  }
   // Block the termination signals in every thread; a waiter thread turns them into stop().
   zeus::block_stop_signals();
 
@@ -153,7 +172,9 @@ int serve(zeus::daemon::DaemonConfig config, const ServeExtras& extras) {
     }
     return base(name);
   };
+  select_backend(args.gpu_backend, options);
   const zeus::device::GpuDiscovery discovery = zeus::device::discover_gpus(options);
+  check_backend(args.gpu_backend, discovery);
   zeus::daemon::check_startup_privileges(config, discovery.backend, zeus::device::has_sys_admin());
   std::vector<std::shared_ptr<zeus::device::Cpu>> cpus;
   if (std::find(config.enabled_groups.begin(), config.enabled_groups.end(),
@@ -174,12 +195,12 @@ int serve(zeus::daemon::DaemonConfig config, const ServeExtras& extras) {
   }
 
   zeus::daemon::DaemonHooks hooks;
-  if (!extras.signing_key_path.empty()) {
-    hooks.authorize = make_authorize(config, extras.signing_key_path);
+  if (!args.signing_key_path.empty()) {
+    hooks.authorize = make_authorize(config, args.signing_key_path);
     config.auth_required = true;
   }
   LedgerSlot ledger_slot;
-  if (!extras.no_restore) {
+  if (!args.no_restore) {
     attach_ledger(hooks, ledger_slot);
   }
   std::vector<std::shared_ptr<zeus::device::Gpu>> gpu_list;
@@ -188,7 +209,7 @@ int serve(zeus::daemon::DaemonConfig config, const ServeExtras& extras) {
   }
   zeus::daemon::Daemon daemon(config, discovery.gpus, cpus, std::move(hooks));
   zeus::daemon::LedgerOptions ledger_options;
-  ledger_options.enabled = !extras.no_restore;
+  ledger_options.enabled = !args.no_restore;
   ledger_options.gpu_serializer = [&daemon](int gpu, const std::function<void()>& action) {
     daemon.run_serialized(gpu, action);
   };
@@ -214,85 +235,40 @@ int serve(zeus::daemon::DaemonConfig config, const ServeExtras& extras) {
 
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[1]) == "token" && std::string(argv[2]) == "issue") {
-    // `zeusd token issue --signing-key-path F --sub NAME --scopes ...`
+    // `zeusd token issue --signing-key-path F --user NAME --scope ... --expires 7d`
     return auth::run_token_issue(argc - 2, argv + 2);
+  }
+  if (argc >= 2 && std::string(argv[1]) == "serve") {
+    zeus::daemon::ServeArgs args;
+    try {
+      if (const std::optional<int> exit_now =
+              zeus::daemon::parse_serve_args(argc - 1, argv + 1, args, std::cout, std::cerr)) {
+        return *exit_now;
+      }
+      if (std::getenv("ZEUS_LOG_LEVEL") == nullptr) {
+        zeus::log().set_level(spdlog::level::info);
+      }
+      return serve(args);
+    } catch (const zeus::Error& e) {
+      std::cerr << "zeusd: " << e.what() << "\n";
+      return exit_code_for(e.kind());
+    } catch (const std::exception& e) {
+      std::cerr << "zeusd: " << e.what() << "\n";
+      return kExitError;
+    }
   }
   CLI::App app{"zeusd: the Zeus privileged daemon (GPU control and RAPL reads)", "zeusd"};
   app.set_version_flag("--version", std::string("zeusd ") + ZEUS_VERSION_STRING);
   app.require_subcommand(1);
-
-  zeus::daemon::DaemonConfig config;
-  std::string mode = "uds";
-  std::string socket_path = config.socket_path.string();
-  std::string permissions = "660";
-  std::optional<uid_t> socket_uid;
-  std::string socket_gid_text;
-  std::string enable = "gpu-control,gpu-read,cpu-read";
-
-  CLI::App* serve_cmd = app.add_subcommand("serve", "Serve the zeusd HTTP API");
-  serve_cmd->add_option("--mode", mode, "Transport: uds (Unix socket) or tcp")
-      ->check(CLI::IsMember({"uds", "tcp"}))
-      ->capture_default_str();
-  serve_cmd->add_option("--socket-path", socket_path, "Unix socket path")->capture_default_str();
-  serve_cmd
-      ->add_option("--socket-permissions", permissions,
-                   "Octal mode of the socket (the reference's default is 666; ours is 660)")
-      ->capture_default_str();
-  serve_cmd->add_option("--socket-uid", socket_uid, "Owner uid of the socket");
-  serve_cmd->add_option("--socket-gid", socket_gid_text,
-                        "Group of the socket, a gid or a group name (its members may use the "
-                        "daemon with mode 660)");
-  serve_cmd->add_option("--tcp-bind-address", config.tcp_bind_address, "host:port in tcp mode")
-      ->capture_default_str();
-  serve_cmd
-      ->add_option("--enable", enable,
-                   "Comma-separated API groups: gpu-control, gpu-read, cpu-read")
-      ->capture_default_str();
-  ServeExtras extras;
-  serve_cmd->add_option("--signing-key-path", extras.signing_key_path,
-                        "HS256 key file (mode 600, at least 32 bytes): require JWT bearer tokens "
-                        "(issue them with `zeusd token issue`)");
-  serve_cmd->add_flag("--no-restore", extras.no_restore,
-                      "Keep settings after the client that changed them exits (the reference's "
-                      "behaviour); by default they are restored, and all of them on SIGTERM");
-  serve_cmd->add_flag("--read-only", config.read_only,
-                      "Serve no control route at all (gpu-control is neither served nor "
-                      "advertised)");
-  serve_cmd
-      ->add_option("--gpu-power-poll-hz", config.gpu_power_poll_hz, "GPU power stream poll rate")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  serve_cmd
-      ->add_option("--cpu-power-poll-hz", config.cpu_power_poll_hz,
-                   "CPU power poll rate (and the /cpu/get_power sampling gap)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-
+  app.add_subcommand("serve", "Serve the zeusd HTTP API (`zeusd serve --help` lists its flags)");
+  app.add_subcommand("token", "`zeusd token issue`: issue a JWT for --signing-key-path");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-
-  if (std::getenv("ZEUS_LOG_LEVEL") == nullptr) {
-    zeus::log().set_level(spdlog::level::info);
-  }
-  try {
-    config.mode =
-        mode == "tcp" ? zeus::daemon::TransportMode::kTcp : zeus::daemon::TransportMode::kUds;
-    config.socket_path = socket_path;
-    config.socket_permissions = parse_permissions(permissions);
-    config.socket_uid = socket_uid;
-    if (!socket_gid_text.empty()) {
-      config.socket_gid = parse_group(socket_gid_text);
-    }
-    config.enabled_groups = zeus::daemon::parse_api_group_list(enable);
-    return serve(config, extras);
-  } catch (const zeus::Error& e) {
-    std::cerr << "zeusd: " << e.what() << "\n";
-    return exit_code_for(e.kind());
-  } catch (const std::exception& e) {
-    std::cerr << "zeusd: " << e.what() << "\n";
-    return kExitError;
-  }
+  // `zeusd token` without `issue`.
+  std::cerr << "zeusd: usage: zeusd token issue --signing-key-path F --user U --scope LIST "
+               "--expires 7d|never\n";
+  return kExitUsage;
 }

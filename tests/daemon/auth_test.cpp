@@ -587,6 +587,31 @@ TEST_F(KeyFile, TokenIssueCommandPrintsAVerifiableToken) {
   EXPECT_EQ(out, kBobToken + "\n");
 }
 
+// The reference's spellings: --user, --scope, --expires 7d|never|0.
+TEST_F(KeyFile, TokenIssueCommandTakesTheReferenceFlags) {
+  std::filesystem::path path = write(kKeyText + "\n", 0600);
+  std::string out;
+  std::string err;
+  ASSERT_EQ(run_cli({"--signing-key-path", path.string(), "--user", "alice", "--scope",
+                     "gpu-read,cpu-read", "--expires", "7d"},
+                    out, err),
+            0)
+      << err;
+  TokenCheck check = verify_token(test_key(), out.substr(0, out.size() - 1), kNowS);
+  ASSERT_EQ(check.status, TokenStatus::kValid) << check.error;
+  EXPECT_EQ(check.claims.sub, "alice");
+  EXPECT_EQ(check.claims.exp_s, kNowS + 7 * 86400);
+  EXPECT_EQ(check.claims.scopes, (std::vector<ApiGroup>{ApiGroup::kGpuRead, ApiGroup::kCpuRead}));
+  for (const char* never : {"never", "0"}) {
+    ASSERT_EQ(run_cli({"--signing-key-path", path.string(), "--user", "bob", "--scope",
+                       "gpu-control", "--expires", never},
+                      out, err),
+              0)
+        << err;
+    EXPECT_EQ(out, kBobToken + "\n") << never;
+  }
+}
+
 TEST_F(KeyFile, TokenIssueCommandErrors) {
   std::filesystem::path path = write(kKeyText, 0600);
   std::string out;
@@ -598,7 +623,7 @@ TEST_F(KeyFile, TokenIssueCommandErrors) {
   EXPECT_TRUE(out.empty());
 
   EXPECT_NE(run_cli({"--signing-key-path", path.string(), "--sub", "a"}, out, err), 0);
-  EXPECT_NE(err.find("--scopes"), std::string::npos) << err;
+  EXPECT_NE(err.find("--scope"), std::string::npos) << err;  // --scope, alias --scopes
 
   EXPECT_NE(
       run_cli({"--signing-key-path", path.string(), "--sub", "", "--scopes", "gpu-read"}, out, err),

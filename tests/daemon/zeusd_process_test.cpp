@@ -226,4 +226,44 @@ TEST(ZeusdEndToEnd, TokensFromTokenIssueAreEnforced) {
   fs::remove_all(dir);
 }
 
+// The reference's shipped ZEUSD_ARGS start ours unchanged, and the log says where our defaults
+// differ and which flag gives the reference's.
+TEST(ZeusdEndToEnd, ReferenceDefaultsStartItAndTheDifferencesAreLogged) {
+  const fs::path dir = temp_dir();
+  {
+    Zeusd zeusd(dir, {"--num-workers", "10"});
+    EXPECT_EQ(uds_client(zeusd.socket()).Get("/discover")->status, 200);
+    EXPECT_EQ(zeusd.terminate(), 0);
+    const std::string log = zeusd.log();
+    EXPECT_NE(log.find("unlike the reference zeusd, the socket is mode 660"), std::string::npos)
+        << log;
+    EXPECT_NE(log.find("`--socket-permissions 666`"), std::string::npos) << log;
+    EXPECT_NE(log.find("`--no-restore`"), std::string::npos) << log;
+  }
+  fs::remove_all(dir);
+}
+
+// An explicit --gpu-backend without GPUs fails at start, naming the backend and the fix.
+TEST(ZeusdEndToEnd, ExplicitGpuBackendFailsFastWhenUnavailable) {
+  const fs::path dir = temp_dir();
+  for (const char* backend : {"nvml", "amdsmi"}) {
+    const std::string command =
+        "ZEUS_SIMULATED_GPUS=1:a100 ZEUS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 "
+        "ZEUS_AMDSMI_LIBRARY=/nonexistent/libamd_smi.so " +
+        std::string(ZEUSD_PATH) + " serve --gpu-backend " + backend + " --socket-path " +
+        (dir / "s.sock").string() + " 2>" + (dir / "err").string();
+    const int status = std::system(command.c_str());
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 1) << backend;
+    std::ifstream in(dir / "err");
+    const std::string err{std::istreambuf_iterator<char>(in), {}};
+    EXPECT_NE(err.find(std::string("--gpu-backend ") + backend + ": no GPU from that backend"),
+              std::string::npos)
+        << err;
+    EXPECT_NE(err.find("--gpu-backend auto"), std::string::npos) << err;
+    EXPECT_FALSE(fs::exists(dir / "s.sock"));
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
