@@ -388,32 +388,45 @@ int ZeusdGpu::daemon_index() {
 }
 
 void ZeusdGpu::send(const std::string& operation, const std::string& route,
-                    const std::string& extra) {
+                    const std::string& extra, bool block) {
   try {
     daemon_->require_gpu_control();
     const int index = daemon_index();
     daemon_->post(operation + " of GPU " + std::to_string(index),
-                  route + "?gpu_ids=" + std::to_string(index) + extra + "&block=true");
+                  route + "?gpu_ids=" + std::to_string(index) + extra +
+                      (block ? "&block=true" : "&block=false"));
   } catch (const Error& error) {
     throw about(error, ErrorSubject::kGpu);
   }
 }
 
 void ZeusdGpu::set_power_limit_mw(std::uint32_t power_limit_mw) {
+  set_power_limit_mw(power_limit_mw, true);
+}
+
+void ZeusdGpu::set_power_limit_mw(std::uint32_t power_limit_mw, bool block) {
   if (inner_->power_limit_mw() == power_limit_mw) {
     return;
   }
   send("set the power limit", "/gpu/set_power_limit",
-       "&power_limit_mw=" + std::to_string(power_limit_mw));
+       "&power_limit_mw=" + std::to_string(power_limit_mw), block);
 }
 
 void ZeusdGpu::reset_power_limit() {
-  set_power_limit_mw(inner_->default_power_limit_mw());
+  reset_power_limit(true);
+}
+
+void ZeusdGpu::reset_power_limit(bool block) {
+  set_power_limit_mw(inner_->default_power_limit_mw(), block);
 }
 
 void ZeusdGpu::set_persistence_mode(bool enabled) {
+  set_persistence_mode(enabled, true);
+}
+
+void ZeusdGpu::set_persistence_mode(bool enabled, bool block) {
   send("set persistence mode", "/gpu/set_persistence_mode",
-       std::string("&enabled=") + (enabled ? "true" : "false"));
+       std::string("&enabled=") + (enabled ? "true" : "false"), block);
 }
 
 void ZeusdGpu::check_clock_range(bool memory, std::uint32_t min_mhz, std::uint32_t max_mhz) {
@@ -431,33 +444,61 @@ void ZeusdGpu::check_clock_range(bool memory, std::uint32_t min_mhz, std::uint32
   }
 }
 
+namespace {
+
+std::string clock_query(std::uint32_t min_mhz, std::uint32_t max_mhz) {
+  return "&min_clock_mhz=" + std::to_string(min_mhz) + "&max_clock_mhz=" + std::to_string(max_mhz);
+}
+
+}  // namespace
+
 void ZeusdGpu::set_gpu_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) {
+  set_gpu_locked_clocks_mhz(min_mhz, max_mhz, true);
+}
+
+void ZeusdGpu::set_gpu_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz, bool block) {
   check_clock_range(false, min_mhz, max_mhz);
-  send("lock the GPU clocks", "/gpu/set_gpu_locked_clocks",
-       "&min_clock_mhz=" + std::to_string(min_mhz) + "&max_clock_mhz=" + std::to_string(max_mhz));
+  send("lock the GPU clocks", "/gpu/set_gpu_locked_clocks", clock_query(min_mhz, max_mhz), block);
 }
 
 void ZeusdGpu::reset_gpu_locked_clocks() {
-  send("reset the GPU locked clocks", "/gpu/reset_gpu_locked_clocks", "");
+  reset_gpu_locked_clocks(true);
+}
+
+void ZeusdGpu::reset_gpu_locked_clocks(bool block) {
+  send("reset the GPU locked clocks", "/gpu/reset_gpu_locked_clocks", "", block);
 }
 
 void ZeusdGpu::set_memory_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) {
+  set_memory_locked_clocks_mhz(min_mhz, max_mhz, true);
+}
+
+void ZeusdGpu::set_memory_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz,
+                                            bool block) {
   check_clock_range(true, min_mhz, max_mhz);
-  send("lock the memory clocks", "/gpu/set_mem_locked_clocks",
-       "&min_clock_mhz=" + std::to_string(min_mhz) + "&max_clock_mhz=" + std::to_string(max_mhz));
+  send("lock the memory clocks", "/gpu/set_mem_locked_clocks", clock_query(min_mhz, max_mhz),
+       block);
 }
 
 void ZeusdGpu::reset_memory_locked_clocks() {
-  send("reset the memory locked clocks", "/gpu/reset_mem_locked_clocks", "");
+  reset_memory_locked_clocks(true);
+}
+
+void ZeusdGpu::reset_memory_locked_clocks(bool block) {
+  send("reset the memory locked clocks", "/gpu/reset_mem_locked_clocks", "", block);
 }
 
 void ZeusdGpu::reset_locked_clocks() {
+  reset_locked_clocks(true);
+}
+
+void ZeusdGpu::reset_locked_clocks(bool block) {
   if (inner_->backend() == GpuBackend::kAmdSmi) {
-    send("reset the locked clocks", "/gpu/reset_locked_clocks", "");
+    send("reset the locked clocks", "/gpu/reset_locked_clocks", "", block);
     return;
   }
-  reset_gpu_locked_clocks();
-  reset_memory_locked_clocks();
+  reset_gpu_locked_clocks(block);
+  reset_memory_locked_clocks(block);
 }
 
 }  // namespace zeus::device

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -193,6 +194,57 @@ TEST(ZeusdGpu, LockedClocksAreRangesAsInNvml) {
   routed.reset_locked_clocks();
   EXPECT_FALSE(daemon_gpu.locked_graphics_clocks_mhz().has_value());
   EXPECT_FALSE(daemon_gpu.locked_memory_clocks_mhz().has_value());
+}
+
+// block=false, as the reference's client sends it when asked: the daemon answers once the write
+// is queued (a slow write shows the difference), but still validates the request first.
+TEST(ZeusdGpu, NonBlockingSettersReturnBeforeTheWrite) {
+  std::atomic<int> writes{0};
+  Running daemon_run(DaemonConfig{}, [&writes](daemon::DaemonHooks& hooks) {
+    hooks.before_write = [&writes](const daemon::WriteEvent&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      ++writes;
+    };
+  });
+  const device::GpuDiscovery found = discover({{"ZEUSD_SOCK_PATH", daemon_run.socket()}});
+  auto* routed = dynamic_cast<device::ZeusdGpu*>(&found.gpus.at(0));
+  ASSERT_NE(routed, nullptr);
+  EXPECT_TRUE(routed->supports_nonblocking_setters());
+  const std::uint32_t target = routed->power_limit_constraints_mw().min_mw;
+
+  auto started = std::chrono::steady_clock::now();
+  routed->set_power_limit_mw(target, /*block=*/false);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(300));
+  EXPECT_EQ(writes.load(), 0);  // queued, not written yet
+  for (int i = 0; i < 300 && daemon_run.gpu(0).power_limit_mw() != target; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(daemon_run.gpu(0).power_limit_mw(), target);
+
+  started = std::chrono::steady_clock::now();
+  routed->set_persistence_mode(true, /*block=*/true);
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(400));
+  EXPECT_TRUE(daemon_run.gpu(0).persistence_mode());
+
+  // Validated before queueing: a bad non-blocking request is still this call's error.
+  const Error bad = error_of([&] { routed->set_power_limit_mw(1, /*block=*/false); });
+  EXPECT_EQ(bad.kind(), ErrorKind::kInvalidArgument);
+  EXPECT_NE(std::string(bad.what()).find("HTTP 400"), std::string::npos) << bad.what();
+  EXPECT_EQ(error_of([&] { routed->set_gpu_locked_clocks_mhz(100, 200, false); }).kind(),
+            ErrorKind::kInvalidArgument);
+
+  routed->set_gpu_locked_clocks_mhz(1000, 1500, false);
+  routed->reset_locked_clocks(false);
+  // The local limit (reads stay local) is already the default: nothing is sent.
+  routed->reset_power_limit(false);
+  for (int i = 0; i < 500 && writes.load() < 5; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(writes.load(), 5);  // limit, persistence, lock, the two clock resets
+  EXPECT_FALSE(dynamic_cast<device::SimulatedGpu&>(daemon_run.gpu(0))
+                   .locked_graphics_clocks_mhz()
+                   .has_value());
 }
 
 TEST(ZeusdGpu, VisibleDevicesMapToThePhysicalIndex) {
