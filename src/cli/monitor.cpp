@@ -17,6 +17,7 @@
 
 #include "arguments.hpp"
 #include "commands.hpp"
+#include "common/output_file.hpp"
 #include "common/process.hpp"
 #include "common/signals.hpp"
 #include "devices.hpp"
@@ -61,30 +62,29 @@ struct RunOutcome {
 // and go on running.
 const std::vector<int> kForwardedSignals = {SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
-std::ofstream open_for_writing(const std::string& path, std::string_view what) {
-  const std::filesystem::path file(path);
-  std::error_code ignored;
-  if (file.has_parent_path()) {
-    std::filesystem::create_directories(file.parent_path(), ignored);
-  }
-  std::ofstream stream(file, std::ios::out | std::ios::trunc);
-  if (!stream) {
-    throw Error(ErrorKind::kIo, fmt::format("cannot open {} \"{}\" for writing: {}", what, path,
-                                            std::generic_category().message(errno)));
-  }
-  return stream;
+// -o and --timeline (docs/cli.md, "Input and output files"): a device or FIFO is written through,
+// a link followed; the summary replaces a regular file at the end, whole, while the timeline is
+// truncated and streamed in place, so that what was measured survives zeus being killed.
+OutputFile open_for_writing(const std::string& path, std::string_view what, bool in_place,
+                            std::vector<std::filesystem::path> inputs) {
+  OutputFileOptions options;
+  options.what = std::string(what);
+  options.replace_atomically = !in_place;
+  options.create_parent_directories = true;
+  options.inputs = std::move(inputs);
+  return OutputFile(path, std::move(options));
 }
 
 // Streams the sampler's sweeps to a CSV file as they come (nothing is kept in memory).
 class TimelineWriter {
  public:
-  TimelineWriter(std::ofstream file, std::int64_t steady_start_ns)
+  TimelineWriter(OutputFile file, std::int64_t steady_start_ns)
       : file_(std::move(file)),
         steady_start_ns_(steady_start_ns),
         wall_start_us_(std::chrono::duration_cast<std::chrono::microseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count()) {
-    file_ << "timestamp,device,domain,watts\n";
+    file_.stream() << "timestamp,device,domain,watts\n";
   }
 
   // Called on the sampler thread; must not throw.
@@ -98,7 +98,7 @@ class TimelineWriter {
                        wall_us / 1'000'000, wall_us % 1'000'000, sample.gpu_index,
                        monitor::power_domain_name(sample.domain), sample.power_w);
       }
-      file_.write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+      file_.stream().write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
     } catch (...) {
       failed_ = true;
     }
@@ -106,12 +106,16 @@ class TimelineWriter {
 
   // Flushes; false when any write failed.
   bool finish() {
-    file_.flush();
-    return !failed_ && file_.good();
+    try {
+      file_.commit();
+    } catch (const Error&) {
+      return false;
+    }
+    return !failed_;
   }
 
  private:
-  std::ofstream file_;
+  OutputFile file_;
   std::int64_t steady_start_ns_;
   std::int64_t wall_start_us_;
   std::string buffer_;
@@ -381,13 +385,18 @@ int run(const MonitorArgs& args) {
                     "; `zeus show-env` has the details");
   }
 
-  std::ofstream output_file;
-  if (!args.output.empty()) {
-    output_file = open_for_writing(args.output, "--output");
-  }
-  std::ofstream timeline_file;
+  // The timeline first: it exists then, so that `-o` naming the same file is refused.
+  std::optional<OutputFile> timeline_file;
   if (!args.timeline.empty()) {
-    timeline_file = open_for_writing(args.timeline, "--timeline");
+    timeline_file = open_for_writing(args.timeline, "--timeline", /*in_place=*/true, {});
+  }
+  std::optional<OutputFile> output_file;
+  if (!args.output.empty()) {
+    std::vector<std::filesystem::path> inputs;
+    if (!args.timeline.empty()) {
+      inputs = {args.timeline, args.timeline + ".windows.csv"};
+    }
+    output_file = open_for_writing(args.output, "--output", /*in_place=*/false, std::move(inputs));
   }
 
   monitor::ZeusMonitorOptions options;
@@ -399,6 +408,9 @@ int run(const MonitorArgs& args) {
     options.log_file = args.timeline + ".windows.csv";
   }
   monitor::ZeusMonitor monitor(gpus, cpus.cpus, options);
+  if (output_file && !options.log_file.empty()) {
+    output_file->refuse_inputs({options.log_file});  // it exists now
+  }
 
   // /metrics while the command runs (docs/prometheus.md).
   std::unique_ptr<metrics::DeviceMetrics> device_metrics;
@@ -429,7 +441,7 @@ int run(const MonitorArgs& args) {
   std::unique_ptr<monitor::PowerSampler> sampler;
   if (!args.timeline.empty()) {
     const std::shared_ptr<Clock> clock = steady_clock();
-    timeline = std::make_unique<TimelineWriter>(std::move(timeline_file), clock->now_ns());
+    timeline = std::make_unique<TimelineWriter>(std::move(*timeline_file), clock->now_ns());
     if (!gpu_indices.empty()) {
       monitor::PowerSamplerOptions sampler_options;
       sampler_options.gpu_indices = gpu_indices;
@@ -510,15 +522,18 @@ int run(const MonitorArgs& args) {
     errors.push_back(fmt::format("writing the power timeline to \"{}\" failed", args.timeline));
   }
 
-  std::ostream& out = args.output.empty() ? static_cast<std::ostream&>(std::cerr) : output_file;
+  std::ostream& out = output_file ? output_file->stream() : static_cast<std::ostream&>(std::cerr);
   if (args.as_json) {
     write_json_summary(out, args, measured, outcome, notes);
   } else {
     write_text_summary(out, args, measured, outcome, gpus, cpus, notes);
   }
-  out.flush();
-  if (!out) {
-    errors.push_back(fmt::format("writing the summary to \"{}\" failed", args.output));
+  try {
+    if (output_file) {
+      output_file->commit();
+    }
+  } catch (const Error& error) {
+    errors.push_back(error.what());
   }
   for (const std::string& error : errors) {
     std::cerr << "zeus: error: " << error << "\n";

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/log.hpp"
+#include "common/output_file.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
 #include "zeus/device/discovery.hpp"
@@ -115,18 +116,25 @@ ZeusMonitor::ZeusMonitor(const device::Gpus& gpus, std::vector<std::shared_ptr<d
   }
 
   if (!options.log_file.empty()) {
-    if (options.log_file.has_parent_path()) {
-      std::filesystem::create_directories(options.log_file.parent_path());
+    // Streamed in place (a run that is killed keeps its rows), close-on-exec (docs/cli.md).
+    OutputFileOptions log_options;
+    log_options.what = "the monitor log";
+    log_options.replace_atomically = false;
+    log_options.create_parent_directories = true;
+    try {
+      log_ = std::make_unique<OutputFile>(options.log_file, std::move(log_options));
+    } catch (const Error& error) {
+      // A log path that cannot be a file (a directory, a socket) is a failure to open it, as
+      // Python's open() says (OSError), not a malformed argument.
+      throw Error(error.kind() == ErrorKind::kInvalidArgument ? ErrorKind::kIo : error.kind(),
+                  error.what());
     }
-    log_.open(options.log_file, std::ios::out | std::ios::trunc);
-    if (!log_) {
-      throw Error(ErrorKind::kIo, "cannot write the monitor log " + options.log_file.string());
-    }
-    log_ << "start_time,window_name,elapsed_time";
+    std::ostream& out = log_->stream();
+    out << "start_time,window_name,elapsed_time";
     for (const int index : gpu_indices_) {
-      log_ << ",gpu" << index << "_energy";
+      out << ",gpu" << index << "_energy";
     }
-    log_ << "\n" << std::flush;
+    out << "\n" << std::flush;
   }
 }
 
@@ -142,7 +150,7 @@ void ZeusMonitor::rethrow_device_error(const std::string& device, ErrorSubject s
 
 void ZeusMonitor::take_snapshot(Snapshot& snapshot, const std::string& window) {
   snapshot.values.resize(gpus_.size() + cpus_.size() + drams_.size());
-  snapshot.wall_time_s = log_.is_open() ? wall_time_s() : 0.0;
+  snapshot.wall_time_s = log_ != nullptr ? wall_time_s() : 0.0;
   snapshot.time_ns = clock_->now_ns();
   std::size_t slot = 0;
   for (std::size_t i = 0; i < gpus_.size(); ++i, ++slot) {
@@ -198,7 +206,7 @@ void ZeusMonitor::recycle(Windows::node_type node) {
 }
 
 void ZeusMonitor::begin_window(const std::string& name, BeginWindowOptions options) {
-  if (log_.is_open() && name.find_first_of(",\r\n") != std::string::npos) {
+  if (log_ != nullptr && name.find_first_of(",\r\n") != std::string::npos) {
     throw Error(ErrorKind::kInvalidArgument,
                 "window name '" + name +
                     "' contains a comma or line break, which the CSV log "
@@ -329,7 +337,7 @@ Measurement ZeusMonitor::end_window(const std::string& name, EndWindowOptions op
     result.dram_energy_j.set(dram_indices_[i],
                              units::joules_from_microjoules(end.values[slot] - start.values[slot]));
   }
-  if (log_.is_open()) {
+  if (log_ != nullptr) {
     std::lock_guard lock(mutex_);
     write_log_row(name, start, result);
   }
@@ -343,11 +351,12 @@ Measurement ZeusMonitor::end_window(const std::string& name, EndWindowOptions op
 
 void ZeusMonitor::write_log_row(const std::string& name, const Snapshot& start,
                                 const Measurement& result) {
-  log_ << fmt::format("{},{},{}", start.wall_time_s, name, result.time_s);
+  std::ostream& out = log_->stream();
+  out << fmt::format("{},{},{}", start.wall_time_s, name, result.time_s);
   for (const auto& [index, energy_j] : result.gpu_energy_j) {
-    log_ << fmt::format(",{}", energy_j);
+    out << fmt::format(",{}", energy_j);
   }
-  log_ << "\n" << std::flush;
+  out << "\n" << std::flush;
 }
 
 void ZeusMonitor::reset_windows() {

@@ -657,6 +657,36 @@ TEST_F(CliMonitor, TimelineIsACsvOfEveryGpuAndDomain) {
   EXPECT_EQ(rows.size(), 6u);
 }
 
+// -o and --timeline by docs/cli.md's "Input and output files": never the same file, links
+// followed, devices written through, a directory refused before the command starts.
+TEST_F(CliMonitor, OutputFilesNeverDestroyWhatWasNotNamed) {
+  Result result =
+      run({kTwoH200}, {"monitor", "--timeline", path("t.csv"), "-o", path("t.csv"), "--", "true"});
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_TRUE(contains(result.err, "is also an input")) << result.err;
+  result = run({kTwoH200}, {"monitor", "--timeline", path("t.csv"), "-o", path("t.csv.windows.csv"),
+                            "--", "true"});
+  EXPECT_EQ(result.exit_code, 2) << result.err;
+  EXPECT_TRUE(contains(result.err, "is also an input")) << result.err;
+
+  fs::create_symlink("/dev/null", path("null"));
+  std::ofstream(path("old.txt")) << "old summary";
+  fs::create_symlink("old.txt", path("summary.txt"));
+  result = run({kTwoH200},
+               {"monitor", "--timeline", path("null"), "-o", path("summary.txt"), "--", "true"});
+  EXPECT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(fs::is_symlink(path("null")));
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  EXPECT_TRUE(fs::is_symlink(path("summary.txt")));
+  EXPECT_TRUE(contains(read_file(path("old.txt")), "(exit 0)"));
+
+  const Result directory =
+      run({kTwoH200}, {"monitor", "-o", dir_.string(), "--", "sh", "-c", "echo started"});
+  EXPECT_EQ(directory.exit_code, 2) << directory.err;
+  EXPECT_TRUE(contains(directory.err, "is a directory")) << directory.err;
+  EXPECT_EQ(directory.out, "") << "the command must not start";
+}
+
 TEST_F(CliMonitor, BadInputIsAUsageError) {
   Result result = run({kTwoH200}, {"monitor", "--interval", "0.5ms", "--", "true"});
   EXPECT_EQ(result.exit_code, 2);

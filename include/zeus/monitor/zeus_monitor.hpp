@@ -19,6 +19,10 @@
 #include "zeus/monitor/power_sampler.hpp"
 #include "zeus/monitor/window_monitor.hpp"
 
+namespace zeus {
+class OutputFile;  // src/common/output_file.hpp
+}  // namespace zeus
+
 namespace zeus::monitor {
 
 // Called before reading devices when a window begins or ends with sync_execution, with the
@@ -107,7 +111,7 @@ class ZeusMonitor final : public WindowMonitor {
   mutable std::mutex mutex_;  // guards windows_, spare_, the log
   Windows windows_;
   std::vector<Windows::node_type> spare_;  // finished windows, reused without allocating
-  std::ofstream log_;
+  std::unique_ptr<OutputFile> log_;        // the log_file, when set
 };
 
 }  // namespace zeus::monitor
