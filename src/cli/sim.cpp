@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "common/output_file.hpp"
 #include "common/text.hpp"
 #include "sim/limits.hpp"
 #include "sim_report.hpp"
@@ -260,17 +260,11 @@ void prepare_out_dir(const std::string& out) {
   }
 }
 
+// Each result file is put in place whole (docs/cli.md, "Input and output files").
 void write_file(const fs::path& path, const std::string& content) {
-  std::ofstream file(path, std::ios::binary | std::ios::trunc);
-  if (!file) {
-    throw Error(ErrorKind::kIo, fmt::format("cannot open \"{}\" for writing: {}", path.string(),
-                                            std::strerror(errno)));
-  }
-  file.write(content.data(), static_cast<std::streamsize>(content.size()));
-  file.close();
-  if (!file) {
-    throw Error(ErrorKind::kIo, fmt::format("writing \"{}\" failed", path.string()));
-  }
+  OutputFileOptions options;
+  options.what = "--out";
+  write_output_file(path, content, std::move(options));
 }
 
 std::vector<std::string> merged_notes(const std::vector<std::string>& first,
