@@ -217,6 +217,13 @@ def plo_profile():
           '{"power_limit":"250","energy":1e400,"time":null}], "extra": [1, {"a": []}]}')
     write("plo_profile", "not_a_profile", '[{"power_limit": 250}]')
     write("plo_profile", "truncated", '{"measurements":[{"power_limit":25')
+    # After a NUL: a --selector value (fuzz/plo_profile.cpp).
+    one = b'{"measurements":[{"power_limit":300,"energy":9,"time":2},{"power_limit":250,"energy":7,"time":2.5}]}'
+    for name, selector in [("selector_zeus_cost", b"zeus-cost:0.3"), ("selector_energy", b"energy"),
+                           ("selector_max_slowdown", b"max-slowdown:1.25"),
+                           ("selector_cut_off", b"zeus-cost:"), ("selector_nan", b"max-slowdown:nan"),
+                           ("selector_bad_profile", b"time")]:
+        write("plo_profile", name, (b"[" if name == "selector_bad_profile" else one) + b"\0" + selector)
 
 
 def monitor_log():

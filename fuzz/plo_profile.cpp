@@ -1,21 +1,26 @@
 // A power-limit profile JSON ({"measurements": [{"power_limit", "energy", "time"}, ...]}) ->
 // load_power_limit_profile (zeus/runtime/power_limit_optimizer.hpp), and on success every
-// optimum selector (zeus/optimizer/power_limit_selector.hpp) over what it read.
+// optimum selector (zeus/optimizer/power_limit_selector.hpp) over what it read. After a NUL, the
+// rest is a --selector value of `zeus plo show` and `zeus report` -> cli::parse_selector
+// (src/cli/plo.cpp, compiled in), run over the profile (or a fixed one when it did not load).
 //
 // Bad files may only be a zeus::Error naming the file. A profile that loads holds exactly the
 // document's measurements (each power limit as written, none twice, energy and time positive and
 // finite), survives save_power_limit_profile and a reload unchanged, and every selector picks one
-// of its power limits, the one its rule says.
+// of its power limits, the one its rule says. A --selector value either names a selector that
+// does the same or is a zeus::Error; one cut off after ':' is always an error.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "commands.hpp"
 #include "fuzz_check.hpp"
 #include "fuzz_files.hpp"
 #include "zeus/common/error.hpp"
@@ -111,6 +116,25 @@ void check_selectors(const Measurements& measurements) {
   }
 }
 
+// `zeus plo show --selector TEXT [--world-size N]`, as the CLI parses it.
+void check_selector_text(const std::string& text, const Measurements& measurements) {
+  for (const int world_size : {1, 4}) {
+    std::shared_ptr<const optimizer::OptimumSelector> selector;
+    try {
+      selector = zeus::cli::parse_selector(text, world_size);
+    } catch (const zeus::Error& error) {
+      ZEUS_FUZZ_CHECK(error.kind() == zeus::ErrorKind::kInvalidArgument);
+      continue;
+    }
+    ZEUS_FUZZ_CHECK(selector != nullptr);
+    ZEUS_FUZZ_CHECK(text.empty() || text.back() != ':');
+    ZEUS_FUZZ_CHECK(!selector->describe().empty());
+    ZEUS_FUZZ_CHECK(is_one_of(measurements, selector->select(measurements)));
+  }
+}
+
+const Measurements kFixedProfile = {{300, 5200.0, 20.0}, {250, 4800.0, 21.5}, {200, 4750.0, 25.0}};
+
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -121,7 +145,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static const std::filesystem::path path = zeus::fuzz::scratch_dir() / "profile.json";
   static const std::filesystem::path saved = zeus::fuzz::scratch_dir() / "saved.json";
-  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  const std::size_t nul = input.find('\0');
+  const std::string_view text = input.substr(0, nul);
   zeus::fuzz::write_file(path, text);
 
   zeus::runtime::PowerLimitProfile profile;
@@ -130,7 +156,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const zeus::Error& error) {
     ZEUS_FUZZ_CHECK(error.kind() == zeus::ErrorKind::kInvalidArgument);
     ZEUS_FUZZ_CHECK(std::string_view(error.what()).find(path.string()) != std::string_view::npos);
+    if (nul != std::string_view::npos) {
+      check_selector_text(std::string(input.substr(nul + 1)), kFixedProfile);
+    }
     return 0;
+  }
+  if (nul != std::string_view::npos) {
+    check_selector_text(std::string(input.substr(nul + 1)), profile.measurements);
   }
   const Measurements& measurements = profile.measurements;
   ZEUS_FUZZ_CHECK(!measurements.empty());
