@@ -76,9 +76,16 @@ std::string_view script_code(std::string_view code, std::string_view what) {
 }
 
 std::string utc_time(double unix_s) {
-  const auto seconds = static_cast<std::time_t>(std::floor(unix_s));
+  // The readers bound times (report_inputs.cpp); a time that is no date is printed as a number
+  // rather than converted (out of time_t's range, the conversion is undefined).
   std::tm tm{};
-  gmtime_r(&seconds, &tm);
+  if (!(unix_s >= 0.0 && unix_s < 1e11)) {
+    return fmt::format("{:g} s (Unix time)", unix_s);
+  }
+  const auto seconds = static_cast<std::time_t>(std::floor(unix_s));
+  if (gmtime_r(&seconds, &tm) == nullptr) {
+    return fmt::format("{:g} s (Unix time)", unix_s);
+  }
   return fmt::format("{:%Y-%m-%d %H:%M:%S} UTC", tm);
 }
 

@@ -42,6 +42,8 @@ Error bad_input(const fs::path& path, std::string_view what) {
   return Error(ErrorKind::kInvalidArgument, fmt::format("{}: {}", path.string(), what));
 }
 
+constexpr double kMaxUnixTimeS = 1e11;
+
 // Fields are trimmed of blanks and of the quotes some writers put around every field.
 void split_fields(std::string_view line, std::vector<std::string>& fields) {
   fields = text::split_to_strings(line, ',', false, " \"");
@@ -88,6 +90,18 @@ struct Csv {
         !std::isfinite(value)) {
       throw bad_input(path, fmt::format("line {}: {} is not a number (\"{}\")", row.first,
                                         header.at(column), text));
+    }
+    return value;
+  }
+
+  // A Unix time in seconds: from 1970 to about the year 5138 (1e11 s), so that every date the page
+  // prints exists; a timestamp beyond that is a corrupted row, not a measurement.
+  double unix_time(const Row& row, std::size_t column) const {
+    const double value = number(row, column);
+    if (value < 0.0 || value >= kMaxUnixTimeS) {
+      throw bad_input(
+          path, fmt::format("line {}: {} {} is not a Unix time in seconds (0 to {:g})", row.first,
+                            header.at(column), row.second.at(column), kMaxUnixTimeS));
     }
     return value;
   }
@@ -224,11 +238,13 @@ std::vector<Window> parse_windows(const Csv& csv) {
   std::vector<Window> windows;
   for (const auto& row : csv.rows) {
     Window window;
-    window.start_s = csv.number(row, columns[0]);
+    window.start_s = csv.unix_time(row, columns[0]);
     window.name = row.second.at(columns[1]);
     window.elapsed_s = csv.number(row, columns[2]);
-    if (window.elapsed_s < 0.0) {
-      throw bad_input(csv.path, fmt::format("line {}: elapsed_time is negative", row.first));
+    if (window.elapsed_s < 0.0 || window.elapsed_s >= kMaxUnixTimeS) {
+      throw bad_input(csv.path, fmt::format("line {}: elapsed_time {} is {}", row.first,
+                                            row.second.at(columns[2]),
+                                            window.elapsed_s < 0.0 ? "negative" : "too long"));
     }
     for (std::size_t i = 0; i < csv.header.size(); ++i) {
       if (i != columns[0] && i != columns[1] && i != columns[2]) {
@@ -251,7 +267,7 @@ Timeline parse_timeline(CsvReader& reader) {
   std::map<std::pair<std::string, std::string>, std::size_t> index;
   Row row;
   while (reader.next(row)) {
-    const double time = csv.number(row, columns[0]);
+    const double time = csv.unix_time(row, columns[0]);
     const std::string& device = row.second.at(columns[1]);
     const std::string& domain = row.second.at(columns[2]);
     const double watts = csv.number(row, columns[3]);

@@ -1,5 +1,6 @@
 #include "zeus/monitor/replay_monitor.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <optional>
@@ -66,16 +67,25 @@ ReplayMonitor::ReplayMonitor(const std::filesystem::path& log_file, bool match_w
   for (std::size_t i = 3; i < header.size(); ++i) {
     const std::string& column = header[i];
     int index = -1;
-    const char* first = column.data() + 3;
-    const char* last = column.data() + column.size() - 7;
-    if (column.size() > 10 && column.starts_with("gpu") && column.ends_with("_energy") &&
-        std::from_chars(first, last, index).ptr == last && index >= 0) {
-      gpu_indices_.push_back(index);
-    } else {
+    bool valid = column.size() > 10 && column.starts_with("gpu") && column.ends_with("_energy");
+    if (valid) {
+      const char* first = column.data() + 3;
+      const char* last = column.data() + column.size() - 7;
+      valid = std::from_chars(first, last, index).ptr == last && index >= 0;
+    }
+    if (!valid) {
       throw Error(ErrorKind::kInvalidArgument, where + std::to_string(line_number) + ": column \"" +
                                                    column +
                                                    "\" is not of the form gpu<index>_energy");
     }
+    const auto seen = std::find(gpu_indices_.begin(), gpu_indices_.end(), index);
+    if (seen != gpu_indices_.end()) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  where + std::to_string(line_number) + ": column \"" + column + "\" names GPU " +
+                      std::to_string(index) + " again (also column " +
+                      std::to_string(4 + (seen - gpu_indices_.begin())) + "); keep one of them");
+    }
+    gpu_indices_.push_back(index);
   }
   while (read_line(line)) {
     ++line_number;

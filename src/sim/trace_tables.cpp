@@ -1,5 +1,7 @@
 #include "trace_tables.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -61,6 +63,18 @@ std::string row_key(const CsvReader& csv, int line, const std::vector<std::strin
   for (std::size_t i : {std::size_t{0}, std::size_t{1}, std::size_t{3}}) {
     if (fields[i].empty()) {
       csv.fail(line, "dataset, network and optimizer must not be empty");
+    }
+    // A control character is corruption (and the workload key's separator is one).
+    const auto control = std::find_if(fields[i].begin(), fields[i].end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x20 || c == '\x7f';
+    });
+    if (control != fields[i].end()) {
+      csv.fail(line, fmt::format("column '{}' contains the control character 0x{:02x}; names are "
+                                 "printable text (is the file corrupted?)",
+                                 i == 0   ? "dataset"
+                                 : i == 1 ? "network"
+                                          : "optimizer",
+                                 static_cast<unsigned char>(*control)));
     }
   }
   return workload_key(fields[0], fields[1], fields[3]);

@@ -306,7 +306,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"BadProfile", "p.json", "{\"measurements\": []}", "p.json"},
         BadInput{"NotJson", "p.json", "{\"measurements\": ", "not valid JSON"},
         BadInput{"Missing", "nowhere.csv", "NONE", "no such file or directory"},
-        BadInput{"Fifo", "t.csv", "FIFO", "named pipe (FIFO), not a regular file"}),
+        BadInput{"Fifo", "t.csv", "FIFO", "named pipe (FIFO), not a regular file"},
+        // Found by fuzz/report_timeline: a time beyond time_t (undefined conversion), or with no
+        // calendar year (fmt aborted), made `zeus report` crash while printing dates.
+        BadInput{"TimestampBeyondAnyDate", "t.csv",
+                 "timestamp,device,domain,watts\n1.7e68,gpu0,instant,1\n",
+                 "line 2: timestamp 1.7e68 is not a Unix time in seconds"},
+        BadInput{"WindowStartBeyondAnyDate", "w.csv",
+                 "start_time,window_name,elapsed_time\n70000000000000005,a,1\n",
+                 "line 2: start_time 70000000000000005 is not a Unix time"}),
     [](const testing::TestParamInfo<BadInput>& param_info) {
       return std::string(param_info.param.name);
     });

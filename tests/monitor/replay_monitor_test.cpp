@@ -72,6 +72,9 @@ TEST(ReplayMonitor, MalformedLogsNameTheLine) {
   expect_error("start_time,window_name,elapsed_time,cpu0_energy", "cpu0_energy");
   expect_error("start_time,window_name,elapsed_time,gpu0_energy\n0,a,1", "bad.csv:2");
   expect_error("start_time,window_name,elapsed_time,gpu0_energy\n0,a,1,x", "gpu0_energy");
+  expect_error("start_time,window_name,elapsed_time,gpu0_energy,gpu0_energy\n0,a,1,2,3",
+               "names GPU 0 again (also column 4)");
+  expect_error("start_time,window_name,elapsed_time,gpu", "\"gpu\" is not of the form");
   // Numbers a ZeusMonitor never writes: infinite, not a number, negative, with blanks.
   expect_error("start_time,window_name,elapsed_time,gpu0_energy\n0,a,1,inf", "bad.csv:2");
   expect_error("start_time,window_name,elapsed_time,gpu0_energy\n0,a,nan,1", "bad.csv:2");

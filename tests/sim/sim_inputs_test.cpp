@@ -204,6 +204,20 @@ TEST(TraceNames, ACorruptedNetworkNameIsReportedWithItsLine) {
   EXPECT_EQ(trace.at_batch_size(8).target_epochs.size(), 1u);
 }
 
+// Found by fuzz/trace_csv: a name with the workload key's separator in it (0x1f) split into four
+// parts and was read past the end of a three-name array. A control character in a name is
+// corruption: refused, naming the line and the column.
+TEST(TraceNames, AControlCharacterInANameIsRefused) {
+  TempDir dir;
+  write_toy(dir.path(), kTrainRows, kPowerRows + "\x1fsh0,net,8,sgd,150,15.0,120.0\n");
+  expect_error(
+      [&] { load_trace(dir.path(), "toy1", toy()); }, ErrorKind::kInvalidArgument,
+      {"summary_power_toy1.csv:6:", "column 'dataset' contains the control character 0x1f"});
+  write_toy(dir.path(), kTrainRows + "toy,n\tet,8,sgd,1e-3,3,0.5,4\n");
+  expect_error([&] { load_trace(dir.path(), "toy1", toy()); }, ErrorKind::kInvalidArgument,
+               {"summary_train.csv:7:", "column 'network' contains the control character 0x09"});
+}
+
 TEST(TraceNames, CorruptedDatasetAndOptimizerInThePowerFileToo) {
   TempDir dir;
   write_toy(dir.path(), kTrainRows,
