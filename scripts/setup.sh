@@ -36,6 +36,7 @@ test_packages=(
   clang-format clang-14 libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin
+  libtomlplusplus-dev
   postgresql libpq-dev
   python3-httpx python3-pydantic python3-pytest
   pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pip

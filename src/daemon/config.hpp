@@ -43,6 +43,8 @@ struct DaemonConfig {
   int worker_threads = 16;
   double gpu_power_poll_hz = 20.0;
   double cpu_power_poll_hz = 10.0;  // also the sampling gap of /cpu/get_power
+  // GPU writes are done by --gpu-command-overrides commands, so gpu-control needs no root.
+  bool gpu_commands_overridden = false;
   // Reported as `auth_required` in /discover; set it when `authorize` enforces tokens.
   bool auth_required = false;
 

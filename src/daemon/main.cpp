@@ -13,6 +13,7 @@
 #include "common/signals.hpp"
 #include "daemon/auth.hpp"
 #include "daemon/cli.hpp"
+#include "daemon/command_overrides.hpp"
 #include "daemon/daemon.hpp"
 #include "daemon/ledger.hpp"
 #include "device/privileges.hpp"
@@ -152,10 +153,6 @@ void check_backend(zeus::daemon::GpuBackendChoice choice,
 
 int serve(const zeus::daemon::ServeArgs& args) {
   zeus::daemon::DaemonConfig config = args.config;
-  if (!args.gpu_command_overrides_path.empty()) {
-    throw zeus::Error(zeus::ErrorKind::kNotSupported,
-                      "--gpu-command-overrides is not supported by this zeusd yet");
-  }
   for (const std::string& line : zeus::daemon::reference_differences(args)) {
     zeus::log().info("zeusd: unlike the reference zeusd, {}", line);
   }
@@ -175,6 +172,22 @@ int serve(const zeus::daemon::ServeArgs& args) {
   select_backend(args.gpu_backend, options);
   const zeus::device::GpuDiscovery discovery = zeus::device::discover_gpus(options);
   check_backend(args.gpu_backend, discovery);
+  // The daemon's writes and the ledger's restores both go through these GPUs.
+  zeus::device::Gpus daemon_gpus = discovery.gpus;
+  if (!args.gpu_command_overrides_path.empty()) {
+    if (config.read_only || !config.enabled(zeus::daemon::ApiGroup::kGpuControl)) {
+      zeus::log().warn("zeusd: --gpu-command-overrides {} ignored: gpu-control is not served",
+                       args.gpu_command_overrides_path);
+    } else {
+      const auto overrides = zeus::daemon::CommandOverrides::load(args.gpu_command_overrides_path);
+      if (!overrides->empty()) {
+        daemon_gpus = zeus::daemon::with_command_overrides(discovery.gpus, overrides);
+        config.gpu_commands_overridden = true;
+        zeus::log().info("zeusd: GPU control through the commands of {}: {}",
+                         args.gpu_command_overrides_path, overrides->covered_names());
+      }
+    }
+  }
   zeus::daemon::check_startup_privileges(config, discovery.backend, zeus::device::has_sys_admin());
   std::vector<std::shared_ptr<zeus::device::Cpu>> cpus;
   if (std::find(config.enabled_groups.begin(), config.enabled_groups.end(),
@@ -204,10 +217,10 @@ int serve(const zeus::daemon::ServeArgs& args) {
     attach_ledger(hooks, ledger_slot);
   }
   std::vector<std::shared_ptr<zeus::device::Gpu>> gpu_list;
-  for (std::size_t i = 0; i < discovery.gpus.size(); ++i) {
-    gpu_list.push_back(discovery.gpus.shared(static_cast<int>(i)));
+  for (std::size_t i = 0; i < daemon_gpus.size(); ++i) {
+    gpu_list.push_back(daemon_gpus.shared(static_cast<int>(i)));
   }
-  zeus::daemon::Daemon daemon(config, discovery.gpus, cpus, std::move(hooks));
+  zeus::daemon::Daemon daemon(config, daemon_gpus, cpus, std::move(hooks));
   zeus::daemon::LedgerOptions ledger_options;
   ledger_options.enabled = !args.no_restore;
   ledger_options.gpu_serializer = [&daemon](int gpu, const std::function<void()>& action) {

@@ -78,13 +78,16 @@ void prepare_socket_path(const std::filesystem::path& socket_path) {
 void check_startup_privileges(const DaemonConfig& config,
                               std::optional<device::GpuBackend> gpu_backend, bool has_root) {
   const bool control = !config.read_only && config.enabled(ApiGroup::kGpuControl);
-  if (!control || has_root || !gpu_backend || *gpu_backend == device::GpuBackend::kSimulated) {
+  if (!control || has_root || config.gpu_commands_overridden || !gpu_backend ||
+      *gpu_backend == device::GpuBackend::kSimulated) {
     return;
   }
   throw Error(ErrorKind::kNoPermission,
               fmt::format("the gpu-control API group changes real GPUs ({}) and needs root or "
                           "CAP_SYS_ADMIN, which this process (uid {}) lacks. Run zeusd as root, or "
-                          "start it without control: --read-only or --enable gpu-read,cpu-read",
+                          "start it without control: --read-only or --enable gpu-read,cpu-read (or "
+                          "let commands do the "
+                          "writes: --gpu-command-overrides)",
                           device::gpu_backend_name(*gpu_backend), ::geteuid()));
 }
 

@@ -21,7 +21,10 @@ void prepare_socket_path(const std::filesystem::path& socket_path);
 
 // Refuses (Error(kNoPermission), with the fix) a start that needs root without it: gpu-control
 // enabled (and not read-only) on real GPUs (`gpu_backend` not simulated) when `has_root` is
-// false. Simulated GPUs and read-only starts need nothing.
+// false. Simulated GPUs and read-only starts need nothing, and neither do GPU writes done by
+// --gpu-command-overrides commands (`config.gpu_commands_overridden`: the commands hold the
+// privilege, e.g. through sudo rules; operations they do not cover then fail with the library's
+// permission error).
 void check_startup_privileges(const DaemonConfig& config,
                               std::optional<device::GpuBackend> gpu_backend, bool has_root);
 

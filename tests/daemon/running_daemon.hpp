@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/command_overrides.hpp"
 #include "daemon/daemon.hpp"
 #include "support/temp_dir.hpp"
 #include "zeus/common/clock.hpp"
@@ -60,14 +61,18 @@ class FakeCpu final : public device::Cpu {
 // A daemon serving on <tmp>/zeusd.sock in a background thread.
 class Running {
  public:
-  explicit Running(DaemonConfig config, int gpu_count = 2, DaemonHooks hooks = {})
+  // `overrides`: the daemon's GPUs run these commands (gpu(i) stays the simulated GPU).
+  explicit Running(DaemonConfig config, int gpu_count = 2, DaemonHooks hooks = {},
+                   std::shared_ptr<const CommandOverrides> overrides = nullptr)
       : gpus_(simulated_gpus(gpu_count)) {
     if (config.mode == TransportMode::kUds) {
       config.socket_path = dir_.path() / "zeusd.sock";
     }
     std::vector<std::shared_ptr<device::Cpu>> cpus = {std::make_shared<FakeCpu>(0, true),
                                                       std::make_shared<FakeCpu>(1, false)};
-    daemon_ = std::make_unique<Daemon>(config, gpus_, cpus, std::move(hooks));
+    daemon_ = std::make_unique<Daemon>(config,
+                                       overrides ? with_command_overrides(gpus_, overrides) : gpus_,
+                                       cpus, std::move(hooks));
     daemon_->bind();
     thread_ = std::thread([this] { daemon_->serve(); });
     for (int i = 0; i < 500 && !daemon_->is_running(); ++i) {

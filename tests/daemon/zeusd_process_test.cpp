@@ -266,4 +266,45 @@ TEST(ZeusdEndToEnd, ExplicitGpuBackendFailsFastWhenUnavailable) {
   fs::remove_all(dir);
 }
 
+// --gpu-command-overrides end to end: the command does the write, and the restore on SIGTERM goes
+// through the same command; a bad file stops the start with its location.
+TEST(ZeusdEndToEnd, CommandOverridesWriteAndRestore) {
+  const fs::path dir = temp_dir();
+  const fs::path script = dir / "record.sh";
+  std::ofstream(script) << "#!/bin/sh\necho \"$@\" >> " << (dir / "argv.log").string() << "\n";
+  ::chmod(script.c_str(), 0755);
+  const fs::path overrides = dir / "overrides.toml";
+  std::ofstream(overrides) << "[set_power_limit]\ncommands = [\"" << script.string()
+                           << " {gpu_id} {power_limit_w}\"]\ntimeout_s = 10\n";
+  ::chmod(overrides.c_str(), 0600);
+  {
+    Zeusd zeusd(dir, {"--gpu-command-overrides", overrides.string()});
+    auto client = uds_client(zeusd.socket());
+    auto res = client.Post("/gpu/set_power_limit?gpu_ids=0&power_limit_mw=300000&block=true");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200) << res->body;
+    EXPECT_EQ(zeusd.power_limit_mw(), 400000);  // the command, not the library, did the write
+    EXPECT_EQ(zeusd.terminate(), 0);
+    const std::string log = zeusd.log();
+    EXPECT_NE(log.find("GPU control through the commands of"), std::string::npos) << log;
+  }
+  std::ifstream in(dir / "argv.log");
+  const std::string argv_log{std::istreambuf_iterator<char>(in), {}};
+  EXPECT_EQ(argv_log, "0 300\n0 400\n");  // the write, then the restore of the original 400 W
+
+  std::ofstream(overrides) << "[set_power_limit]\ncommands = [\"x {watts}\"]\n";
+  const std::string command = "ZEUS_SIMULATED_GPUS=1:a100 " + std::string(ZEUSD_PATH) +
+                              " serve --gpu-command-overrides " + overrides.string() +
+                              " --socket-path " + (dir / "s.sock").string() + " 2>" +
+                              (dir / "err").string();
+  const int status = std::system(command.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  std::ifstream err_in(dir / "err");
+  const std::string err{std::istreambuf_iterator<char>(err_in), {}};
+  EXPECT_NE(err.find(overrides.string() + ":2:"), std::string::npos) << err;
+  EXPECT_NE(err.find("unknown placeholder {watts}"), std::string::npos) << err;
+  fs::remove_all(dir);
+}
+
 }  // namespace
