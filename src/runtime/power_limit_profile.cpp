@@ -1,24 +1,22 @@
 #include <cmath>
 #include <cstdint>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "common/output_file.hpp"
+#include "common/text.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/runtime/power_limit_optimizer.hpp"
 
 namespace zeus::runtime {
 
 PowerLimitProfile load_power_limit_profile(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw Error(ErrorKind::kNotFound, "cannot open the power-limit profile " + path.string());
-  }
+  const std::string text = text::read_file(path, "power-limit profile");
   const std::string where = "power-limit profile " + path.string() + ": ";
   nlohmann::json document;
   try {
-    document = nlohmann::json::parse(in);
+    document = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& error) {
     throw Error(ErrorKind::kInvalidArgument, where + "not valid JSON (" + error.what() + ")");
   }
@@ -88,14 +86,12 @@ void save_power_limit_profile(const std::filesystem::path& path, const PowerLimi
     document["measurements"].push_back(
         {{"power_limit", m.power_limit_w}, {"energy", m.energy_j}, {"time", m.time_s}});
   }
-  if (path.has_parent_path()) {
-    std::filesystem::create_directories(path.parent_path());
-  }
-  std::ofstream out(path, std::ios::trunc);
-  out << document.dump(4) << "\n";
-  if (!out) {
-    throw Error(ErrorKind::kIo, "cannot write the power-limit profile " + path.string());
-  }
+  // Put in place whole: a run killed while saving must not leave a truncated profile that the
+  // next run would refuse (docs/cli.md, "Input and output files").
+  OutputFileOptions options;
+  options.what = "the power-limit profile";
+  options.create_parent_directories = true;
+  write_output_file(path, document.dump(4) + "\n", std::move(options));
 }
 
 }  // namespace zeus::runtime

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -464,6 +465,35 @@ TEST(PowerLimitOptimizerErrors, PowerLimitOutOfIntRangeIsRefused) {
   EXPECT_EQ(zeus::runtime::load_power_limit_profile(bad).measurements.at(0).power_limit_w,
             2147483647);
   fs::remove(bad);
+}
+
+// A FIFO as the profile used to block the loader forever; saving goes through a link and puts the
+// profile in place whole.
+TEST(PowerLimitOptimizerErrors, AFifoProfileIsRefusedAndSavingKeepsLinks) {
+  const fs::path fifo = temp_path("fifo-profile.json");
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  try {
+    zeus::runtime::load_power_limit_profile(fifo);
+    ADD_FAILURE() << "a FIFO was read";
+  } catch (const zeus::Error& error) {
+    EXPECT_EQ(error.kind(), zeus::ErrorKind::kInvalidArgument);
+    EXPECT_NE(std::string(error.what()).find("the power-limit profile " + fifo.string()),
+              std::string::npos)
+        << error.what();
+    EXPECT_NE(std::string(error.what()).find("named pipe"), std::string::npos) << error.what();
+  }
+  fs::remove(fifo);
+  const fs::path real = temp_path("real-profile.json");
+  const fs::path link = temp_path("linked-profile.json");
+  fs::remove(real);
+  fs::remove(link);
+  fs::create_symlink(real, link);
+  zeus::runtime::save_power_limit_profile(link, {{{250, 10.0, 1.0}, {100, 5.0, 2.0}}});
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(zeus::runtime::load_power_limit_profile(real).measurements.size(), 2u);
+  fs::remove(link);
+  fs::remove(real);
 }
 
 TEST(PowerLimitOptimizerErrors, AProfileOnSomeProcessesOnlyIsRefused) {
