@@ -300,6 +300,10 @@ def simulated_gpus():
     write("simulated_gpus", "with_visible", b"4:h100\x003,1")
     write("simulated_gpus", "visible_uuid_prefix", b"2:p100\x00GPU-")
     write("simulated_gpus", "visible_bad", b"2\x000,x")
+    # A third value: ZEUSD_HOST_PORT.
+    write("simulated_gpus", "zeusd_tcp", b"2:a40\x00\x00127.0.0.1:4938")
+    write("simulated_gpus", "zeusd_ipv6", b"1\x000\x00[::1]:4938")
+    write("simulated_gpus", "zeusd_bad_port", b"1\x00\x00localhost:65536")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,13 @@
-// ZEUS_SIMULATED_GPUS -> parse_simulated_gpus_spec (zeus/device/simulated_gpu.hpp), and, when it
-// parses, discover_gpus as a process would run it with that environment. The input is the
-// variable's value; after a NUL, the value of CUDA_VISIBLE_DEVICES (without one it is unset).
+// The GPU discovery's environment: ZEUS_SIMULATED_GPUS -> parse_simulated_gpus_spec
+// (zeus/device/simulated_gpu.hpp) and, when it parses, discover_gpus as a process would run it
+// with that environment. The input is the variable's value, then after NULs the values of
+// CUDA_VISIBLE_DEVICES and ZEUSD_HOST_PORT (each unset without its NUL); ZEUSD_HOST_PORT also
+// goes to zeusd_config_from_env (zeus/device/zeusd_gpu.hpp) directly.
 //
 // A spec has 1 to 1024 GPUs of a known model, or the parser throws a zeus::Error quoting the
 // value. Discovery then opens simulated GPUs only, each physical index in range and at most
-// once, all of them when CUDA_VISIBLE_DEVICES is unset.
+// once, all of them when CUDA_VISIBLE_DEVICES is unset. A zeusd address that parses has a host
+// and a port in 1..65535 (nothing connects until a setter is called).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -19,6 +22,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
 #include "zeus/device/simulated_gpu.hpp"
+#include "zeus/device/zeusd_gpu.hpp"
 
 namespace {
 
@@ -34,14 +38,51 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   return 0;
 }
 
-extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  const std::string_view input(reinterpret_cast<const char*>(data), size);
-  const std::size_t nul = input.find('\0');
-  const std::string value(input.substr(0, nul));
-  std::optional<std::string> cuda_visible;
-  if (nul != std::string_view::npos) {
-    cuda_visible = std::string(input.substr(nul + 1));
+namespace {
+
+// The pieces between NULs: the first always, the others only when their NUL is there.
+std::vector<std::optional<std::string>> split_values(std::string_view input, std::size_t count) {
+  std::vector<std::optional<std::string>> values(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t nul = i + 1 < count ? input.find('\0') : std::string_view::npos;
+    values[i] = std::string(input.substr(0, nul));
+    if (nul == std::string_view::npos) {
+      break;
+    }
+    input.remove_prefix(nul + 1);
   }
+  return values;
+}
+
+void check_zeusd_address(const std::optional<std::string>& host_port) {
+  const zeus::EnvLookup env = [&](const std::string& name) -> std::optional<std::string> {
+    return name == "ZEUSD_HOST_PORT" ? host_port : std::nullopt;
+  };
+  std::optional<device::ZeusdConfig> config;
+  try {
+    config = device::zeusd_config_from_env(env);
+  } catch (const zeus::Error& error) {
+    ZEUS_FUZZ_CHECK(error.kind() == zeus::ErrorKind::kInvalidArgument);
+    ZEUS_FUZZ_CHECK(std::string_view(error.what()).find("ZEUSD_HOST_PORT") !=
+                    std::string_view::npos);
+    return;
+  }
+  ZEUS_FUZZ_CHECK(config.has_value() == (host_port && !host_port->empty()));
+  if (config) {
+    ZEUS_FUZZ_CHECK(!config->socket_path && !config->host.empty());
+    ZEUS_FUZZ_CHECK(config->port >= 1 && config->port <= 65535);
+    ZEUS_FUZZ_CHECK(!config->describe().empty());
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const auto values = split_values(std::string_view(reinterpret_cast<const char*>(data), size), 3);
+  const std::string value = *values[0];
+  const std::optional<std::string>& cuda_visible = values[1];
+  const std::optional<std::string>& zeusd_host_port = values[2];
+  check_zeusd_address(zeusd_host_port);
 
   device::SimulatedGpusSpec spec;
   try {
@@ -71,17 +112,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (name == "CUDA_VISIBLE_DEVICES") {
       return cuda_visible;
     }
-    return std::nullopt;  // no zeusd, no library overrides
+    if (name == "ZEUSD_HOST_PORT") {
+      return zeusd_host_port;
+    }
+    return std::nullopt;  // no library overrides
   };
   device::GpuDiscovery discovery;
   try {
     discovery = device::discover_gpus(options);
   } catch (const zeus::Error& error) {
-    // Only CUDA_VISIBLE_DEVICES can be wrong now: the spec parsed.
-    ZEUS_FUZZ_CHECK(cuda_visible.has_value());
+    // Only CUDA_VISIBLE_DEVICES or ZEUSD_HOST_PORT can be wrong now: the spec parsed.
     ZEUS_FUZZ_CHECK(error.kind() == zeus::ErrorKind::kInvalidArgument);
-    ZEUS_FUZZ_CHECK(std::string_view(error.what()).find("CUDA_VISIBLE_DEVICES") !=
-                    std::string_view::npos);
+    const std::string_view message = error.what();
+    ZEUS_FUZZ_CHECK((cuda_visible && message.find("CUDA_VISIBLE_DEVICES") != message.npos) ||
+                    (zeusd_host_port && message.find("ZEUSD_HOST_PORT") != message.npos));
     return 0;
   }
   ZEUS_FUZZ_CHECK(discovery.backend == device::GpuBackend::kSimulated);

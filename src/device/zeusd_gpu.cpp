@@ -105,6 +105,9 @@ std::optional<ZeusdConfig> zeusd_config_from_env(const EnvLookup& env) {
   if (config.host.size() >= 2 && config.host.front() == '[' && config.host.back() == ']') {
     config.host = config.host.substr(1, config.host.size() - 2);  // [::1]:4938
   }
+  if (config.host.empty()) {
+    throw malformed();  // "[]:4938": brackets around nothing
+  }
   config.port = port;
   return config;
 }

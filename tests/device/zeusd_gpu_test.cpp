@@ -114,7 +114,11 @@ TEST(ZeusdConfigFromEnv, SocketWinsHostPortParsedTokenKept) {
   EXPECT_EQ(tcp->host, "127.0.0.1");
   EXPECT_EQ(tcp->port, 4938);
   EXPECT_FALSE(tcp->token);
-  for (const char* bad : {"localhost", ":4938", "h:", "h:x1", "h:70000", "h:0"}) {
+  auto ipv6 = device::zeusd_config_from_env(env_of({{"ZEUSD_HOST_PORT", "[::1]:4938"}}));
+  ASSERT_TRUE(ipv6);
+  EXPECT_EQ(ipv6->host, "::1");
+  // "[]:4938" used to give an empty host (found by fuzz/simulated_gpus.cpp).
+  for (const char* bad : {"localhost", ":4938", "h:", "h:x1", "h:70000", "h:0", "[]:4938"}) {
     EXPECT_EQ(error_of([&] {
                 device::zeusd_config_from_env(env_of({{"ZEUSD_HOST_PORT", bad}}));
               }).kind(),
