@@ -69,6 +69,9 @@ TEST(ZeusdCli, TheReferenceDefaultsFileParses) {
   // The shipped line.
   const Parsed shipped = parse(lines.front());
   EXPECT_EQ(shipped.args.config.worker_threads, 10);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(parse(lines[i]).args.config.worker_threads, 10) << i;
+  }
   const Parsed tcp = parse(lines[1]);
   EXPECT_EQ(tcp.args.config.mode, TransportMode::kTcp);
   EXPECT_EQ(tcp.args.config.tcp_bind_address, "0.0.0.0:4938");
@@ -85,6 +88,7 @@ TEST(ZeusdCli, TheReferenceDefaultsFileParses) {
   EXPECT_EQ(all.args.gpu_backend, GpuBackendChoice::kAuto);
   EXPECT_EQ(parse(lines[5]).args.gpu_backend, GpuBackendChoice::kNvml);
   EXPECT_EQ(parse(lines[6]).args.gpu_backend, GpuBackendChoice::kAmdSmi);
+  EXPECT_EQ(parse(lines[6]).args.gpu_command_overrides_path, "/etc/zeusd/gpu-overrides.toml");
 }
 
 TEST(ZeusdCli, DefaultsAndBadValues) {

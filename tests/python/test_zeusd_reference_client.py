@@ -7,7 +7,10 @@
 - test_wire_*: need no reference. They send what that client sends (query strings, "true"/"false"
   booleans, comma-separated ids) over a Unix socket and check every field it parses.
 
-Our daemon runs on two simulated A100s (100-400 W, memory clock 1593 MHz). See docs/zeusd.md.
+Our daemon runs on two simulated A100s (100-400 W, graphics clocks 210-1410 MHz, memory clock
+1593 MHz). The reference tests also cover locked-clock ranges that are not list members,
+non-blocking writes and --gpu-command-overrides (a script records the commands' argv). See
+docs/zeusd.md.
 """
 
 from __future__ import annotations
@@ -137,6 +140,68 @@ def test_reference_client_controls_gpus_and_its_settings_are_restored(zeusd_proc
     log = daemon.log()
     assert "GPU 0 power_limit_mw: 400000 -> 250000 (peer pid=" in log, log
     assert "restored GPU 0 power_limit" in log, log
+
+
+def test_reference_client_ranges_and_nonblocking_writes(zeusd_processes):
+    reference = _reference_src()
+    daemon = zeusd_processes.start()
+    out = _run_driver(reference, "ranges", daemon.socket_path, token=None)
+
+    assert out["supports_nonblocking"] == [True, True]
+    # block=false writes happened, after their 200.
+    assert out["limits"] == {"0": 200_000, "1": MAX_POWER_MW}
+    assert out["persistence"]["0"] is True
+    errors = out["errors"]
+    assert errors["outside_span"].startswith("ZeusdError: Failed to set_gpu_locked_clocks: ")
+    assert "outside the supported range 210-1410 MHz" in errors["outside_span"]
+    # Ours validates a non-blocking request before queueing it (the reference's daemon answers 200).
+    assert "210-1410 MHz" in errors["outside_span_nonblocking"]
+    assert errors["below_min_nonblocking"].startswith("ZeusdError: Failed to set_power_limit: ")
+    assert "100000" in errors["below_min_nonblocking"]
+    log = daemon.log()
+    # Ranges whose bounds are not listed clocks went through as ranges.
+    assert "GPU 0 gpu_locked_clocks_mhz: unknown -> 1000-1300" in log, log
+    assert "GPU 1 mem_locked_clocks_mhz: unknown -> 1500-1700" in log, log
+    assert "GPU 1 gpu_locked_clocks_mhz: unknown -> 300-400" in log, log
+
+
+def test_reference_client_through_command_overrides(zeusd_processes, tmp_path):
+    reference = _reference_src()
+    record = tmp_path / "argv.log"
+    script = tmp_path / "record.sh"
+    script.write_text(f'#!/bin/sh\necho "$@" >> {record}\n')
+    script.chmod(0o755)
+    overrides = tmp_path / "overrides.toml"
+    overrides.write_text(
+        f'[set_power_limit]\ncommands = ["{script} pl {{gpu_id}} {{power_limit_mw}} '
+        f'{{power_limit_w}}"]\n'
+        f'[set_persistence_mode]\ncommands = ["{script} pm {{gpu_id}} {{enabled}}"]\n'
+        f'[set_gpu_locked_clocks]\ncommands = ["{script} lgc {{gpu_id}} {{min_clock_mhz}} '
+        f'{{max_clock_mhz}}"]\n'
+        f'[reset_gpu_locked_clocks]\ncommands = ["{script} rgc {{gpu_id}}"]\n'
+        f'[reset_mem_locked_clocks]\ncommands = ["false"]\ntimeout_s = 5\n'
+    )
+    overrides.chmod(0o600)
+    daemon = zeusd_processes.start("--gpu-command-overrides", str(overrides))
+    out = _run_driver(reference, "overrides", daemon.socket_path, token=None)
+
+    # The commands did the writes: the simulated GPUs' own limits did not move.
+    assert out["limits"] == {"0": MAX_POWER_MW, "1": MAX_POWER_MW}
+    assert out["errors"]["failing_command"].startswith("ZeusdError: ")
+    failing = out["errors"]["failing_command"]
+    expected = "command override for reset_mem_locked_clocks on GPU 0: `false` exited with status 1"
+    assert expected in failing, failing
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and "pl 0 400000 400" not in record.read_text():
+        time.sleep(0.02)
+    lines = record.read_text().splitlines()
+    # The reference's placeholders, one argument each; then the restore after the client exited,
+    # through the same override.
+    # (GPU 0's non-blocking write and GPU 1's blocking one run on different workers: any order.)
+    assert sorted(lines[:4]) == ["lgc 1 1000 1300", "pl 0 200000 200", "pm 0 1", "rgc 1"], lines
+    assert lines.index("pl 0 200000 200") < lines.index("pm 0 1"), lines
+    assert "pl 0 400000 400" in lines[4:], lines
+    assert "GPU control through the commands of" in daemon.log()
 
 
 def test_reference_client_auth_matrix(zeusd_processes, zeusd_bin, tmp_path):

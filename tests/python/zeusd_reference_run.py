@@ -14,6 +14,10 @@ Scenarios:
   restoring anything (the daemon must).
 - auth: what the client sees of a daemon that requires tokens, with the token in ZEUSD_TOKEN
   (possibly none).
+- ranges: locked-clock ranges whose bounds are not listed clocks (NVML takes ranges), a range
+  outside the supported span, and non-blocking writes, valid and invalid.
+- overrides: the daemon runs --gpu-command-overrides commands (the test's script records their
+  argv); the client's setters, blocking and not, and a failing command.
 
 NVML is the stand-in of reference_stand_ins.py with two GPUs shaped like the daemon's simulated
 A100s: the reference reads locally through NVML and sends only the setters to the daemon.
@@ -138,12 +142,59 @@ def auth(out: dict) -> None:
     out["set_power_limit"] = _error(lambda: client.set_power_limit([0], 200_000))
 
 
+def ranges(out: dict) -> None:
+    from zeus.device import get_gpus
+    from zeus.utils.zeusd import ZeusdClient
+
+    client = ZeusdClient()
+    gpus = get_gpus()
+    # The simulated A100 lists 1410 MHz down to 210 in 15 MHz steps: 1000 and 1300 are not listed.
+    gpus.set_gpu_locked_clocks(0, 1000, 1300)
+    gpus.set_memory_locked_clocks(1, 1500, 1700)  # around the one memory clock, 1593
+    # Non-blocking: the reference client sends block=false; the daemon answers once queued.
+    gpus.set_power_management_limit(0, 200_000, block=False)
+    gpus.set_persistence_mode(0, True, block=False)
+    gpus.set_gpu_locked_clocks(1, 300, 400, block=False)
+    out["supports_nonblocking"] = [gpu.supports_nonblocking_setters for gpu in gpus.gpus]
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and (
+        client.get_power_limit().get(0) != 200_000 or not client.get_persistence_mode().get(0)
+    ):
+        time.sleep(0.02)
+    out["limits"] = {str(k): v for k, v in client.get_power_limit().items()}
+    out["persistence"] = {str(k): v for k, v in client.get_persistence_mode().items()}
+    out["errors"] = {
+        "outside_span": _error(lambda: client.set_gpu_locked_clocks([0], 100, 200)),
+        "outside_span_nonblocking": _error(
+            lambda: client.set_gpu_locked_clocks([0], 100, 200, block=False)
+        ),
+        "below_min_nonblocking": _error(lambda: client.set_power_limit([0], 50_000, block=False)),
+    }
+    gpus.reset_gpu_locked_clocks(0)
+    gpus.reset_memory_locked_clocks(1)
+    gpus.reset_gpu_locked_clocks(1, block=False)
+
+
+def overrides(out: dict) -> None:
+    from zeus.device import get_gpus
+    from zeus.utils.zeusd import ZeusdClient
+
+    client = ZeusdClient()
+    gpus = get_gpus()
+    gpus.set_power_management_limit(0, 200_000)
+    gpus.set_gpu_locked_clocks(1, 1000, 1300)
+    gpus.set_persistence_mode(0, True, block=False)
+    gpus.reset_gpu_locked_clocks(1)
+    out["limits"] = {str(k): v for k, v in client.get_power_limit().items()}
+    out["errors"] = {"failing_command": _error(lambda: gpus.reset_memory_locked_clocks(0))}
+
+
 def main() -> None:
     reference_src, scenario = sys.argv[1], sys.argv[2]
     reference_stand_ins.install(reference_src)
     sys.modules["pynvml"] = TwoGpuNvml()
     out: dict = {"scenario": scenario}
-    {"control": control, "auth": auth}[scenario](out)
+    {"control": control, "auth": auth, "ranges": ranges, "overrides": overrides}[scenario](out)
     print(json.dumps(out), flush=True)
 
 
