@@ -91,6 +91,28 @@ TEST(ZeusdCli, TheReferenceDefaultsFileParses) {
   EXPECT_EQ(parse(lines[6]).args.gpu_command_overrides_path, "/etc/zeusd/gpu-overrides.toml");
 }
 
+// Our own packaging: every ZEUSD_ARGS of packaging/systemd/zeusd.default parses, and the unit
+// runs `zeusd serve $ZEUSD_ARGS` as the reference's does.
+TEST(ZeusdCli, OurPackagingTakesTheReferenceVariable) {
+  auto lines = zeusd_args_lines(ZEUSD_PACKAGING "/zeusd.default");
+  ASSERT_GE(lines.size(), 5u);
+  for (auto& words : lines) {
+    // The group `zeusd` exists where the package is installed, not necessarily here.
+    for (std::size_t i = 1; i < words.size(); ++i) {
+      if (words[i - 1] == "--socket-gid") {
+        words[i] = "0";
+      }
+    }
+    const Parsed parsed = parse(words);
+    EXPECT_FALSE(parsed.exit_now.has_value())
+        << fmt::format("{}", fmt::join(words, " ")) << ": " << parsed.err;
+  }
+  const std::string unit = text::read_file(ZEUSD_PACKAGING "/zeusd.service");
+  EXPECT_NE(unit.find("\nExecStart=/usr/local/bin/zeusd serve $ZEUSD_ARGS\n"), std::string::npos)
+      << unit;
+  EXPECT_NE(unit.find("\nEnvironmentFile=-/etc/default/zeusd\n"), std::string::npos) << unit;
+}
+
 TEST(ZeusdCli, DefaultsAndBadValues) {
   const Parsed none = parse({});
   ASSERT_FALSE(none.exit_now.has_value()) << none.err;
