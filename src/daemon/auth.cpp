@@ -21,6 +21,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/log.hpp"
 #include "common/text.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
@@ -168,6 +169,8 @@ std::optional<ApiGroup> required_group(std::string_view path) {
 
 // ---- The signing key ----
 
+SigningKey::SigningKey(std::string bytes, AnyLength) : bytes_(std::move(bytes)) {}
+
 SigningKey::SigningKey(std::string bytes) : bytes_(std::move(bytes)) {
   if (bytes_.size() < kMinSigningKeyBytes) {
     std::size_t size = bytes_.size();
@@ -185,7 +188,7 @@ SigningKey::~SigningKey() {
   }
 }
 
-SigningKey load_signing_key(const std::filesystem::path& path) {
+SigningKey load_signing_key(const std::filesystem::path& path, bool reference_rules) {
   const std::string name = path.string();
   int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -212,17 +215,25 @@ SigningKey load_signing_key(const std::filesystem::path& path) {
                                                  " is not a regular file; point " +
                                                  "--signing-key-path at the key file");
   }
+  // Under the reference's rules these are warnings (--allow-weak-signing-key).
+  const auto refuse_or_warn = [&](ErrorKind kind, const std::string& message) {
+    if (!reference_rules) {
+      throw Error(kind, message);
+    }
+    log().warn("zeusd: {} (accepted: --allow-weak-signing-key)", message);
+  };
   if ((info.st_mode & 077) != 0) {
-    throw Error(ErrorKind::kNoPermission,
-                "the signing key file " + name + " has mode " + mode_octal(info.st_mode) +
-                    ", so group or others can access it; anyone who reads it can mint tokens. " +
-                    "Run `chmod 600 " + name + "`");
+    refuse_or_warn(ErrorKind::kNoPermission,
+                   "the signing key file " + name + " has mode " + mode_octal(info.st_mode) +
+                       ", so group or others can access it; anyone who reads it can mint "
+                       "tokens. Run `chmod 600 " +
+                       name + "`");
   }
   if (info.st_uid != 0 && info.st_uid != ::geteuid()) {
-    throw Error(ErrorKind::kNoPermission,
-                "the signing key file " + name + " is owned by uid " + std::to_string(info.st_uid) +
-                    ", neither root nor this user (uid " + std::to_string(::geteuid()) +
-                    "); run `chown root " + name + "`");
+    refuse_or_warn(ErrorKind::kNoPermission,
+                   "the signing key file " + name + " is owned by uid " +
+                       std::to_string(info.st_uid) + ", neither root nor this user (uid " +
+                       std::to_string(::geteuid()) + "); run `chown root " + name + "`");
   }
 
   std::string contents;
@@ -257,6 +268,13 @@ SigningKey load_signing_key(const std::filesystem::path& path) {
                 "the signing key file " + name + " is empty; write a secret of at least " +
                     std::to_string(kMinSigningKeyBytes) +
                     " bytes, e.g. `(umask 077; openssl rand -base64 48 > " + name + ")`");
+  }
+  if (key.size() < kMinSigningKeyBytes && reference_rules) {
+    log().warn(
+        "zeusd: the signing key in {} is {} bytes, shorter than the {} HS256 needs; tokens "
+        "signed with it are easier to forge (accepted: --allow-weak-signing-key)",
+        name, key.size(), kMinSigningKeyBytes);
+    return SigningKey(std::move(key), SigningKey::AnyLength{});
   }
   if (key.size() < kMinSigningKeyBytes) {
     std::size_t size = key.size();
@@ -410,6 +428,9 @@ int run_token_issue(int argc, const char* const* argv, std::ostream& out, std::o
   app.add_option("--scope,--scopes", scopes_text,
                  "Comma-separated API groups the token may use: gpu-control, gpu-read, cpu-read")
       ->required();
+  bool allow_weak_key = false;
+  app.add_flag("--allow-weak-signing-key", allow_weak_key,
+               "Take the key as the reference zeusd does (any non-empty file), with warnings");
   app.add_option("--expires,--expires-in", expires_in,
                  "Lifetime such as 3600, 30m, 1h, 7d or 30d; `never` or 0 (or omitted): the "
                  "token never expires");
@@ -428,7 +449,7 @@ int run_token_issue(int argc, const char* const* argv, std::ostream& out, std::o
     if (!expires_in.empty() && expires_in != "never" && expires_in != "0") {
       exp_s = now_s + parse_duration_s(expires_in);
     }
-    SigningKey key = load_signing_key(key_path);
+    SigningKey key = load_signing_key(key_path, allow_weak_key);
     out << issue_token(key, sub, scopes, exp_s) << '\n';
     return 0;
   } catch (const Error& e) {

@@ -70,6 +70,9 @@ class SigningKey {
  public:
   // Throws zeus::Error (kInvalidArgument) when `bytes` is shorter than kMinSigningKeyBytes.
   explicit SigningKey(std::string bytes);
+  // The reference zeusd's rule (--allow-weak-signing-key): any non-empty key.
+  struct AnyLength {};
+  SigningKey(std::string bytes, AnyLength);
   ~SigningKey();
   SigningKey(const SigningKey&) = default;
   SigningKey& operator=(const SigningKey&) = default;
@@ -88,7 +91,10 @@ class SigningKey {
 // - kNoPermission: group or others have any access (names the mode and `chmod 600`), or the
 //   file is owned by neither root nor the current user;
 // - kInvalidArgument: the key is empty or shorter than kMinSigningKeyBytes.
-SigningKey load_signing_key(const std::filesystem::path& path);
+// With `reference_rules` (--allow-weak-signing-key: what the reference zeusd accepts) only an
+// empty or unreadable file is an error; access by group or others, another owner and a short key
+// are logged as warnings.
+SigningKey load_signing_key(const std::filesystem::path& path, bool reference_rules = false);
 
 // ---- Tokens ----
 

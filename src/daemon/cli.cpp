@@ -90,6 +90,9 @@ std::optional<int> parse_serve_args(int argc, const char* const* argv, ServeArgs
   app.add_option("--signing-key-path", args.signing_key_path,
                  "HS256 key file (mode 600, at least 32 bytes): require JWT bearer tokens (issue "
                  "them with `zeusd token issue`)");
+  app.add_flag("--allow-weak-signing-key", args.allow_weak_signing_key,
+               "Take --signing-key-path as the reference does (any non-empty file, any mode "
+               "and owner), logging what is weak about it");
   app.add_flag("--no-restore", args.no_restore,
                "Keep settings after the client that changed them exits (the reference's "
                "behaviour); by default they are restored, and all of them on SIGTERM");
@@ -134,12 +137,12 @@ std::vector<std::string> reference_differences(const ServeArgs& args) {
         "(every local user); `--socket-permissions 666` gives the reference's mode",
         config.socket_permissions));
   }
-  if (!args.signing_key_path.empty()) {
+  if (!args.signing_key_path.empty() && !args.allow_weak_signing_key) {
     lines.emplace_back(
         "the signing key must be mode 600, owned by root or this user, and at least 32 bytes, "
-        "where the reference takes any non-empty file; no flag relaxes this (a key others can "
-        "read lets them mint tokens): `chmod 600` the key, or make a new one with `head -c 32 "
-        "/dev/urandom`");
+        "where the reference takes any non-empty file; `--allow-weak-signing-key` gives the "
+        "reference's rules (better: `chmod 600` the key, or make a new one with `head -c 32 "
+        "/dev/urandom`)");
   }
   if (!args.no_restore) {
     lines.emplace_back(

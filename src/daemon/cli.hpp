@@ -20,6 +20,7 @@ enum class GpuBackendChoice { kAuto, kNvml, kAmdSmi };
 struct ServeArgs {
   DaemonConfig config;
   std::string signing_key_path;
+  bool allow_weak_signing_key = false;  // the reference's key rules, with warnings
   bool no_restore = false;
   GpuBackendChoice gpu_backend = GpuBackendChoice::kAuto;
   std::string gpu_command_overrides_path;  // empty: none

@@ -43,10 +43,11 @@ namespace auth = zeus::daemon::auth;
 
 // The JWT middleware (auth.hpp) behind the daemon's authorize hook.
 zeus::daemon::AuthorizeHook make_authorize(const zeus::daemon::DaemonConfig& config,
-                                           const std::string& signing_key_path) {
+                                           const std::string& signing_key_path,
+                                           bool reference_key_rules) {
   auto auth_config = std::make_shared<auth::AuthConfig>();
   auth_config->enabled_groups = config.enabled_groups;
-  auth_config->signing_key = auth::load_signing_key(signing_key_path);
+  auth_config->signing_key = auth::load_signing_key(signing_key_path, reference_key_rules);
   return [auth_config](const std::string& path, const std::string& header) {
     const auth::AuthResult decision = auth::authorize(
         *auth_config, path, header.empty() ? std::nullopt : std::optional<std::string>(header),
@@ -209,7 +210,7 @@ int serve(const zeus::daemon::ServeArgs& args) {
 
   zeus::daemon::DaemonHooks hooks;
   if (!args.signing_key_path.empty()) {
-    hooks.authorize = make_authorize(config, args.signing_key_path);
+    hooks.authorize = make_authorize(config, args.signing_key_path, args.allow_weak_signing_key);
     config.auth_required = true;
   }
   LedgerSlot ledger_slot;

@@ -7,16 +7,23 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/text.hpp"
+#include "daemon/auth.hpp"
+#include "support/temp_dir.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus::daemon {
 namespace {
+
+namespace fs = std::filesystem;
 
 struct Parsed {
   std::optional<int> exit_now;
@@ -152,11 +159,29 @@ TEST(ZeusdCli, StartupMessageNamesTheFlagsThatRestoreTheReferenceDefaults) {
   ASSERT_EQ(keyed.size(), 3u);
   EXPECT_NE(keyed[1].find("mode 600"), std::string::npos) << keyed[1];
   EXPECT_NE(keyed[1].find("32 bytes"), std::string::npos) << keyed[1];
+  EXPECT_NE(keyed[1].find("`--allow-weak-signing-key`"), std::string::npos) << keyed[1];
+  EXPECT_EQ(
+      reference_differences(parse({"--signing-key-path", "/k", "--allow-weak-signing-key"}).args)
+          .size(),
+      2u);
 
   // Asked for the reference's behaviour: nothing to say.
   EXPECT_TRUE(
       reference_differences(parse({"--socket-permissions", "666", "--no-restore"}).args).empty());
   EXPECT_EQ(reference_differences(parse({"--mode", "tcp", "--no-restore"}).args).size(), 0u);
+}
+
+// --allow-weak-signing-key: the reference's key rules (any non-empty file), with warnings.
+TEST(ZeusdCli, WeakKeysOnlyWhenAskedFor) {
+  zeus::testing::TempDir dir;
+  const fs::path key = dir.path() / "key";
+  std::ofstream(key) << "sixteen-byte-key\n";
+  ::chmod(key.c_str(), 0644);
+  EXPECT_THROW(auth::load_signing_key(key), Error);
+  EXPECT_EQ(auth::load_signing_key(key, /*reference_rules=*/true).bytes(), "sixteen-byte-key");
+  std::ofstream(key, std::ios::trunc) << "\n";
+  EXPECT_THROW(auth::load_signing_key(key, true), Error);  // empty: refused by both
+  EXPECT_TRUE(parse({"--allow-weak-signing-key"}).args.allow_weak_signing_key);
 }
 
 }  // namespace
