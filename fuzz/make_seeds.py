@@ -236,6 +236,8 @@ def monitor_log():
           "\r\n1700000013.0,epoch_2,12.25,790.0\r\n")
     write("monitor_log", "no_gpus", "start_time,window_name,elapsed_time\n1.0,train,2.0\n")
     write("monitor_log", "bad_column", "start_time,window_name,elapsed_time,cpu0_energy\n1,w,2,3\n")
+    write("monitor_log", "duplicate_gpu",
+          "start_time,window_name,elapsed_time,gpu0_energy,gpu0_energy\n1,w,2,3,4\n")
     write("monitor_log", "bad_row", "start_time,window_name,elapsed_time,gpu0_energy\n1,w,2\nnan,w,x,1\n")
 
 
