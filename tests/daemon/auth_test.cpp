@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "auth_test_support.hpp"
 #include "support/expect_error.hpp"
 #include "zeus/common/error.hpp"
 
@@ -22,28 +23,6 @@ namespace {
 
 using zeus::testing::expect_error;
 
-// 39 bytes.
-const std::string kKeyText = "zeusd-test-signing-key-0123456789abcdef";
-constexpr std::int64_t kNowS = 1'700'000'000;
-
-// Computed independently of this code, with python3's hmac/hashlib/base64:
-//   key = b"zeusd-test-signing-key-0123456789abcdef"
-//   h = b'{"typ":"JWT","alg":"HS256"}'
-//   p = b'{"sub":"alice","scopes":["gpu-read","cpu-read"],"exp":2000000000}'
-//   b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-//   si = b64(h) + "." + b64(p)
-//   si + "." + b64(hmac.new(key, si.encode(), hashlib.sha256).digest())
-// (the same MAC as `printf %s "$si" | openssl dgst -sha256 -hmac "$key" -binary | basenc
-// --base64url | tr -d =`).
-const std::string kAliceToken =
-    "eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9."
-    "eyJzdWIiOiJhbGljZSIsInNjb3BlcyI6WyJncHUtcmVhZCIsImNwdS1yZWFkIl0sImV4cCI6MjAwMDAwMDAwMH0."
-    "Ac8vYrq-mvJii49HAM4xLCOLPjvN5KkI-l6zwAzBUIs";
-// Same key, p = b'{"sub":"bob","scopes":["gpu-control"]}' (no expiry).
-const std::string kBobToken =
-    "eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzI1NiJ9."
-    "eyJzdWIiOiJib2IiLCJzY29wZXMiOlsiZ3B1LWNvbnRyb2wiXX0."
-    "IYAq7AMZJUekD1_IpFI-gWxDQeWvUwiCq5Nms3IrvVE";
 // Alice's claims under {"typ":"JWT","alg":"none"} with an empty signature.
 const std::string kAliceAlgNone =
     "eyJ0eXAiOiJKV1QiLCJhbGciOiJub25lIn0."
@@ -53,10 +32,6 @@ const std::string kAliceHs512 =
     "eyJ0eXAiOiJKV1QiLCJhbGciOiJIUzUxMiJ9."
     "eyJzdWIiOiJhbGljZSIsInNjb3BlcyI6WyJncHUtcmVhZCIsImNwdS1yZWFkIl0sImV4cCI6MjAwMDAwMDAwMH0."
     "-_g1B7wbJ2DQhg3pse7pb6klmB2Fms07EmNxlDEe38gue4C0UTI4qZoptteGc0-yErkTNKcvnJ8MxJLTBU7Q7Q";
-
-SigningKey test_key() {
-  return SigningKey(kKeyText);
-}
 
 // A token over arbitrary header and payload JSON, correctly signed: for claims of wrong types.
 std::string sign_raw(const std::string& header_json, const std::string& payload_json,
@@ -466,182 +441,6 @@ TEST(Authorize, ValidTokenWithScopePassesAndCarriesClaims) {
   ASSERT_TRUE(whoami.claims.has_value());
   EXPECT_EQ(claims_json(*whoami.claims),
             R"({"sub":"alice","scopes":["gpu-read","cpu-read"],"exp":2000000000})");
-}
-
-// ---- the signing-key file ----
-
-class KeyFile : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("zeusd_auth_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::filesystem::path write(const std::string& contents, mode_t mode) {
-    std::filesystem::path path = dir_ / "key";
-    {
-      std::ofstream out(path, std::ios::binary | std::ios::trunc);
-      out << contents;
-    }
-    EXPECT_EQ(::chmod(path.c_str(), mode), 0);
-    return path;
-  }
-
-  std::filesystem::path dir_;
-};
-
-TEST_F(KeyFile, LoadsAndStripsTrailingNewlines) {
-  EXPECT_EQ(load_signing_key(write(kKeyText + "\n", 0600)).bytes(), kKeyText);
-  EXPECT_EQ(load_signing_key(write(kKeyText + "\r\n", 0400)).bytes(), kKeyText);
-  EXPECT_EQ(load_signing_key(write(kKeyText, 0600)).bytes(), kKeyText);
-  // A key loaded from a file verifies the known-answer token.
-  SigningKey key = load_signing_key(write(kKeyText + "\n", 0600));
-  EXPECT_EQ(verify_token(key, kAliceToken, kNowS).status, TokenStatus::kValid);
-}
-
-TEST_F(KeyFile, RefusesGroupOrOtherAccess) {
-  std::filesystem::path path = write(kKeyText, 0644);
-  expect_error([&] { load_signing_key(path); }, ErrorKind::kNoPermission,
-               {path.string(), "mode 0644", "chmod 600 " + path.string()});
-  expect_error([&] { load_signing_key(write(kKeyText, 0640)); }, ErrorKind::kNoPermission,
-               {"mode 0640", "chmod 600"});
-  expect_error([&] { load_signing_key(write(kKeyText, 0604)); }, ErrorKind::kNoPermission,
-               {"mode 0604", "chmod 600"});
-  expect_error([&] { load_signing_key(write(kKeyText, 0620)); }, ErrorKind::kNoPermission,
-               {"mode 0620", "chmod 600"});
-}
-
-TEST_F(KeyFile, RefusesEmptyAndShortKeys) {
-  expect_error([&] { load_signing_key(write("", 0600)); }, ErrorKind::kInvalidArgument,
-               {"is empty", "openssl rand"});
-  expect_error([&] { load_signing_key(write("\n\n", 0600)); }, ErrorKind::kInvalidArgument,
-               {"is empty"});
-  expect_error([&] { load_signing_key(write(std::string(31, 'k') + "\n", 0600)); },
-               ErrorKind::kInvalidArgument, {"31 bytes", "at least 32", "openssl rand"});
-  EXPECT_EQ(load_signing_key(write(std::string(32, 'k'), 0600)).bytes().size(), 32u);
-  expect_error([] { SigningKey(std::string(8, 'k')); }, ErrorKind::kInvalidArgument,
-               {"8 bytes", "at least 32"});
-}
-
-TEST_F(KeyFile, RefusesMissingFileAndDirectories) {
-  expect_error([&] { load_signing_key(dir_ / "missing"); }, ErrorKind::kNotFound,
-               {"missing", "--signing-key-path"});
-  expect_error([&] { load_signing_key(dir_); }, ErrorKind::kInvalidArgument,
-               {"not a regular file"});
-}
-
-// ---- `zeusd token issue` ----
-
-TEST(Duration, ParsesUnits) {
-  EXPECT_EQ(parse_duration_s("3600"), 3600);
-  EXPECT_EQ(parse_duration_s("90s"), 90);
-  EXPECT_EQ(parse_duration_s("30m"), 1800);
-  EXPECT_EQ(parse_duration_s("1h"), 3600);
-  EXPECT_EQ(parse_duration_s("7d"), 604800);
-  for (const char* bad : {"", "h", "0", "0h", "-1h", "1.5h", "1w", "1 h", "h1",
-                          "99999999999999999999", "36500000d"}) {
-    expect_error([&] { parse_duration_s(bad); }, ErrorKind::kInvalidArgument, {bad});
-  }
-}
-
-int run_cli(const std::vector<std::string>& args, std::string& out, std::string& err) {
-  std::vector<const char*> argv = {"zeusd token issue"};
-  for (const std::string& arg : args) {
-    argv.push_back(arg.c_str());
-  }
-  std::ostringstream out_stream;
-  std::ostringstream err_stream;
-  int code =
-      run_token_issue(static_cast<int>(argv.size()), argv.data(), out_stream, err_stream, kNowS);
-  out = out_stream.str();
-  err = err_stream.str();
-  return code;
-}
-
-TEST_F(KeyFile, TokenIssueCommandPrintsAVerifiableToken) {
-  std::filesystem::path path = write(kKeyText + "\n", 0600);
-  std::string out;
-  std::string err;
-  ASSERT_EQ(run_cli({"--signing-key-path", path.string(), "--sub", "alice", "--scopes",
-                     "gpu-read,cpu-read", "--expires-in", "1h"},
-                    out, err),
-            0)
-      << err;
-  ASSERT_FALSE(out.empty());
-  EXPECT_EQ(out.back(), '\n');
-  TokenCheck check = verify_token(test_key(), out.substr(0, out.size() - 1), kNowS);
-  ASSERT_EQ(check.status, TokenStatus::kValid) << check.error;
-  EXPECT_EQ(check.claims.sub, "alice");
-  EXPECT_EQ(check.claims.exp_s, kNowS + 3600);
-
-  // Without --expires-in: the reference-identical known-answer token.
-  ASSERT_EQ(
-      run_cli({"--signing-key-path", path.string(), "--sub", "bob", "--scopes", "gpu-control"}, out,
-              err),
-      0)
-      << err;
-  EXPECT_EQ(out, kBobToken + "\n");
-}
-
-// The reference's spellings: --user, --scope, --expires 7d|never|0.
-TEST_F(KeyFile, TokenIssueCommandTakesTheReferenceFlags) {
-  std::filesystem::path path = write(kKeyText + "\n", 0600);
-  std::string out;
-  std::string err;
-  ASSERT_EQ(run_cli({"--signing-key-path", path.string(), "--user", "alice", "--scope",
-                     "gpu-read,cpu-read", "--expires", "7d"},
-                    out, err),
-            0)
-      << err;
-  TokenCheck check = verify_token(test_key(), out.substr(0, out.size() - 1), kNowS);
-  ASSERT_EQ(check.status, TokenStatus::kValid) << check.error;
-  EXPECT_EQ(check.claims.sub, "alice");
-  EXPECT_EQ(check.claims.exp_s, kNowS + 7 * 86400);
-  EXPECT_EQ(check.claims.scopes, (std::vector<ApiGroup>{ApiGroup::kGpuRead, ApiGroup::kCpuRead}));
-  for (const char* never : {"never", "0"}) {
-    ASSERT_EQ(run_cli({"--signing-key-path", path.string(), "--user", "bob", "--scope",
-                       "gpu-control", "--expires", never},
-                      out, err),
-              0)
-        << err;
-    EXPECT_EQ(out, kBobToken + "\n") << never;
-  }
-}
-
-TEST_F(KeyFile, TokenIssueCommandErrors) {
-  std::filesystem::path path = write(kKeyText, 0600);
-  std::string out;
-  std::string err;
-  EXPECT_NE(run_cli({"--signing-key-path", path.string(), "--sub", "a", "--scopes", "gpu-write"},
-                    out, err),
-            0);
-  EXPECT_NE(err.find("unknown API group 'gpu-write'"), std::string::npos) << err;
-  EXPECT_TRUE(out.empty());
-
-  EXPECT_NE(run_cli({"--signing-key-path", path.string(), "--sub", "a"}, out, err), 0);
-  EXPECT_NE(err.find("--scope"), std::string::npos) << err;  // --scope, alias --scopes
-
-  EXPECT_NE(
-      run_cli({"--signing-key-path", path.string(), "--sub", "", "--scopes", "gpu-read"}, out, err),
-      0);
-  EXPECT_NE(err.find("--sub"), std::string::npos) << err;
-
-  EXPECT_NE(run_cli({"--signing-key-path", path.string(), "--sub", "a", "--scopes", "gpu-read",
-                     "--expires-in", "soon"},
-                    out, err),
-            0);
-  EXPECT_NE(err.find("invalid duration 'soon'"), std::string::npos) << err;
-
-  std::filesystem::path open_key = write(kKeyText, 0644);
-  EXPECT_NE(run_cli({"--signing-key-path", open_key.string(), "--sub", "a", "--scopes", "gpu-read"},
-                    out, err),
-            0);
-  EXPECT_NE(err.find("chmod 600"), std::string::npos) << err;
-  EXPECT_TRUE(out.empty());
 }
 
 }  // namespace
