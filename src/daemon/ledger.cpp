@@ -37,13 +37,20 @@ struct ProcStat {
   std::uint64_t start_time = 0;  // clock ticks after boot
 };
 
-// Fields 3 (state) and 22 (starttime) of /proc/<pid>/stat; nullopt when it cannot be read.
-std::optional<ProcStat> read_proc_stat(pid_t pid) {
-  std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
+// Fields 3 (state) and 22 (starttime) of the /proc/<pid>/stat opened as `file`; nullopt when it
+// cannot be read.
+std::optional<ProcStat> parse_proc_stat(std::ifstream& file) {
   if (!file) {
     return std::nullopt;
   }
-  std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::string text;
+  try {
+    // libstdc++ throws from the read when the process exits after the open (ESRCH); that is an
+    // unreadable file like any other, not a reason to end the watcher thread (and the daemon).
+    text.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
   // The command name (field 2) is in parentheses and may itself contain ") ".
   const std::size_t close_paren = text.rfind(')');
   if (close_paren == std::string::npos) {
@@ -60,6 +67,11 @@ std::optional<ProcStat> read_proc_stat(pid_t pid) {
     return std::nullopt;
   }
   return stat;
+}
+
+std::optional<ProcStat> read_proc_stat(pid_t pid) {
+  std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
+  return parse_proc_stat(file);
 }
 
 bool is_dead_state(char state) {
@@ -79,6 +91,14 @@ bool process_alive(pid_t pid, const std::optional<std::uint64_t>& start_time) {
 }
 
 }  // namespace
+
+std::optional<char> proc_stat_state(std::ifstream& opened_stat_file) {
+  const std::optional<ProcStat> stat = parse_proc_stat(opened_stat_file);
+  if (!stat) {
+    return std::nullopt;
+  }
+  return stat->state;
+}
 
 std::string_view setting_name(Setting setting) {
   switch (setting) {

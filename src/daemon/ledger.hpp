@@ -34,6 +34,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -171,5 +172,10 @@ class SettingsLedger {
   bool stopping_ = false;
   std::thread watcher_;
 };
+
+// The state field of a /proc/<pid>/stat file opened earlier (the polling fallback's read);
+// nullopt when it cannot be read, also when the process exited after the open (the read then
+// fails with ESRCH). Exposed for the test of that case.
+std::optional<char> proc_stat_state(std::ifstream& opened_stat_file);
 
 }  // namespace zeus::daemon

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -175,6 +176,22 @@ TEST_P(LedgerTest, ResetByTheOwnerRemovesTheEntry) {
   std::this_thread::sleep_for(300ms);  // longer than the fallback's 200 ms polling interval
   EXPECT_EQ(gpus[0]->power_limit_mw(), 300'000u);
   EXPECT_EQ(ledger.restored_count(), 0u);
+}
+
+// Found under `ctest -j2`: the polling watcher opened /proc/<pid>/stat, the process exited, and
+// the read threw (libstdc++, ESRCH) out of the watcher thread, aborting the daemon.
+TEST(LedgerProcStat, AProcessThatExitsBetweenOpenAndReadIsUnreadableNotAThrow) {
+  std::optional<Child> child;
+  child.emplace();
+  std::ifstream stat("/proc/" + std::to_string(child->pid()) + "/stat");
+  ASSERT_TRUE(stat.is_open());
+  child.reset();  // killed and reaped
+  std::optional<char> state;
+  EXPECT_NO_THROW(state = zeus::daemon::proc_stat_state(stat));
+  EXPECT_FALSE(state.has_value());
+
+  std::ifstream self("/proc/self/stat");
+  EXPECT_TRUE(zeus::daemon::proc_stat_state(self).has_value());
 }
 
 TEST_P(LedgerTest, AnOwnerThatHasAlreadyExitedIsRefused) {
