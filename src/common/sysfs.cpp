@@ -9,7 +9,17 @@
 namespace zeus::sysfs {
 
 std::string read_text(const std::filesystem::path& path) {
-  std::string content = text::read_file(path);
+  std::string content;
+  try {
+    content = text::read_file(path);
+  } catch (const Error& error) {
+    // A sysfs attribute that is not a file (a directory, a FIFO) is a broken device tree, not a
+    // bad argument from the user.
+    if (error.kind() != ErrorKind::kInvalidArgument) {
+      throw;
+    }
+    throw Error(ErrorKind::kIo, error.what());
+  }
   content.erase(content.find_last_not_of(text::kBlanks) + 1);  // trailing blanks only
   return content;
 }
