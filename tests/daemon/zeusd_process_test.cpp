@@ -56,14 +56,21 @@ class Zeusd {
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }
-    for (int i = 0; i < 500; ++i) {
+    // Up to 30 s: an ASan build on a loaded machine (ctest -j) can take seconds to start.
+    for (int i = 0; i < 3000; ++i) {
       auto client = uds_client(socket_);
       if (auto res = client.Get("/discover"); res && res->status == 200) {
         return;
       }
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        ADD_FAILURE() << "zeusd exited at start (status " << status << "):\n" << log();
+        return;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    ADD_FAILURE() << "zeusd did not start";
+    ADD_FAILURE() << "zeusd did not start within 30 s:\n" << log();
   }
   ~Zeusd() {
     if (pid_ > 0) {
