@@ -107,7 +107,7 @@ TEST(ZeusdCli, OurPackagingTakesTheReferenceVariable) {
     // The group `zeusd` exists where the package is installed, not necessarily here.
     for (std::size_t i = 1; i < words.size(); ++i) {
       if (words[i - 1] == "--socket-gid") {
-        words[i] = "0";
+        words[i].assign(1, '0');  // (not = "0": GCC 12 -O3 warns wrongly)
       }
     }
     const Parsed parsed = parse(words);
