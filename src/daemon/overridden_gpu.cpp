@@ -5,41 +5,16 @@
 
 #include "daemon/command_overrides.hpp"
 #include "zeus/common/units.hpp"
+#include "zeus/device/forwarding_gpu.hpp"
 
 namespace zeus::daemon {
 namespace {
 
-class OverriddenGpu final : public device::Gpu {
+class OverriddenGpu final : public device::ForwardingGpu {
  public:
   OverriddenGpu(std::shared_ptr<device::Gpu> inner, int gpu_id,
                 std::shared_ptr<const CommandOverrides> overrides)
-      : inner_(std::move(inner)), gpu_id_(gpu_id), overrides_(std::move(overrides)) {}
-
-  device::GpuBackend backend() const override { return inner_->backend(); }
-  std::string name() override { return inner_->name(); }
-  std::string uuid() override { return inner_->uuid(); }
-  std::string pci_bus_id() override { return inner_->pci_bus_id(); }
-  std::string architecture() override { return inner_->architecture(); }
-  device::PowerLimitConstraints power_limit_constraints_mw() override {
-    return inner_->power_limit_constraints_mw();
-  }
-  std::uint32_t default_power_limit_mw() override { return inner_->default_power_limit_mw(); }
-  std::uint32_t power_limit_mw() override { return inner_->power_limit_mw(); }
-  std::uint32_t enforced_power_limit_mw() override { return inner_->enforced_power_limit_mw(); }
-  bool persistence_mode() override { return inner_->persistence_mode(); }
-  std::vector<std::uint32_t> supported_memory_clocks_mhz() override {
-    return inner_->supported_memory_clocks_mhz();
-  }
-  std::vector<std::uint32_t> supported_graphics_clocks_mhz(
-      std::optional<std::uint32_t> memory_clock_mhz) override {
-    return inner_->supported_graphics_clocks_mhz(memory_clock_mhz);
-  }
-  std::uint32_t instant_power_mw() override { return inner_->instant_power_mw(); }
-  std::uint32_t average_power_mw() override { return inner_->average_power_mw(); }
-  std::uint32_t average_memory_power_mw() override { return inner_->average_memory_power_mw(); }
-  bool supports_energy_counter() override { return inner_->supports_energy_counter(); }
-  std::uint64_t total_energy_mj() override { return inner_->total_energy_mj(); }
-  int temperature_c() override { return inner_->temperature_c(); }
+      : ForwardingGpu(std::move(inner)), gpu_id_(gpu_id), overrides_(std::move(overrides)) {}
 
   void set_power_limit_mw(std::uint32_t power_limit_mw) override {
     if (!run(GpuOperation::kSetPowerLimit,
@@ -111,7 +86,6 @@ class OverriddenGpu final : public device::Gpu {
     return true;
   }
 
-  std::shared_ptr<device::Gpu> inner_;
   int gpu_id_;
   std::shared_ptr<const CommandOverrides> overrides_;
 };

@@ -376,7 +376,7 @@ std::uint64_t ZeusdCpu::dram_energy_uj() {
 
 ZeusdGpu::ZeusdGpu(std::shared_ptr<Gpu> inner, int daemon_index,
                    std::shared_ptr<ZeusdConnection> daemon, bool match_by_pci)
-    : inner_(std::move(inner)), daemon_(std::move(daemon)), match_by_pci_(match_by_pci) {
+    : ForwardingGpu(std::move(inner)), daemon_(std::move(daemon)), match_by_pci_(match_by_pci) {
   if (!match_by_pci_) {
     daemon_index_ = daemon_index;
   }

@@ -14,10 +14,13 @@
 
 #include "common/output_file.hpp"
 #include "common/text.hpp"
+#include "support/expect_error.hpp"
 #include "support/temp_dir.hpp"
 #include "zeus/common/error.hpp"
 
 namespace {
+
+using zeus::testing::error_of;
 
 namespace fs = std::filesystem;
 using zeus::Error;
@@ -31,17 +34,6 @@ void write_plain(const fs::path& path, const std::string& content) {
 
 std::string read_plain(const fs::path& path) {
   return zeus::text::read_file(path);
-}
-
-// The error `body` throws (it must throw zeus::Error).
-Error error_of(const std::function<void()>& body) {
-  try {
-    body();
-  } catch (const Error& error) {
-    return error;
-  }
-  ADD_FAILURE() << "no zeus::Error thrown";
-  return Error(ErrorKind::kIo, "no error");
 }
 
 bool contains(const std::string& text, const std::string& part) {

@@ -14,21 +14,12 @@
 #include "common/text.hpp"
 #include "daemon/socket.hpp"
 #include "running_daemon.hpp"
+#include "support/expect_error.hpp"
 
 namespace zeus::daemon {
 namespace {
 
-// The Error `fn` throws (a failure when none).
-template <typename Fn>
-Error error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error;
-  }
-  ADD_FAILURE() << "no zeus::Error thrown";
-  return Error(ErrorKind::kUnknown, "");
-}
+using zeus::testing::error_of;
 
 void expect_parse_error(const std::string& toml, const std::string& expected) {
   const Error error = error_of([&] { CommandOverrides::parse(toml, "o.toml"); });

@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "daemon/daemon.hpp"
+#include "support/expect_error.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
@@ -26,6 +27,8 @@
 
 namespace zeus {
 namespace {
+
+using zeus::testing::error_of;
 
 namespace fs = std::filesystem;
 using daemon::ApiGroup;
@@ -87,17 +90,6 @@ device::GpuDiscovery discover(std::map<std::string, std::string> vars) {
   device::DiscoveryOptions options;
   options.env = env_of(std::move(vars));
   return device::discover_gpus(options);
-}
-
-template <typename Fn>
-Error error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error;
-  }
-  ADD_FAILURE() << "no zeus::Error thrown";
-  return Error(ErrorKind::kUnknown, "");
 }
 
 TEST(ZeusdConfigFromEnv, SocketWinsHostPortParsedTokenKept) {

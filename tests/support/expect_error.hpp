@@ -1,4 +1,5 @@
-// Test helper: a call must throw zeus::Error of one kind whose message has every given fragment.
+// Test helpers: a call must throw zeus::Error of one kind whose message has every given fragment;
+// the error a call throws.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -22,6 +23,18 @@ void expect_error(Body&& body, ErrorKind kind, const std::vector<std::string>& f
           << "'" << fragment << "' not in: " << error.what();
     }
   }
+}
+
+// The zeus::Error `body` throws; a test failure (and an empty error) when it throws none.
+template <typename Body>
+Error error_of(Body&& body) {
+  try {
+    body();
+  } catch (const Error& error) {
+    return error;
+  }
+  ADD_FAILURE() << "no zeus::Error thrown";
+  return Error(ErrorKind::kUnknown, "");
 }
 
 }  // namespace zeus::testing

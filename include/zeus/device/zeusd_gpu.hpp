@@ -19,6 +19,7 @@
 
 #include "zeus/common/env.hpp"
 #include "zeus/device/cpu.hpp"
+#include "zeus/device/forwarding_gpu.hpp"
 #include "zeus/device/gpu.hpp"
 
 namespace zeus::device {
@@ -109,41 +110,13 @@ class ZeusdCpu final : public Cpu {
 };
 
 // A Gpu whose setters go to zeusd; everything else goes to `inner`.
-class ZeusdGpu final : public Gpu {
+class ZeusdGpu final : public ForwardingGpu {
  public:
   // `daemon_index`: the GPU's index as the daemon numbers it (the vendor library's index over
   // all GPUs, i.e. the physical index). With `match_by_pci` (AMD, as the reference does) the
   // index is instead looked up in /discover by PCI bus id on first use.
   ZeusdGpu(std::shared_ptr<Gpu> inner, int daemon_index, std::shared_ptr<ZeusdConnection> daemon,
            bool match_by_pci = false);
-
-  Gpu& inner() { return *inner_; }
-
-  GpuBackend backend() const override { return inner_->backend(); }
-  std::string name() override { return inner_->name(); }
-  std::string uuid() override { return inner_->uuid(); }
-  std::string pci_bus_id() override { return inner_->pci_bus_id(); }
-  std::string architecture() override { return inner_->architecture(); }
-  PowerLimitConstraints power_limit_constraints_mw() override {
-    return inner_->power_limit_constraints_mw();
-  }
-  std::uint32_t default_power_limit_mw() override { return inner_->default_power_limit_mw(); }
-  std::uint32_t power_limit_mw() override { return inner_->power_limit_mw(); }
-  std::uint32_t enforced_power_limit_mw() override { return inner_->enforced_power_limit_mw(); }
-  bool persistence_mode() override { return inner_->persistence_mode(); }
-  std::vector<std::uint32_t> supported_memory_clocks_mhz() override {
-    return inner_->supported_memory_clocks_mhz();
-  }
-  std::vector<std::uint32_t> supported_graphics_clocks_mhz(
-      std::optional<std::uint32_t> memory_clock_mhz) override {
-    return inner_->supported_graphics_clocks_mhz(memory_clock_mhz);
-  }
-  std::uint32_t instant_power_mw() override { return inner_->instant_power_mw(); }
-  std::uint32_t average_power_mw() override { return inner_->average_power_mw(); }
-  std::uint32_t average_memory_power_mw() override { return inner_->average_memory_power_mw(); }
-  bool supports_energy_counter() override { return inner_->supports_energy_counter(); }
-  std::uint64_t total_energy_mj() override { return inner_->total_energy_mj(); }
-  int temperature_c() override { return inner_->temperature_c(); }
 
   // Through the daemon, with `block=true`: the daemon answers once the GPU is changed.
   // set_power_limit_mw sends nothing when the local reading already equals the value (as the
@@ -182,7 +155,6 @@ class ZeusdGpu final : public Gpu {
   // that a range that cannot be locked fails before a request is sent.
   void check_clock_range(bool memory, std::uint32_t min_mhz, std::uint32_t max_mhz);
 
-  std::shared_ptr<Gpu> inner_;
   std::shared_ptr<ZeusdConnection> daemon_;
   std::mutex index_mutex_;
   std::optional<int> daemon_index_;
