@@ -1,7 +1,9 @@
 // zeus_cpp._zeus: GPUs, GPU, CPUs (the device layer), with the reference's method names.
 //
 // Units are the reference's device units: power in mW, energy in mJ, clocks in MHz. The
-// `block` arguments of the setters are accepted for compatibility; every setter here blocks.
+// `block` arguments of the setters: a GPU controlled through zeusd (ZEUSD_SOCK_PATH /
+// ZEUSD_HOST_PORT) sends `block=false` when it is False, as the reference's zeusd GPUs do;
+// every other GPU's setters block.
 #include <pybind11/stl.h>
 
 #include <cstdint>
@@ -18,6 +20,7 @@
 #include "zeus/device/discovery.hpp"
 #include "zeus/device/gpus.hpp"
 #include "zeus/device/simulated_gpu.hpp"
+#include "zeus/device/zeusd_gpu.hpp"
 
 namespace zeus::python {
 namespace {
@@ -70,6 +73,11 @@ py::tuple constraints(device::Gpu& gpu) {
 
 // Registers `name` on both classes: GPU.name(self, args...) and GPUs.name(self, gpu_index,
 // args...).
+// The zeusd-controlled GPU behind `gpu` when a setter may skip waiting (`block` False), else null.
+device::ZeusdGpu* nonblocking(device::Gpu& gpu, bool block) {
+  return block ? nullptr : dynamic_cast<device::ZeusdGpu*>(&gpu);
+}
+
 template <typename Result, typename... Args, typename... Extra>
 void def_both(py::class_<device::Gpu, std::shared_ptr<device::Gpu>>& gpu_class,
               py::class_<PyGpus, std::shared_ptr<PyGpus>>& gpus_class, const char* name,
@@ -107,18 +115,34 @@ void bind_device(py::module_& module) {
       +[](device::Gpu& gpu) { return gpu.power_limit_mw(); }, "The power limit in mW.");
   def_both(
       gpu_class, gpus_class, "set_power_management_limit",
-      +[](device::Gpu& gpu, std::uint32_t power_limit_mw, bool /*block*/) {
-        gpu.set_power_limit_mw(power_limit_mw);
+      +[](device::Gpu& gpu, std::uint32_t power_limit_mw, bool block) {
+        if (auto* zeusd = nonblocking(gpu, block)) {
+          zeusd->set_power_limit_mw(power_limit_mw, false);
+        } else {
+          gpu.set_power_limit_mw(power_limit_mw);
+        }
       },
       "Sets the power limit (mW); a no-op when already in force.", py::arg("power_limit_mw"),
       py::arg("block") = true);
   def_both(
       gpu_class, gpus_class, "reset_power_management_limit",
-      +[](device::Gpu& gpu, bool /*block*/) { gpu.reset_power_limit(); },
+      +[](device::Gpu& gpu, bool block) {
+        if (auto* zeusd = nonblocking(gpu, block)) {
+          zeusd->reset_power_limit(false);
+        } else {
+          gpu.reset_power_limit();
+        }
+      },
       "Restores the default power limit.", py::arg("block") = true);
   def_both(
       gpu_class, gpus_class, "set_persistence_mode",
-      +[](device::Gpu& gpu, bool enabled, bool /*block*/) { gpu.set_persistence_mode(enabled); },
+      +[](device::Gpu& gpu, bool enabled, bool block) {
+        if (auto* zeusd = nonblocking(gpu, block)) {
+          zeusd->set_persistence_mode(enabled, false);
+        } else {
+          gpu.set_persistence_mode(enabled);
+        }
+      },
       "Enables or disables persistence mode.", py::arg("enabled"), py::arg("block") = true);
   def_both(
       gpu_class, gpus_class, "get_persistence_mode",
@@ -129,13 +153,24 @@ void bind_device(py::module_& module) {
       "Supported memory clocks (MHz).");
   def_both(
       gpu_class, gpus_class, "set_memory_locked_clocks",
-      +[](device::Gpu& gpu, std::uint32_t min_clock_mhz, std::uint32_t max_clock_mhz,
-          bool /*block*/) { gpu.set_memory_locked_clocks_mhz(min_clock_mhz, max_clock_mhz); },
+      +[](device::Gpu& gpu, std::uint32_t min_clock_mhz, std::uint32_t max_clock_mhz, bool block) {
+        if (auto* zeusd = nonblocking(gpu, block)) {
+          zeusd->set_memory_locked_clocks_mhz(min_clock_mhz, max_clock_mhz, false);
+        } else {
+          gpu.set_memory_locked_clocks_mhz(min_clock_mhz, max_clock_mhz);
+        }
+      },
       "Locks the memory clock to [min, max] MHz.", py::arg("min_clock_mhz"),
       py::arg("max_clock_mhz"), py::arg("block") = true);
   def_both(
       gpu_class, gpus_class, "reset_memory_locked_clocks",
-      +[](device::Gpu& gpu, bool /*block*/) { gpu.reset_memory_locked_clocks(); },
+      +[](device::Gpu& gpu, bool block) {
+        if (auto* zeusd = nonblocking(gpu, block)) {
+          zeusd->reset_memory_locked_clocks(false);
+        } else {
+          gpu.reset_memory_locked_clocks();
+        }
+      },
       "Unlocks the memory clock.", py::arg("block") = true);
   def_both(
       gpu_class, gpus_class, "get_supported_graphics_clocks",
@@ -146,17 +181,34 @@ void bind_device(py::module_& module) {
       py::arg("memory_clock_mhz") = py::none());
   def_both(
       gpu_class, gpus_class, "set_gpu_locked_clocks",
-      +[](device::Gpu& gpu, std::uint32_t min_clock_mhz, std::uint32_t max_clock_mhz,
-          bool /*block*/) { gpu.set_gpu_locked_clocks_mhz(min_clock_mhz, max_clock_mhz); },
+      +[](device::Gpu& gpu, std::uint32_t min_clock_mhz, std::uint32_t max_clock_mhz, bool block) {
+        if (auto* zeusd = nonblocking(gpu, block)) {
+          zeusd->set_gpu_locked_clocks_mhz(min_clock_mhz, max_clock_mhz, false);
+        } else {
+          gpu.set_gpu_locked_clocks_mhz(min_clock_mhz, max_clock_mhz);
+        }
+      },
       "Locks the graphics clock to [min, max] MHz.", py::arg("min_clock_mhz"),
       py::arg("max_clock_mhz"), py::arg("block") = true);
   def_both(
       gpu_class, gpus_class, "reset_gpu_locked_clocks",
-      +[](device::Gpu& gpu, bool /*block*/) { gpu.reset_gpu_locked_clocks(); },
+      +[](device::Gpu& gpu, bool block) {
+        if (auto* zeusd = nonblocking(gpu, block)) {
+          zeusd->reset_gpu_locked_clocks(false);
+        } else {
+          gpu.reset_gpu_locked_clocks();
+        }
+      },
       "Unlocks the graphics clock.", py::arg("block") = true);
   def_both(
       gpu_class, gpus_class, "reset_locked_clocks",
-      +[](device::Gpu& gpu, bool /*block*/) { gpu.reset_locked_clocks(); },
+      +[](device::Gpu& gpu, bool block) {
+        if (auto* zeusd = nonblocking(gpu, block)) {
+          zeusd->reset_locked_clocks(false);
+        } else {
+          gpu.reset_locked_clocks();
+        }
+      },
       "Unlocks the graphics and memory clocks.", py::arg("block") = true);
   def_both(
       gpu_class, gpus_class, "get_average_power_usage",
@@ -188,13 +240,23 @@ void bind_device(py::module_& module) {
       "The architecture name, e.g. 'hopper' (zeus_cpp extension).");
 
   gpu_class.def_property_readonly(
-      "supports_nonblocking_setters", [](const device::Gpu&) { return false; },
-      "Always False: every setter blocks.");
+      "supports_nonblocking_setters",
+      [](device::Gpu& gpu) { return dynamic_cast<device::ZeusdGpu*>(&gpu) != nullptr; },
+      "True for a GPU controlled through zeusd (its setters honour block=False).");
 
   gpus_class
       .def_property_readonly(
-          "supports_nonblocking_setters", [](const PyGpus&) { return false; },
-          "Always False: every setter blocks.")
+          "supports_nonblocking_setters",
+          [](const PyGpus& self) {
+            const device::Gpus& gpus = self.gpus;
+            bool all = gpus.size() > 0;
+            for (std::size_t i = 0; i < gpus.size(); ++i) {
+              all =
+                  all && dynamic_cast<device::ZeusdGpu*>(&gpus.at(static_cast<int>(i))) != nullptr;
+            }
+            return all;
+          },
+          "True when every GPU is controlled through zeusd (block=False honoured).")
       .def_property_readonly(
           "gpus",
           [](const PyGpus& self) {

@@ -27,7 +27,7 @@ def test_get_gpus_is_a_singleton() -> None:
     assert len(gpus) == expected_count()
     assert gpus.backend == "simulated"
     assert len(gpus.gpus) == len(gpus)
-    assert gpus.supports_nonblocking_setters is False
+    assert gpus.supports_nonblocking_setters is False  # simulated, not through zeusd
 
 
 def test_readings_and_units() -> None:
@@ -191,3 +191,65 @@ def test_cpu_dram_measurement_arithmetic() -> None:
 def test_soc_is_not_supported() -> None:
     with pytest.raises(ZeusSoCInitError):
         get_soc()
+
+
+def _zeusd_binary() -> "str | None":
+    """The zeusd built beside the zeus CLI (ZEUS_CLI), or ZEUSD_BIN."""
+    configured = os.environ.get("ZEUSD_BIN")
+    if configured:
+        return configured
+    cli = os.environ.get("ZEUS_CLI")
+    if not cli:
+        return None
+    candidate = os.path.join(os.path.dirname(os.path.dirname(cli)), "daemon", "zeusd")
+    return candidate if os.access(candidate, os.X_OK) else None
+
+
+def test_zeusd_gpus_honour_block_false(tmp_path, python_runner) -> None:
+    """Through zeusd (ZEUSD_SOCK_PATH), setters with block=False are sent as block=false, as the
+    reference's zeusd GPUs do; the daemon still refuses an invalid value before queueing."""
+    import subprocess
+    import time
+
+    zeusd = _zeusd_binary()
+    if zeusd is None:
+        pytest.skip("no zeusd binary beside ZEUS_CLI (set ZEUS_CLI or ZEUSD_BIN)")
+    socket_path = tmp_path / "zeusd.sock"
+    log_path = tmp_path / "zeusd.log"
+    env = dict(os.environ, ZEUS_SIMULATED_GPUS="1:a100")
+    with open(log_path, "wb") as log:
+        daemon = subprocess.Popen(
+            [zeusd, "serve", "--socket-path", str(socket_path), "--socket-permissions", "666"],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+        )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not socket_path.exists():
+            assert daemon.poll() is None, log_path.read_text(errors="replace")
+            assert time.monotonic() < deadline, log_path.read_text(errors="replace")
+            time.sleep(0.02)
+        out = python_runner(
+            "from zeus_cpp.device import get_gpus\n"
+            "gpus = get_gpus()\n"
+            "print(gpus.supports_nonblocking_setters, gpus.gpus[0].supports_nonblocking_setters)\n"
+            "low, high = gpus.get_power_management_limit_constraints(0)\n"
+            "gpus.set_power_management_limit(0, low, block=False)\n"
+            "gpus.set_gpu_locked_clocks(0, 1000, 1500, block=False)\n"
+            "gpus.reset_gpu_locked_clocks(0, block=False)\n"
+            "gpus.reset_power_management_limit(0, block=True)\n"
+            "try:\n"
+            "    gpus.set_gpu_locked_clocks(0, 1, 2, block=False)\n"
+            "    print('accepted')\n"
+            "except Exception as error:\n"
+            "    print('refused', type(error).__name__)\n",
+            env={"ZEUS_SIMULATED_GPUS": "1:a100", "ZEUSD_SOCK_PATH": str(socket_path)},
+        )
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=30)
+    lines = out.splitlines()
+    assert lines[0] == "True True", out
+    assert lines[-1].startswith("refused"), out
+    log = log_path.read_text(errors="replace")
+    # The queued writes were carried out by the daemon's writer all the same.
+    assert "gpu_locked_clocks_mhz: unknown -> 1000-1500" in log, log
