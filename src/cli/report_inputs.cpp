@@ -18,6 +18,7 @@
 #include "common/text.hpp"
 #include "report.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/monitor/replay_monitor.hpp"
 #include "zeus/optimizer/power_limit_selector.hpp"
 #include "zeus/runtime/power_limit_optimizer.hpp"
 
@@ -27,7 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::string_view kTimelineColumns[] = {"timestamp", "device", "domain", "watts"};
-constexpr std::string_view kWindowColumns[] = {"start_time", "window_name", "elapsed_time"};
 constexpr std::string_view kHistoryColumns[] = {
     "seed", "recurrence", "batch_size", "power_limit_w", "energy_j", "time_s", "cost"};
 constexpr std::string_view kConfigurationColumns[] = {
@@ -232,24 +232,24 @@ std::vector<std::pair<double, double>> downsample(std::vector<std::pair<double, 
   return result;
 }
 
-std::vector<Window> parse_windows(const Csv& csv) {
-  const auto columns =
-      csv.columns(kWindowColumns, "ZeusMonitor log", "it is the log_file that ZeusMonitor writes");
+// A ZeusMonitor log, read by the one reader of that format (monitor::ReplayMonitor), so that
+// `zeus report` and a replay accept exactly the same files.
+std::vector<Window> read_windows(const fs::path& path) {
+  std::optional<monitor::ReplayMonitor> log;
+  try {
+    log.emplace(path, /*match_window_name=*/false);
+  } catch (const Error& error) {
+    throw Error(ErrorKind::kInvalidArgument, error.what());  // a bad input, whatever went wrong
+  }
   std::vector<Window> windows;
-  for (const auto& row : csv.rows) {
+  for (const monitor::ReplayRow& row : log->rows()) {
     Window window;
-    window.start_s = csv.unix_time(row, columns[0]);
-    window.name = row.second.at(columns[1]);
-    window.elapsed_s = csv.number(row, columns[2]);
-    if (window.elapsed_s < 0.0 || window.elapsed_s >= kMaxUnixTimeS) {
-      throw bad_input(csv.path, fmt::format("line {}: elapsed_time {} is {}", row.first,
-                                            row.second.at(columns[2]),
-                                            window.elapsed_s < 0.0 ? "negative" : "too long"));
-    }
-    for (std::size_t i = 0; i < csv.header.size(); ++i) {
-      if (i != columns[0] && i != columns[1] && i != columns[2]) {
-        window.energy_j.emplace_back(csv.header[i], csv.number(row, i));
-      }
+    window.name = row.window_name;
+    window.start_s = row.start_time_s;
+    window.elapsed_s = row.elapsed_time_s;
+    for (std::size_t i = 0; i < row.gpu_energy_j.size(); ++i) {
+      window.energy_j.emplace_back(fmt::format("gpu{}_energy", log->gpu_indices().at(i)),
+                                   row.gpu_energy_j[i]);
     }
     windows.push_back(std::move(window));
   }
@@ -295,7 +295,7 @@ Timeline parse_timeline(CsvReader& reader) {
   windows_path += ".windows.csv";
   std::error_code error;
   if (fs::is_regular_file(windows_path, error)) {
-    timeline.windows = parse_windows(read_csv(windows_path));
+    timeline.windows = read_windows(windows_path);
     timeline.windows_path = windows_path;
   }
   return timeline;
@@ -499,7 +499,7 @@ void read_one(const fs::path& path, const optimizer::OptimumSelector& selector, 
     return;
   }
   if (has_column(csv, "start_time") || has_column(csv, "window_name")) {
-    WindowLog log{path, parse_windows(reader.read_all())};
+    WindowLog log{path, read_windows(path)};
     if (log.windows.empty()) {
       throw bad_input(path, "the ZeusMonitor log has no window (a header and no rows)");
     }

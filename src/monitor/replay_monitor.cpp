@@ -27,6 +27,9 @@ std::optional<double> parse_double(const std::string& text) {
   return value;
 }
 
+// A start_time beyond this is no date (a corrupted row): no later tool can print it.
+constexpr double kMaxUnixTimeS = 1e11;
+
 }  // namespace
 
 ReplayMonitor::ReplayMonitor(const std::filesystem::path& log_file, bool match_window_name)
@@ -106,6 +109,11 @@ ReplayMonitor::ReplayMonitor(const std::filesystem::path& log_file, bool match_w
     if (!start || !elapsed) {
       throw Error(ErrorKind::kInvalidArgument,
                   at + "start_time and elapsed_time must be finite, non-negative numbers");
+    }
+    if (*start >= kMaxUnixTimeS) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  at + "start_time " + fields[0] +
+                      " is not a Unix time in seconds (0 to 1e11, about the year 5138)");
     }
     row.start_time_s = *start;
     row.elapsed_time_s = *elapsed;

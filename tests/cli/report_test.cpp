@@ -314,7 +314,7 @@ INSTANTIATE_TEST_SUITE_P(
                  "line 2: timestamp 1.7e68 is not a Unix time in seconds"},
         BadInput{"WindowStartBeyondAnyDate", "w.csv",
                  "start_time,window_name,elapsed_time\n70000000000000005,a,1\n",
-                 "line 2: start_time 70000000000000005 is not a Unix time"}),
+                 "w.csv:2: start_time 70000000000000005 is not a Unix time"}),
     [](const testing::TestParamInfo<BadInput>& param_info) {
       return std::string(param_info.param.name);
     });
