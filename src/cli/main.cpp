@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "common/utf8.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/version.hpp"
 
@@ -74,10 +75,11 @@ int main(int argc, char** argv) {
   try {
     return action ? action() : zeus::cli::kExitUsage;
   } catch (const zeus::Error& error) {
-    std::cerr << "zeus: error: " << error.what() << "\n";
+    // Messages quote file contents and arguments: printed so that they cannot drive the terminal.
+    std::cerr << "zeus: error: " << zeus::to_printable(error.what()) << "\n";
     return exit_code_for(error.kind());
   } catch (const std::exception& error) {
-    std::cerr << "zeus: internal error: " << error.what() << "\n";
+    std::cerr << "zeus: internal error: " << zeus::to_printable(error.what()) << "\n";
     return zeus::cli::kExitError;
   }
 }

@@ -78,4 +78,36 @@ std::string to_valid_utf8(std::string_view text) {
   return out;
 }
 
+std::string to_printable(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  const auto escape = [&](std::string& out, unsigned char byte) {
+    out += "\\x";
+    out += kHex[byte >> 4];
+    out += kHex[byte & 0xF];
+  };
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t at = 0; at < text.size();) {
+    const std::size_t length = sequence_length(text, at);
+    const auto lead = static_cast<unsigned char>(text[at]);
+    if (length == 0) {
+      escape(out, lead);
+      ++at;
+      continue;
+    }
+    const bool c0_or_del =
+        length == 1 && ((lead < 0x20 && lead != '\n' && lead != '\t') || lead == 0x7F);
+    const bool c1 = length == 2 && lead == 0xC2 && static_cast<unsigned char>(text[at + 1]) < 0xA0;
+    if (c0_or_del || c1) {
+      for (std::size_t i = 0; i < length; ++i) {
+        escape(out, static_cast<unsigned char>(text[at + i]));
+      }
+    } else {
+      out.append(text.substr(at, length));
+    }
+    at += length;
+  }
+  return out;
+}
+
 }  // namespace zeus

@@ -20,4 +20,9 @@ inline bool is_valid_utf8(std::string_view text) {
 // `text` with every byte that is not part of a well-formed sequence replaced by U+FFFD.
 std::string to_valid_utf8(std::string_view text);
 
+// `text` safe to print on a terminal: control characters (C0 but newline and tab, DEL, C1) and
+// bytes that are not well-formed UTF-8 become \xNN, so that an error quoting a file's content
+// can neither garble the terminal with escape sequences nor print mojibake.
+std::string to_printable(std::string_view text);
+
 }  // namespace zeus

@@ -297,6 +297,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"ShortRow", "t.csv", "timestamp,device,domain,watts\n1,gpu0,100\n",
                  "line 2: expected 4 fields"},
         BadInput{"UnknownCsv", "x.csv", "a,b,c\n1,2,3\n", "expected a `zeus monitor --timeline`"},
+        // A file's content quoted in an error cannot drive the terminal or print mojibake.
+        BadInput{"ControlCharactersEscaped", "x.csv", "a\x1b[2J\xff,b\n1,2\n",
+                 "first line \"a\\x1b[2J\\xff,b\""},
         BadInput{"EmptyFile", "x.csv", "", "the file is empty"},
         BadInput{"EmptyWindowLog", "w.csv", "start_time,window_name,elapsed_time\n", "no window"},
         BadInput{"DirectoryWithoutResults", "results", "DIR", "without summary.json"},

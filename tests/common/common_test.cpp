@@ -126,6 +126,18 @@ TEST(Utf8, ToValidReplacesEachBadByte) {
   EXPECT_TRUE(zeus::is_valid_utf8(zeus::to_valid_utf8("\xE2\x82 \xED\xA0\x80 \xC0")));
 }
 
+TEST(Utf8, ToPrintableEscapesControlsAndBadBytesOnly) {
+  EXPECT_EQ(zeus::to_printable("plain, \xC3\xBC \xE2\x82\xAC\tand\nlines"),
+            "plain, \xC3\xBC \xE2\x82\xAC\tand\nlines");
+  EXPECT_EQ(zeus::to_printable("a\x1b[31mRED\x7f"), "a\\x1b[31mRED\\x7f");
+  EXPECT_EQ(zeus::to_printable("\xC2\x9B"
+                               "2J"),
+            "\\xc2\\x9b"
+            "2J");  // C1 CSI
+  EXPECT_EQ(zeus::to_printable("\xFF\xFE,x\xE2\x82"), "\\xff\\xfe,x\\xe2\\x82");
+  EXPECT_EQ(zeus::to_printable(std::string("\0z", 2)), "\\x00z");
+}
+
 // ---- Signals (real signals, sent to this test process with kill()) ----
 
 bool same_handler(int signal, void (*handler)(int)) {
