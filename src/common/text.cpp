@@ -91,8 +91,10 @@ std::string naming(const std::filesystem::path& path, std::string_view descripti
   throw Error(ErrorKind::kIo, what);
 }
 
-// A descriptor of `path` opened for reading, or the error read_file() documents.
-int open_regular(const std::filesystem::path& path, const std::string& name) {
+// A descriptor of `path` opened for reading, or the error read_file() documents; `size_bytes`, when
+// given, gets the size fstat saw.
+int open_regular(const std::filesystem::path& path, const std::string& name,
+                 off_t* size_bytes = nullptr) {
   // O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused just below); O_CLOEXEC:
   // a command zeus starts meanwhile must not inherit the descriptor.
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
@@ -112,6 +114,9 @@ int open_regular(const std::filesystem::path& path, const std::string& name) {
                     ", not a regular file; give the path of a file (save piped data to a file "
                     "first)");
   }
+  if (size_bytes != nullptr) {
+    *size_bytes = info.st_size;
+  }
   return fd;
 }
 
@@ -128,20 +133,19 @@ std::string_view without_utf8_bom(std::string_view text) {
 
 std::string read_file(const std::filesystem::path& path, std::string_view description) {
   const std::string name = naming(path, description);
-  const int fd = open_regular(path, name);
+  off_t size_bytes = 0;
+  const int fd = open_regular(path, name, &size_bytes);
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
-  struct stat info {};
-  ::fstat(fd, &info);
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags >= 0) {
     ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   }
   std::string content;
-  if (info.st_size > 0) {
-    content.reserve(static_cast<std::size_t>(info.st_size));
+  if (size_bytes > 0) {
+    content.reserve(static_cast<std::size_t>(size_bytes));
   }
   char buffer[65536];
   while (true) {

@@ -190,7 +190,8 @@ SigningKey::~SigningKey() {
 
 SigningKey load_signing_key(const std::filesystem::path& path, bool reference_rules) {
   const std::string name = path.string();
-  int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO given as the key must be refused below, not wait for a writer forever.
+  int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     int error = errno;
     ErrorKind kind = error == ENOENT   ? ErrorKind::kNotFound

@@ -35,12 +35,15 @@ constexpr double kMaxUnixTimeS = 1e11;
 ReplayMonitor::ReplayMonitor(const std::filesystem::path& log_file, bool match_window_name)
     : path_(log_file), match_window_name_(match_window_name) {
   const std::string content = text::read_file(log_file, "monitor log");
-  const std::vector<std::string_view> lines = text::split(text::without_utf8_bom(content), '\n');
+  std::vector<std::string_view> lines = text::split(text::without_utf8_bom(content), '\n');
+  if (lines.back().empty()) {
+    lines.pop_back();  // the newline that ends the last line starts no line
+  }
   const std::string where = log_file.string() + ":";
   std::size_t next_line = 0;
   // The next line without its carriage return; false at the end.
   const auto read_line = [&](std::string& line) {
-    if (next_line >= lines.size() || (next_line + 1 == lines.size() && lines.back().empty())) {
+    if (next_line == lines.size()) {
       return false;
     }
     line = std::string(text::trim(lines[next_line++], "\r"));

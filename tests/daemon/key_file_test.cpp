@@ -57,6 +57,10 @@ TEST_F(KeyFile, RefusesMissingFileAndDirectories) {
                {"missing", "--signing-key-path"});
   expect_error([&] { load_signing_key(dir_); }, ErrorKind::kInvalidArgument,
                {"not a regular file"});
+  // A FIFO without a writer used to block zeusd's start (and `zeusd token issue`) forever.
+  ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0600), 0);
+  expect_error([&] { load_signing_key(dir_ / "fifo"); }, ErrorKind::kInvalidArgument,
+               {"not a regular file"});
 }
 
 // ---- `zeusd token issue` ----
