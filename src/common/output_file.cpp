@@ -117,6 +117,9 @@ fs::path follow_links(const fs::path& path, const OutputFileOptions& options) {
 // Throws when the file `info` describes is one of `inputs`.
 void refuse_same_file(const struct stat& info, const fs::path& path,
                       const std::vector<fs::path>& inputs, const OutputFileOptions& options) {
+  if (!S_ISREG(info.st_mode)) {
+    return;  // a device or FIFO is written through, never destroyed: two outputs may share one
+  }
   for (const fs::path& input : inputs) {
     struct stat input_info {};
     if (::stat(input.c_str(), &input_info) == 0 && input_info.st_dev == info.st_dev &&

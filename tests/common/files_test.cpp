@@ -193,6 +193,18 @@ TEST(OutputFile, RefusesAnInputEvenThroughALinkAndLeavesItIntact) {
   EXPECT_EQ(entries_in(dir.path()), 3u);
 }
 
+// Only a regular file can be destroyed: a device named as an input too (`--timeline /dev/null
+// -o /dev/null`) is written through.
+TEST(OutputFile, ADeviceThatIsAlsoAnInputIsWrittenThrough) {
+  OutputFileOptions options;
+  options.inputs = {"/dev/null"};
+  OutputFile file("/dev/null", options);
+  EXPECT_TRUE(file.writes_through());
+  file.refuse_inputs({"/dev/null"});
+  file.write("x");
+  file.commit();
+}
+
 TEST(OutputFile, RefusesDirectoriesAndMissingParents) {
   const zeus::testing::TempDir dir("zeus-files-test");
   const Error directory = error_of([&] { OutputFile file(dir.path()); });
