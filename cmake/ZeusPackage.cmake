@@ -37,10 +37,10 @@ function(zeus_write_component_table out_var)
         list(APPEND finds "CLI11")
       elseif(item MATCHES "^MPI::")
         list(APPEND finds "MPI")
-      elseif(item MATCHES "^PkgConfig::(HTTPLIB|SQLITE3|LIBPQ|LIBCRYPTO)$")
+      elseif(item MATCHES "^PkgConfig::(HTTPLIB|SQLITE3|LIBPQ|LIBCRYPTO|TOMLPLUSPLUS)$")
         list(APPEND finds "pkg:${CMAKE_MATCH_1}")
       else()
-        message(WARNING "zeus: zeus::${component} links ${item}, which cmake/ZeusPackage.cmake "
+        message(SEND_ERROR "zeus: zeus::${component} links ${item}, which cmake/ZeusPackage.cmake "
                         "does not know how to find for a package consumer; add it there")
       endif()
     endforeach()
