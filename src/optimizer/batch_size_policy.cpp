@@ -5,105 +5,23 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "optimizer/policy_common.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus::optimizer {
-namespace {
-
 using nlohmann::json;
-
-const char* kind_name(TrialKind kind) {
-  switch (kind) {
-    case TrialKind::kExploration:
-      return "exploration";
-    case TrialKind::kConcurrent:
-      return "concurrent";
-    case TrialKind::kMab:
-      return "mab";
-  }
-  return "?";
-}
-
-const char* status_name(TrialStatus status) {
-  switch (status) {
-    case TrialStatus::kDispatched:
-      return "dispatched";
-    case TrialStatus::kSucceeded:
-      return "succeeded";
-    case TrialStatus::kFailed:
-      return "failed";
-  }
-  return "?";
-}
-
-template <typename Enum>
-Enum parse_enum(const std::string& text,
-                std::initializer_list<std::pair<const char*, Enum>> names) {
-  for (const auto& [name, value] : names) {
-    if (text == name) {
-      return value;
-    }
-  }
-  throw Error(ErrorKind::kInvalidArgument, "unknown value \"" + text + "\" in a saved policy");
-}
-
-// JSON has no infinity: it is written as the string "inf".
-json number_to_json(double value) {
-  if (std::isinf(value)) {
-    return value > 0 ? "inf" : "-inf";
-  }
-  return value;
-}
-
-double number_from_json(const json& value) {
-  if (value.is_string()) {
-    const std::string text = value.get<std::string>();
-    if (text == "inf") {
-      return std::numeric_limits<double>::infinity();
-    }
-    if (text == "-inf") {
-      return -std::numeric_limits<double>::infinity();
-    }
-    throw Error(ErrorKind::kInvalidArgument, "\"" + text + "\" is not a number");
-  }
-  return value.get<double>();
-}
-
-}  // namespace
 
 BatchSizePolicy::BatchSizePolicy(BatchSizePolicyConfig config)
     : config_(std::move(config)), rng_(config_.seed) {
-  auto& sizes = config_.batch_sizes;
-  if (sizes.empty()) {
-    throw Error(ErrorKind::kInvalidArgument, "the batch-size policy needs at least one batch size");
-  }
-  std::sort(sizes.begin(), sizes.end());
-  if (std::adjacent_find(sizes.begin(), sizes.end()) != sizes.end()) {
-    throw Error(ErrorKind::kInvalidArgument, "the batch sizes contain duplicates");
-  }
-  if (sizes.front() <= 0) {
-    throw Error(ErrorKind::kInvalidArgument, "batch sizes must be positive");
-  }
-  if (!std::binary_search(sizes.begin(), sizes.end(), config_.default_batch_size)) {
-    throw Error(ErrorKind::kInvalidArgument, "the default batch size " +
-                                                 std::to_string(config_.default_batch_size) +
-                                                 " is not one of the candidate batch sizes");
-  }
+  check_common_config(config_);
   if (config_.pruning_rounds < 1) {
     throw Error(ErrorKind::kInvalidArgument, "pruning_rounds must be at least 1");
   }
   if (config_.mab.num_explorations < 0) {
     throw Error(ErrorKind::kInvalidArgument, "num_explorations must be 0 or more");
   }
-  if (config_.mab.window_size < 0) {
-    throw Error(ErrorKind::kInvalidArgument, "window_size must be 0 (all) or positive");
-  }
   if (!(config_.mab.prior_precision >= 0.0)) {
     throw Error(ErrorKind::kInvalidArgument, "the prior precision must be 0 or positive");
-  }
-  if (config_.beta && !(*config_.beta > 0.0)) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "beta must be positive (or unset to disable early stopping)");
   }
   min_cost_batch_size_ = config_.default_batch_size;
 }
@@ -230,12 +148,10 @@ Trial& BatchSizePolicy::find(int trial_id) {
   return trial;
 }
 
-void BatchSizePolicy::report(int trial_id, double cost, bool converged) {
-  if (!std::isfinite(cost) || cost < 0.0) {
-    throw Error(
-        ErrorKind::kInvalidArgument,
-        "a trial's cost must be a finite, non-negative number (got " + std::to_string(cost) + ")");
-  }
+void BatchSizePolicy::report(int trial_id, const TrialResult& result) {
+  check_trial_result(result);
+  const double cost = result.cost;
+  const bool converged = result.converged;
   Trial& trial = find(trial_id);
   trial.status = TrialStatus::kSucceeded;
   trial.cost = cost;
@@ -268,8 +184,19 @@ std::optional<double> BatchSizePolicy::cost_threshold() const {
   return *config_.beta * *min_cost_;
 }
 
+std::vector<ArmView> BatchSizePolicy::arm_views() const {
+  std::vector<ArmView> views;
+  if (mab_) {
+    for (const auto& [batch_size, arm] : mab_->arms()) {
+      views.push_back({batch_size, arm.observations, -arm.param_mean});
+    }
+  }
+  return views;
+}
+
 std::string BatchSizePolicy::save() const {
   json out;
+  out["policy"] = "zeus";
   out["version"] = 1;
   out["config"] = {{"batch_sizes", config_.batch_sizes},
                    {"default_batch_size", config_.default_batch_size},
@@ -332,14 +259,8 @@ BatchSizePolicy BatchSizePolicy::restore(const std::string& text) {
       Trial trial;
       trial.id = t.at("id").get<int>();
       trial.batch_size = t.at("batch_size").get<int>();
-      trial.kind = parse_enum<TrialKind>(t.at("kind").get<std::string>(),
-                                         {{"exploration", TrialKind::kExploration},
-                                          {"concurrent", TrialKind::kConcurrent},
-                                          {"mab", TrialKind::kMab}});
-      trial.status = parse_enum<TrialStatus>(t.at("status").get<std::string>(),
-                                             {{"dispatched", TrialStatus::kDispatched},
-                                              {"succeeded", TrialStatus::kSucceeded},
-                                              {"failed", TrialStatus::kFailed}});
+      trial.kind = parse_kind(t.at("kind").get<std::string>());
+      trial.status = parse_status(t.at("status").get<std::string>());
       trial.cost = t.at("cost").get<double>();
       trial.converged = t.at("converged").get<bool>();
       if (trial.id < 1 || (!policy.trials_.empty() && trial.id <= policy.trials_.rbegin()->first)) {

@@ -18,7 +18,9 @@ struct Outcome {
   double time_s = 0.0;
   double cost = 0.0;
   bool reached = false;
-  bool never_ran = false;  // early stopping would not even allow one epoch
+  bool never_ran = false;   // early stopping would not even allow one epoch
+  int epochs = 0;           // epochs run
+  double epoch_cost = 0.0;  // the cost of one steady epoch at the run's power limit
 };
 
 struct Choice {
@@ -43,7 +45,8 @@ class Policy {
  public:
   virtual ~Policy() = default;
   virtual Choice decide() = 0;
-  virtual std::optional<double> threshold() const { return std::nullopt; }
+  // The cost at which the run `decide` just chose is stopped early; nullopt: never.
+  virtual std::optional<double> threshold(const Choice& /*choice*/) const { return std::nullopt; }
   virtual void report(const Choice& choice, const Outcome& outcome) = 0;
 };
 std::unique_ptr<Policy> make_policy(const WorkloadTrace& trace, PolicyKind kind,

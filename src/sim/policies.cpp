@@ -1,6 +1,7 @@
 // The policies the simulator compares (Zeus through the production BatchSizePolicy and
 // ZeusCostSelector; Default; Grid; Oracle) and one training run charged from the trace.
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -9,7 +10,7 @@
 #include "engine.hpp"
 #include "limits.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/optimizer/batch_size_policy.hpp"
+#include "zeus/optimizer/batch_size_search.hpp"
 #include "zeus/optimizer/cost.hpp"
 #include "zeus/optimizer/power_limit_selector.hpp"
 #include "zeus/optimizer/rng.hpp"
@@ -71,8 +72,8 @@ Outcome run_once(const WorkloadTrace& trace, const BatchSizeTrace& batch, const 
     first_time_s *= runtime_ratio / static_cast<double>(batch.power.size());
   }
   int allowed_epochs = trace.workload.max_epochs;
+  const double cost_per_epoch = zeus_cost(epoch_energy_j, epoch_time_s, eta, trace.max_power_w);
   if (threshold) {
-    const double cost_per_epoch = zeus_cost(epoch_energy_j, epoch_time_s, eta, trace.max_power_w);
     // Converted only once known to lie in [0, allowed_epochs]: a threshold far below the cost
     // gives -inf, which no int holds. NaN (an undefined ratio) leaves the epochs unbounded.
     const double fitting_epochs = std::floor(*threshold / cost_per_epoch);
@@ -81,12 +82,14 @@ Outcome run_once(const WorkloadTrace& trace, const BatchSizeTrace& batch, const 
     }
   }
   Outcome outcome;
+  outcome.epoch_cost = cost_per_epoch;
   if (allowed_epochs <= 0) {
     outcome.never_ran = true;
     return outcome;
   }
   outcome.reached = target_epoch.has_value() && *target_epoch <= allowed_epochs;
   const int epochs = outcome.reached ? *target_epoch : allowed_epochs;
+  outcome.epochs = epochs;
   outcome.energy_j = first_energy_j + (epochs - 1) * epoch_energy_j;
   outcome.time_s = first_time_s + (epochs - 1) * epoch_time_s;
   outcome.cost = zeus_cost(outcome.energy_j, outcome.time_s, eta, trace.max_power_w);
@@ -95,13 +98,17 @@ Outcome run_once(const WorkloadTrace& trace, const BatchSizeTrace& batch, const 
 
 namespace {
 
-class ZeusPolicy final : public Policy {
+// Zeus and low-regret: the production batch-size policy core, with JIT power-limit profiling of
+// each batch size's first run.
+class SearchPolicy final : public Policy {
  public:
-  ZeusPolicy(const WorkloadTrace& trace, const SimulationConfig& config)
-      : trace_(trace), config_(config), bso_(make_config(trace, config)) {}
+  SearchPolicy(const WorkloadTrace& trace, const SimulationConfig& config, std::string_view name)
+      : trace_(trace),
+        config_(config),
+        bso_(optimizer::make_batch_size_search(name, make_config(trace, config))) {}
 
   Choice decide() override {
-    const optimizer::Decision decision = bso_.next();
+    const optimizer::Decision decision = bso_->next();
     Choice choice{decision.trial_id, decision.batch_size, 0, false};
     const auto known = power_limits_.find(decision.batch_size);
     if (known != power_limits_.end()) {
@@ -115,16 +122,23 @@ class ZeusPolicy final : public Policy {
     return choice;
   }
 
-  std::optional<double> threshold() const override { return bso_.cost_threshold(); }
+  std::optional<double> threshold(const Choice& choice) const override {
+    return bso_->cost_threshold(choice.trial_id);
+  }
 
   void report(const Choice& choice, const Outcome& outcome) override {
     if (outcome.never_ran) {
-      // Not even one epoch fits under the threshold: charge the batch size a prohibitive cost.
-      const double penalty = 100.0 * config_.beta * bso_.min_cost().value_or(1.0);
-      bso_.report(choice.trial_id, penalty, false);
+      // Not even one epoch fits under the threshold: the paper's policy charges the batch size
+      // a prohibitive cost; low-regret learns that its cost is at least the threshold.
+      double cost = 100.0 * config_.beta * bso_->min_cost().value_or(1.0);
+      if (bso_->policy_name() != "zeus") {
+        cost = bso_->cost_threshold(choice.trial_id).value_or(cost);
+      }
+      bso_->report(choice.trial_id, {cost, false, 0, outcome.epoch_cost});
       return;
     }
-    bso_.report(choice.trial_id, outcome.cost, outcome.reached);
+    bso_->report(choice.trial_id,
+                 {outcome.cost, outcome.reached, outcome.epochs, outcome.epoch_cost});
   }
 
  private:
@@ -142,12 +156,18 @@ class ZeusPolicy final : public Policy {
     bso.mab.num_explorations = config.num_explorations;
     bso.mab.window_size = config.window_size;
     bso.seed = config.seed * 0x9e3779b97f4a7c15ULL + 1;  // independent of the run sampling
+    // EXPERIMENT-ONLY
+    if (const char* v = std::getenv("ZLR_CAP")) bso.low_regret.probe_cap = std::atof(v);
+    if (const char* v = std::getenv("ZLR_NOISE")) bso.low_regret.noise_prior = std::atof(v);
+    if (const char* v = std::getenv("ZLR_W")) bso.low_regret.noise_prior_weight = std::atof(v);
+    if (const char* v = std::getenv("ZLR_Z")) bso.low_regret.drift_z = std::atof(v);
+    if (const char* v = std::getenv("ZLR_FLOOR")) bso.low_regret.shrinkage_floor = std::atof(v);
     return bso;
   }
 
   const WorkloadTrace& trace_;
   SimulationConfig config_;
-  optimizer::BatchSizePolicy bso_;
+  std::unique_ptr<optimizer::BatchSizeSearch> bso_;
   std::map<int, int> power_limits_;  // chosen by JIT profiling, per batch size
 };
 
@@ -190,7 +210,7 @@ class GridPolicy final : public Policy {
     return {-1, best_->first, best_->second, false};
   }
   // The same early stopping as Zeus, so that failing configurations cost a bounded amount.
-  std::optional<double> threshold() const override {
+  std::optional<double> threshold(const Choice& /*choice*/) const override {
     if (beta_ <= 0.0 || !best_) {
       return std::nullopt;
     }
@@ -219,7 +239,8 @@ std::unique_ptr<Policy> make_policy(const WorkloadTrace& trace, PolicyKind kind,
                                     const SimulationConfig& config) {
   switch (kind) {
     case PolicyKind::kZeus:
-      return std::make_unique<ZeusPolicy>(trace, config);
+    case PolicyKind::kLowRegret:
+      return std::make_unique<SearchPolicy>(trace, config, policy_name(kind));
     case PolicyKind::kDefault: {
       const BatchSizeTrace& batch = trace.at_batch_size(trace.workload.default_batch_size);
       return std::make_unique<FixedPolicy>(batch.batch_size, max_power_limit(batch));

@@ -14,13 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "zeus/optimizer/batch_size_search.hpp"
 #include "zeus/optimizer/gaussian_ts.hpp"
 #include "zeus/optimizer/rng.hpp"
 
 namespace zeus::optimizer {
-
-enum class TrialKind { kExploration, kConcurrent, kMab };
-enum class TrialStatus { kDispatched, kSucceeded, kFailed };
 
 struct Trial {
   int id = 0;  // 1, 2, ...
@@ -31,22 +29,7 @@ struct Trial {
   bool converged = false;  // when succeeded: reached the target within the threshold
 };
 
-struct BatchSizePolicyConfig {
-  std::vector<int> batch_sizes;      // the candidates (any order; kept sorted)
-  int default_batch_size = 0;        // b0, one of them
-  std::optional<double> beta = 2.0;  // early stopping at beta x min cost; nullopt disables
-  int pruning_rounds = 2;            // >= 1
-  GaussianTsConfig mab;
-  std::uint64_t seed = 0;
-};
-
-struct Decision {
-  int trial_id = 0;
-  int batch_size = 0;
-  TrialKind kind = TrialKind::kExploration;
-};
-
-class BatchSizePolicy {
+class BatchSizePolicy final : public BatchSizeSearch {
  public:
   // Throws zeus::Error(kInvalidArgument): empty or duplicate batch sizes, b0 not among them,
   // pruning_rounds < 1, num_explorations < 0, beta <= 0, window_size < 0, prior precision < 0.
@@ -59,29 +42,38 @@ class BatchSizePolicy {
 
   // The next trial. Throws zeus::Error(kInvalidArgument) when pruning found no batch size that
   // reaches the target (the job cannot be optimised: fix its target or batch sizes).
-  Decision next();
-  // A finished run: its Zeus cost and whether it reached the target within the threshold.
-  // Throws kInvalidArgument for an unknown trial or one already reported.
-  void report(int trial_id, double cost, bool converged);
+  Decision next() override;
+  // A finished run: its Zeus cost and whether it reached the target within the threshold (the
+  // paper's policy uses nothing else of the result).
+  using BatchSizeSearch::report;
+  void report(int trial_id, const TrialResult& result) override;
   // A run that crashed before reporting: forgotten, so that pruning explores it again.
-  void fail(int trial_id);
+  void fail(int trial_id) override;
 
-  // beta x the lowest cost of a converged run so far; nullopt before one, or without beta.
+  std::string_view policy_name() const override { return "zeus"; }
+  // beta x the lowest cost of a converged run so far; nullopt before one, or without beta. The
+  // same for every trial, and it falls while a run is in flight.
   std::optional<double> cost_threshold() const;
-  std::optional<double> min_cost() const { return min_cost_; }
+  std::optional<double> cost_threshold(int /*trial_id*/) const override { return cost_threshold(); }
+  std::optional<double> min_cost() const override { return min_cost_; }
   // The batch size of the lowest-cost converged run, else b0.
-  int best_batch_size() const { return min_cost_batch_size_; }
+  int best_batch_size() const override { return min_cost_batch_size_; }
   bool in_mab_stage() const { return mab_ != nullptr; }
+  bool exploring() const override { return mab_ == nullptr; }
+  std::vector<ArmView> arm_views() const override;
   const GaussianTs* mab() const { return mab_.get(); }
   // The trials the policy still needs: all of them during pruning; once the bandit exists, only
   // those still running (finished ones live on as the arms' observations), so that the state
   // stays small however long a job recurs.
   const std::map<int, Trial>& trials() const { return trials_; }
   int next_trial_id() const { return next_trial_id_; }
-  const BatchSizePolicyConfig& config() const { return config_; }
+  const BatchSizePolicyConfig& config() const override { return config_; }
 
   // Exact state as JSON text, and back (throws kInvalidArgument on malformed text).
-  std::string save() const;
+  std::string save() const override;
+  std::unique_ptr<BatchSizeSearch> clone() const override {
+    return std::make_unique<BatchSizePolicy>(*this);
+  }
   static BatchSizePolicy restore(const std::string& text);
 
  private:

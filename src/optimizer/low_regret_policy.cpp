@@ -1,0 +1,558 @@
+#include "zeus/optimizer/low_regret_policy.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "optimizer/policy_common.hpp"
+#include "zeus/common/error.hpp"
+
+namespace zeus::optimizer {
+
+using nlohmann::json;
+
+namespace {
+
+const char* candidate_status_name(LowRegretPolicy::Status status) {
+  switch (status) {
+    case LowRegretPolicy::Status::kUntried:
+      return "untried";
+    case LowRegretPolicy::Status::kArm:
+      return "arm";
+    case LowRegretPolicy::Status::kPruned:
+      return "pruned";
+  }
+  return "?";
+}
+
+LowRegretPolicy::Status parse_candidate_status(const std::string& text) {
+  if (text == "untried") {
+    return LowRegretPolicy::Status::kUntried;
+  }
+  if (text == "arm") {
+    return LowRegretPolicy::Status::kArm;
+  }
+  if (text == "pruned") {
+    return LowRegretPolicy::Status::kPruned;
+  }
+  throw Error(ErrorKind::kInvalidArgument, "unknown batch-size status \"" + text + "\"");
+}
+
+json optional_to_json(const std::optional<double>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+std::optional<double> optional_from_json(const json& value) {
+  if (value.is_null()) {
+    return std::nullopt;
+  }
+  return value.get<double>();
+}
+
+// EXPERIMENT knobs
+const double kFalling = std::getenv("ZLR_FALL") ? std::atof(std::getenv("ZLR_FALL")) : 0.95;
+const bool USE_STEADY = std::getenv("ZLR_STEADY") ? std::atoi(std::getenv("ZLR_STEADY")) : 1;
+const bool SHRINK = std::getenv("ZLR_SHRINK") ? std::atoi(std::getenv("ZLR_SHRINK")) : 1;
+const int kMaxSkips = std::getenv("ZLR_SKIPS") ? std::atoi(std::getenv("ZLR_SKIPS")) : 1;
+
+}  // namespace
+
+LowRegretPolicy::LowRegretPolicy(BatchSizePolicyConfig config)
+    : config_(std::move(config)), rng_(config_.seed) {
+  check_common_config(config_);
+  const LowRegretConfig& lr = config_.low_regret;
+  if (!(lr.probe_cap >= 1.0) || !std::isfinite(lr.probe_cap)) {
+    throw Error(ErrorKind::kInvalidArgument, "probe_cap must be a number of at least 1");
+  }
+  if (!(lr.noise_prior > 0.0) || !std::isfinite(lr.noise_prior)) {
+    throw Error(ErrorKind::kInvalidArgument, "noise_prior must be a positive number");
+  }
+  if (!(lr.noise_prior_weight >= 0.0) || !std::isfinite(lr.noise_prior_weight)) {
+    throw Error(ErrorKind::kInvalidArgument, "noise_prior_weight must be 0 or more");
+  }
+  if (!(lr.drift_z >= 0.0) || !std::isfinite(lr.drift_z)) {
+    throw Error(ErrorKind::kInvalidArgument, "drift_z must be 0 (off) or positive");
+  }
+  for (const int batch_size : config_.batch_sizes) {
+    candidates_[batch_size];
+  }
+  anchor_ = config_.default_batch_size;
+  min_cost_batch_size_ = config_.default_batch_size;
+}
+
+// ---- What the policy believes ----
+
+double LowRegretPolicy::noise() const {
+  const LowRegretConfig& lr = config_.low_regret;
+  const double weight = lr.noise_prior_weight;
+  const double dof = weight + noise_dof_;
+  if (dof <= 0.0) {
+    return lr.noise_prior;
+  }
+  return std::sqrt((weight * lr.noise_prior * lr.noise_prior + noise_ss_) / dof);
+}
+
+LowRegretPolicy::Pool LowRegretPolicy::pool() const {
+  Pool pool;
+  pool.noise = noise();
+  // Shrinkage needs every arm's observations on the same footing (epochs, not costs) and enough
+  // arms to estimate how much the batch sizes' mean epochs differ.
+  std::vector<const Candidate*> arms;
+  for (const auto& [batch_size, candidate] : candidates_) {
+    if (candidate.status == Status::kArm && candidate.count > 0) {
+      if (candidate.log_scale == 0.0) {
+        return pool;
+      }
+      arms.push_back(&candidate);
+    }
+  }
+  if (arms.size() < 3 || !SHRINK) {
+    return pool;
+  }
+  double sum = 0.0;
+  double sampling = 0.0;
+  for (const Candidate* arm : arms) {
+    sum += arm->mean;
+    sampling += pool.noise * pool.noise / static_cast<double>(arm->count);
+  }
+  const double n = static_cast<double>(arms.size());
+  pool.mean = sum / n;
+  double between = 0.0;
+  for (const Candidate* arm : arms) {
+    between += (arm->mean - pool.mean) * (arm->mean - pool.mean);
+  }
+  between /= n - 1.0;
+  const double floor = config_.low_regret.shrinkage_floor;
+  pool.spread = std::sqrt(std::max(between - sampling / n, floor * floor));
+  pool.shrinks = true;
+  return pool;
+}
+
+LowRegretPolicy::Belief LowRegretPolicy::belief(const Candidate& candidate, const Pool& pool) const {
+  const double data_precision =
+      static_cast<double>(candidate.count) / (pool.noise * pool.noise);
+  double precision = data_precision;
+  double weighted = data_precision * candidate.mean;
+  if (pool.shrinks) {
+    const double prior_precision = 1.0 / (pool.spread * pool.spread);
+    precision += prior_precision;
+    weighted += prior_precision * pool.mean;
+  }
+  return {candidate.log_scale + weighted / precision, 1.0 / std::sqrt(precision)};
+}
+
+std::optional<double> LowRegretPolicy::best_mean_cost() const {
+  const Pool shared = pool();
+  std::optional<double> best;
+  for (const auto& [batch_size, candidate] : candidates_) {
+    if (candidate.status == Status::kArm && candidate.count > 0) {
+      const double mean_cost = std::exp(belief(candidate, shared).log_cost);
+      if (!best || mean_cost < *best) {
+        best = mean_cost;
+      }
+    }
+  }
+  return best;
+}
+
+int LowRegretPolicy::best_batch_size() const {
+  const Pool shared = pool();
+  int best = min_cost_batch_size_;
+  double best_mean = std::numeric_limits<double>::infinity();
+  for (const auto& [batch_size, candidate] : candidates_) {
+    if (candidate.status == Status::kArm && candidate.count > 0) {
+      const double mean = belief(candidate, shared).log_cost;
+      if (mean < best_mean) {
+        best_mean = mean;
+        best = batch_size;
+      }
+    }
+  }
+  return best;
+}
+
+bool LowRegretPolicy::probe_in_flight() const {
+  return std::any_of(pending_.begin(), pending_.end(), [](const auto& entry) {
+    return entry.second.kind == TrialKind::kExploration;
+  });
+}
+
+bool LowRegretPolicy::exploring() const {
+  return probe_in_flight() || walk_candidate().has_value();
+}
+
+std::vector<ArmView> LowRegretPolicy::arm_views() const {
+  std::vector<ArmView> views;
+  const Pool shared = pool();
+  for (const auto& [batch_size, candidate] : candidates_) {
+    if (candidate.status == Status::kArm && candidate.count > 0) {
+      views.push_back(
+          {batch_size, candidate.count, std::exp(belief(candidate, shared).log_cost)});
+    }
+  }
+  return views;
+}
+
+std::optional<double> LowRegretPolicy::cost_threshold(int trial_id) const {
+  const auto found = pending_.find(trial_id);
+  if (found == pending_.end()) {
+    return std::nullopt;
+  }
+  return found->second.threshold;
+}
+
+// ---- Deciding ----
+
+std::optional<int> LowRegretPolicy::walk_candidate() const {
+  const auto in_flight = [&](int batch_size) {
+    return std::any_of(pending_.begin(), pending_.end(), [&](const auto& entry) {
+      return entry.second.kind == TrialKind::kExploration && entry.second.batch_size == batch_size;
+    });
+  };
+  const auto anchor = candidates_.find(anchor_);
+  // The anchor first: b0 at the start, and a probe that crashed.
+  if (anchor->second.status == Status::kUntried) {
+    if (in_flight(anchor_)) {
+      return std::nullopt;  // every other step depends on its result
+    }
+    return anchor_;
+  }
+  // Then down, then up: the first batch size not known yet. A direction ends at a pruned batch
+  // size, unless its per-epoch cost is still falling (a probe that failed by the noise of its
+  // epochs, where a cheaper epoch further on may still win).
+  const auto step = [&](auto begin, auto end) -> std::optional<int> {
+    double previous_epoch_cost = anchor->second.epoch_cost;
+    int skipped = 0;
+    for (auto it = begin; it != end; ++it) {
+      if (it->second.status == Status::kPruned) {
+        const double epoch_cost = it->second.epoch_cost;
+        const bool falling = epoch_cost > 0.0 && previous_epoch_cost > 0.0 &&
+                             epoch_cost < kFalling * previous_epoch_cost;
+        if (!falling || ++skipped > kMaxSkips) {
+          return std::nullopt;
+        }
+        previous_epoch_cost = epoch_cost;
+        continue;
+      }
+      skipped = 0;
+      previous_epoch_cost = it->second.epoch_cost;
+      if (it->second.status == Status::kUntried) {
+        if (in_flight(it->first)) {
+          return std::nullopt;  // this direction waits for that probe
+        }
+        return it->first;
+      }
+    }
+    return std::nullopt;
+  };
+  if (const auto down = step(std::make_reverse_iterator(anchor), candidates_.rend())) {
+    return down;
+  }
+  return step(std::next(anchor), candidates_.end());
+}
+
+Decision LowRegretPolicy::dispatch(int batch_size, TrialKind kind,
+                                   std::optional<double> threshold) {
+  PendingTrial trial{next_trial_id_++, batch_size, kind, threshold};
+  pending_.emplace(trial.id, trial);
+  return {trial.id, batch_size, kind};
+}
+
+int LowRegretPolicy::thompson_draw() {
+  const Pool shared = pool();
+  int chosen = 0;
+  double lowest = std::numeric_limits<double>::infinity();
+  for (const auto& [batch_size, candidate] : candidates_) {
+    if (candidate.status != Status::kArm || candidate.count == 0) {
+      continue;
+    }
+    const Belief b = belief(candidate, shared);
+    const double draw = rng_.normal(b.log_cost, b.sd);
+    if (draw < lowest) {
+      lowest = draw;
+      chosen = batch_size;
+    }
+  }
+  return chosen;
+}
+
+Decision LowRegretPolicy::next() {
+  const std::optional<double> best = best_mean_cost();
+  const std::optional<double> beta = config_.beta;
+  if (const std::optional<int> probe = walk_candidate()) {
+    // A first run is capped once something has reached the target (b0's first run is not).
+    std::optional<double> cap;
+    if (beta && best) {
+      cap = config_.low_regret.probe_cap * *best;
+    }
+    return dispatch(*probe, TrialKind::kExploration, cap);
+  }
+  std::optional<double> threshold;
+  if (beta && best) {
+    threshold = *beta * *best;
+  }
+  if (probe_in_flight()) {
+    // The walk waits for a probe's result: meanwhile, run the best known.
+    return dispatch(best_batch_size(), TrialKind::kConcurrent, threshold);
+  }
+  if (!best) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "no batch size reached the target metric during exploration; check the target "
+                "metric, max epochs and candidate batch sizes");
+  }
+  return dispatch(thompson_draw(), TrialKind::kMab, threshold);
+}
+
+// ---- Learning ----
+
+void LowRegretPolicy::observe(int batch_size, double cost) {
+  Candidate& candidate = candidates_.at(batch_size);
+  // In logs, the noise is relative; over the per-epoch cost, what is left is the epochs. A zero
+  // cost (a run that did nothing) is floored.
+  if (candidate.count == 0 && candidate.window.empty()) {
+    candidate.log_scale = candidate.epoch_cost > 0.0 ? std::log(candidate.epoch_cost) : 0.0;
+  }
+  const double y =
+      std::log(std::max(cost, std::numeric_limits<double>::min())) - candidate.log_scale;
+  bool drift = false;
+  if (candidate.count > 0) {
+    const double k = static_cast<double>(candidate.count);
+    const double deviation = y - candidate.mean;
+    const double z_threshold = config_.low_regret.drift_z;
+    if (z_threshold > 0.0) {
+      const double predictive = noise() * std::sqrt(1.0 + 1.0 / k);
+      const int side = deviation > 0.0 ? 1 : -1;
+      if (std::abs(deviation) > z_threshold * predictive) {
+        drift = candidate.surprise_side == side;
+        candidate.surprise_side = side;
+      } else {
+        candidate.surprise_side = 0;
+      }
+    }
+    noise_ss_ += k / (k + 1.0) * deviation * deviation;
+    noise_dof_ += 1.0;
+  }
+  const int window = config_.mab.window_size;
+  if (window > 0) {
+    candidate.window.push_back(y);
+    if (candidate.window.size() > static_cast<std::size_t>(window)) {
+      candidate.window.pop_front();
+    }
+    candidate.count = static_cast<std::int64_t>(candidate.window.size());
+    double sum = 0.0;
+    for (const double each : candidate.window) {
+      sum += each;
+    }
+    candidate.mean = sum / static_cast<double>(candidate.count);
+    candidate.m2 = 0.0;
+    for (const double each : candidate.window) {
+      candidate.m2 += (each - candidate.mean) * (each - candidate.mean);
+    }
+  } else {
+    ++candidate.count;
+    const double delta = y - candidate.mean;
+    candidate.mean += delta / static_cast<double>(candidate.count);
+    candidate.m2 += delta * (y - candidate.mean);
+  }
+  if (drift) {
+    reset_after_drift();
+  }
+}
+
+void LowRegretPolicy::reset_after_drift() {
+  ++drifts_;
+  for (auto& [batch_size, candidate] : candidates_) {
+    candidate.surprise_side = 0;
+    if (candidate.status == Status::kPruned) {
+      candidate.status = Status::kUntried;  // the walk may find it good now
+    }
+    if (candidate.count > 1) {
+      // Keep only the latest observation (with a window, the window's last one; without, the
+      // running mean is all there is).
+      const double latest = candidate.window.empty() ? candidate.mean : candidate.window.back();
+      candidate.window.assign(candidate.window.empty() ? 0 : 1, latest);
+      candidate.count = 1;
+      candidate.mean = latest;
+      candidate.m2 = 0.0;
+    }
+  }
+  anchor_ = best_batch_size();
+}
+
+void LowRegretPolicy::report(int trial_id, const TrialResult& result) {
+  check_trial_result(result);
+  const auto found = pending_.find(trial_id);
+  if (found == pending_.end()) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "unknown trial " + std::to_string(trial_id) +
+                    (trial_id >= 1 && trial_id < next_trial_id_ ? " (it already finished)" : ""));
+  }
+  const PendingTrial trial = found->second;
+  pending_.erase(found);
+  Candidate& candidate = candidates_.at(trial.batch_size);
+  if (result.epoch_cost > 0.0) {
+    candidate.epoch_cost = result.epoch_cost;
+  } else if (result.epochs > 0) {
+    candidate.epoch_cost = result.cost / result.epochs;
+  }
+  // What a repeat of this run would cost: its epochs at the steady per-epoch cost. A first run
+  // also paid for profiling power limits, which later runs of the batch size do not.
+  double repeat_cost = result.cost;
+  if (USE_STEADY && result.epochs > 0 && candidate.epoch_cost > 0.0) {
+    repeat_cost = std::min(result.cost, result.epochs * candidate.epoch_cost);
+  }
+  if (result.converged) {
+    if (!min_cost_ || result.cost < *min_cost_) {
+      min_cost_ = result.cost;
+      min_cost_batch_size_ = trial.batch_size;
+    }
+    candidate.status = Status::kArm;
+    observe(trial.batch_size, repeat_cost);
+    return;
+  }
+  if (candidate.status == Status::kArm) {
+    // A bandit run stopped early: its cost is a lower bound of what that batch size costs, and
+    // the evidence the arm needs to lose.
+    observe(trial.batch_size, std::max(result.cost, trial.threshold.value_or(result.cost)));
+    return;
+  }
+  if (trial.kind == TrialKind::kExploration) {
+    candidate.status = Status::kPruned;
+  }
+}
+
+void LowRegretPolicy::fail(int trial_id) {
+  const auto found = pending_.find(trial_id);
+  if (found == pending_.end()) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "unknown trial " + std::to_string(trial_id) +
+                    (trial_id >= 1 && trial_id < next_trial_id_ ? " (it already finished)" : ""));
+  }
+  pending_.erase(found);  // a probe's batch size stays untried: the walk probes it again
+}
+
+// ---- Saving ----
+
+std::string LowRegretPolicy::save() const {
+  const LowRegretConfig& lr = config_.low_regret;
+  json out;
+  out["policy"] = "low-regret";
+  out["version"] = 1;
+  out["config"] = {{"batch_sizes", config_.batch_sizes},
+                   {"default_batch_size", config_.default_batch_size},
+                   {"beta", optional_to_json(config_.beta)},
+                   {"window_size", config_.mab.window_size},
+                   {"probe_cap", lr.probe_cap},
+                   {"noise_prior", lr.noise_prior},
+                   {"noise_prior_weight", lr.noise_prior_weight},
+                   {"drift_z", lr.drift_z},
+                   {"shrinkage_floor", lr.shrinkage_floor},
+                   {"seed", config_.seed}};
+  json candidates = json::array();
+  for (const auto& [batch_size, c] : candidates_) {
+    candidates.push_back({{"batch_size", batch_size},
+                          {"status", candidate_status_name(c.status)},
+                          {"epoch_cost", c.epoch_cost},
+                          {"window", std::vector<double>(c.window.begin(), c.window.end())},
+                          {"count", c.count},
+                          {"mean", c.mean},
+                          {"log_scale", c.log_scale},
+                          {"m2", c.m2},
+                          {"surprise_side", c.surprise_side}});
+  }
+  out["candidates"] = candidates;
+  json pending = json::array();
+  for (const auto& [id, trial] : pending_) {
+    pending.push_back({{"id", id},
+                       {"batch_size", trial.batch_size},
+                       {"kind", kind_name(trial.kind)},
+                       {"threshold", optional_to_json(trial.threshold)}});
+  }
+  out["pending"] = pending;
+  out["anchor"] = anchor_;
+  out["next_trial_id"] = next_trial_id_;
+  out["min_cost"] = optional_to_json(min_cost_);
+  out["min_cost_batch_size"] = min_cost_batch_size_;
+  out["noise_ss"] = noise_ss_;
+  out["noise_dof"] = noise_dof_;
+  out["drifts"] = drifts_;
+  out["rng"] = rng_.save();
+  return out.dump();
+}
+
+LowRegretPolicy LowRegretPolicy::restore(const std::string& text) {
+  try {
+    const json in = json::parse(text);
+    if (in.value("policy", std::string()) != "low-regret") {
+      throw Error(ErrorKind::kInvalidArgument, "the saved state is not a low-regret policy's");
+    }
+    const json& c = in.at("config");
+    BatchSizePolicyConfig config;
+    config.batch_sizes = c.at("batch_sizes").get<std::vector<int>>();
+    config.default_batch_size = c.at("default_batch_size").get<int>();
+    config.beta = optional_from_json(c.at("beta"));
+    config.mab.window_size = c.at("window_size").get<int>();
+    config.low_regret.probe_cap = c.at("probe_cap").get<double>();
+    config.low_regret.noise_prior = c.at("noise_prior").get<double>();
+    config.low_regret.noise_prior_weight = c.at("noise_prior_weight").get<double>();
+    config.low_regret.drift_z = c.at("drift_z").get<double>();
+    config.low_regret.shrinkage_floor = c.at("shrinkage_floor").get<double>();
+    config.seed = c.at("seed").get<std::uint64_t>();
+    LowRegretPolicy policy(config);
+    for (const json& each : in.at("candidates")) {
+      const int batch_size = each.at("batch_size").get<int>();
+      const auto found = policy.candidates_.find(batch_size);
+      if (found == policy.candidates_.end()) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    "saved batch size " + std::to_string(batch_size) + " is not a candidate");
+      }
+      Candidate& candidate = found->second;
+      candidate.status = parse_candidate_status(each.at("status").get<std::string>());
+      candidate.epoch_cost = each.at("epoch_cost").get<double>();
+      for (const double y : each.at("window").get<std::vector<double>>()) {
+        candidate.window.push_back(y);
+      }
+      candidate.count = each.at("count").get<std::int64_t>();
+      candidate.mean = each.at("mean").get<double>();
+      candidate.log_scale = each.at("log_scale").get<double>();
+      candidate.m2 = each.at("m2").get<double>();
+      candidate.surprise_side = each.at("surprise_side").get<int>();
+      if (candidate.count < 0 || !std::isfinite(candidate.mean) || !std::isfinite(candidate.m2)) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    "saved batch size " + std::to_string(batch_size) + " has bad statistics");
+      }
+    }
+    policy.next_trial_id_ = in.at("next_trial_id").get<int>();
+    for (const json& each : in.at("pending")) {
+      PendingTrial trial;
+      trial.id = each.at("id").get<int>();
+      trial.batch_size = each.at("batch_size").get<int>();
+      trial.kind = parse_kind(each.at("kind").get<std::string>());
+      trial.threshold = optional_from_json(each.at("threshold"));
+      if (trial.id < 1 || trial.id >= policy.next_trial_id_ ||
+          policy.candidates_.count(trial.batch_size) == 0) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    "saved trial " + std::to_string(trial.id) + " is not consistent");
+      }
+      policy.pending_.emplace(trial.id, trial);
+    }
+    policy.anchor_ = in.at("anchor").get<int>();
+    if (policy.candidates_.count(policy.anchor_) == 0) {
+      throw Error(ErrorKind::kInvalidArgument, "the saved anchor is not a candidate");
+    }
+    policy.min_cost_ = optional_from_json(in.at("min_cost"));
+    policy.min_cost_batch_size_ = in.at("min_cost_batch_size").get<int>();
+    policy.noise_ss_ = in.at("noise_ss").get<double>();
+    policy.noise_dof_ = in.at("noise_dof").get<double>();
+    policy.drifts_ = in.at("drifts").get<int>();
+    policy.rng_ = Rng::restore(in.at("rng").get<std::string>());
+    return policy;
+  } catch (const json::exception& error) {
+    throw Error(ErrorKind::kInvalidArgument,
+                std::string("malformed saved low-regret policy: ") + error.what());
+  }
+}
+
+}  // namespace zeus::optimizer
