@@ -48,7 +48,8 @@ using sim_report::write_text;
 constexpr std::size_t kMaxSeeds = sim::limits::kMaxSeeds;
 constexpr int kProgressBarWidth = 30;
 
-constexpr PolicyKind kAllPolicies[] = {PolicyKind::kZeus, PolicyKind::kDefault, PolicyKind::kGrid,
+constexpr PolicyKind kAllPolicies[] = {PolicyKind::kZeus, PolicyKind::kLowRegret,
+                                       PolicyKind::kDefault, PolicyKind::kGrid,
                                        PolicyKind::kOracle};
 
 // "a,b, c" -> {"a", "b", "c"}; an empty item is an error naming `flag`.

@@ -108,8 +108,8 @@ RunResult simulate_concurrent(const WorkloadTrace& trace, PolicyKind kind,
                                                    " did not reach the target in " +
                                                    std::to_string(config.max_tries) + " tries");
     }
-    const std::optional<double> threshold = policy->threshold();
     const Choice choice = policy->decide();
+    const std::optional<double> threshold = policy->threshold(choice);
     const Outcome outcome = run_once(trace, trace.at_batch_size(choice.batch_size), choice,
                                      threshold, config.eta, rng, jobs[job].runtime_ratio);
     const double duration_s = jobs[job].end_s - jobs[job].start_s;

@@ -19,6 +19,8 @@ std::string_view policy_name(PolicyKind policy) {
   switch (policy) {
     case PolicyKind::kZeus:
       return "zeus";
+    case PolicyKind::kLowRegret:
+      return "low-regret";
     case PolicyKind::kDefault:
       return "default";
     case PolicyKind::kGrid:
@@ -30,14 +32,14 @@ std::string_view policy_name(PolicyKind policy) {
 }
 
 PolicyKind parse_policy(std::string_view name) {
-  for (const PolicyKind kind :
-       {PolicyKind::kZeus, PolicyKind::kDefault, PolicyKind::kGrid, PolicyKind::kOracle}) {
+  for (const PolicyKind kind : {PolicyKind::kZeus, PolicyKind::kLowRegret, PolicyKind::kDefault,
+                                PolicyKind::kGrid, PolicyKind::kOracle}) {
     if (policy_name(kind) == name) {
       return kind;
     }
   }
-  throw Error(ErrorKind::kInvalidArgument,
-              "unknown policy \"" + std::string(name) + "\"; use zeus, default, grid or oracle");
+  throw Error(ErrorKind::kInvalidArgument, "unknown policy \"" + std::string(name) +
+                                               "\"; use zeus, low-regret, default, grid or oracle");
 }
 
 double RunResult::total_energy_j() const {
@@ -174,8 +176,8 @@ RunResult simulate_recurring(const WorkloadTrace& trace, PolicyKind kind,
                                                      " did not reach the target in " +
                                                      std::to_string(max_tries) + " tries");
       }
-      const std::optional<double> threshold = policy->threshold();
       const Choice choice = policy->decide();
+      const std::optional<double> threshold = policy->threshold(choice);
       const Outcome outcome = run_once(trace, trace.at_batch_size(choice.batch_size), choice,
                                        threshold, config.eta, rng);
       policy->report(choice, outcome);

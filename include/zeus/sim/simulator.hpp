@@ -12,10 +12,11 @@
 namespace zeus::sim {
 
 enum class PolicyKind {
-  kZeus,     // pruning + Gaussian Thompson Sampling + JIT power profiling + early stopping
-  kDefault,  // b0 at the maximum power limit, every time
-  kGrid,     // every (batch size, power limit) once, then the best observed
-  kOracle,   // the best fixed configuration in expectation, every time
+  kZeus,       // pruning + Gaussian Thompson Sampling + JIT power profiling + early stopping
+  kLowRegret,  // capped single walk + pooled-noise Thompson Sampling (+ the same JIT profiling)
+  kDefault,    // b0 at the maximum power limit, every time
+  kGrid,       // every (batch size, power limit) once, then the best observed
+  kOracle,     // the best fixed configuration in expectation, every time
 };
 std::string_view policy_name(PolicyKind policy);
 PolicyKind parse_policy(std::string_view name);  // throws kInvalidArgument listing them
