@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "common/csv.hpp"
 #include "common/output_file.hpp"
 #include "common/text.hpp"
 #include "sim/limits.hpp"
@@ -165,6 +166,59 @@ std::vector<std::string> policy_names() {
     names.emplace_back(sim::policy_name(policy));
   }
   return names;
+}
+
+// --target-metric: "X" for the one selected workload, or "dataset=X,dataset=Y" naming selected
+// workloads; the others keep the paper's target. Returns a target per selected workload.
+std::vector<std::optional<double>> parse_target_metrics(std::string_view text,
+                                                        const std::vector<std::string>& workloads) {
+  std::vector<std::optional<double>> targets(workloads.size());
+  if (text.empty()) {
+    return targets;
+  }
+  const auto number = [&](std::string_view digits, std::string_view dataset) {
+    const std::optional<double> value = csv::to_double(zeus::text::trim(digits, " "));
+    if (!value || !std::isfinite(*value)) {
+      throw Error(
+          ErrorKind::kInvalidArgument,
+          fmt::format("--target-metric \"{}\": \"{}\" is not a finite number{}", text, digits,
+                      dataset.empty() ? "" : fmt::format(" (the target of {})", dataset)));
+    }
+    return *value;
+  };
+  if (text.find('=') == std::string_view::npos) {
+    if (workloads.size() != 1) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  fmt::format("--target-metric {}: one number, but {} workloads are selected; "
+                              "select one with --workload, or name each, e.g. --target-metric "
+                              "cifar100=0.65,imagenet=0.6",
+                              text, workloads.size()));
+    }
+    targets[0] = number(text, "");
+    return targets;
+  }
+  for (const std::string& item : split_list(text, "--target-metric")) {
+    const auto equals = item.find('=');
+    if (equals == std::string::npos) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  fmt::format("--target-metric \"{}\": \"{}\" is not DATASET=TARGET", text, item));
+    }
+    const std::string dataset(zeus::text::trim(std::string_view(item).substr(0, equals), " "));
+    const auto found = std::find(workloads.begin(), workloads.end(), dataset);
+    if (found == workloads.end()) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  fmt::format("--target-metric \"{}\": \"{}\" is not a selected workload "
+                              "(selected: {})",
+                              text, dataset, fmt::join(workloads, ", ")));
+    }
+    auto& target = targets[static_cast<std::size_t>(found - workloads.begin())];
+    if (target) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  fmt::format("--target-metric \"{}\": {} is given twice", text, dataset));
+    }
+    target = number(std::string_view(item).substr(equals + 1), dataset);
+  }
+  return targets;
 }
 
 void check_args(const SimArgs& args) {
@@ -324,6 +378,8 @@ int run(const SimArgs& args) {
   for (const std::string& name : select_names(args.policy, policy_names(), "--policy", "policy")) {
     policies.push_back(sim::parse_policy(name));
   }
+  const std::vector<std::optional<double>> targets =
+      parse_target_metrics(args.target_metric, workloads);
   const std::vector<std::uint64_t> seeds = parse_seeds(args.seeds);
   check_cell_size(seeds.size(), static_cast<std::size_t>(args.recurrences), "--recurrences");
   if (!args.trace_dir.empty()) {
@@ -365,8 +421,12 @@ int run(const SimArgs& args) {
 
   Progress progress(workloads.size() * gpus.size() * policies.size());
   std::vector<Cell> cells;
-  for (const std::string& workload_name : workloads) {
-    const sim::Workload& workload = sim::paper_workload(workload_name);
+  for (std::size_t w = 0; w < workloads.size(); ++w) {
+    const std::string& workload_name = workloads[w];
+    sim::Workload workload = sim::paper_workload(workload_name);
+    if (targets[w]) {
+      workload.target_metric = *targets[w];
+    }
     for (const std::string& gpu : gpus) {
       const sim::WorkloadTrace trace =
           trace_directory ? as_usage_error([&] { return trace_directory->load(gpu, workload); })
@@ -392,6 +452,7 @@ int run(const SimArgs& args) {
           cell.summary.gpu = gpu;
           cell.summary.policy = std::string(sim::policy_name(policy));
           cell.summary.seeds = static_cast<int>(seeds.size());
+          cell.summary.target_metric = workload.target_metric;
         }
         cell.summary.notes = merged_notes(trace.notes, cell.summary.notes);
         cell.oracle = oracle;
@@ -489,6 +550,11 @@ void add_sim(CLI::App& app, Action& action) {
       "Concurrent-submission mode: replay the jobs of this CSV "
       "(start_time,end_time[,runtime_ratio], seconds) instead of sequential "
       "recurrences; jobs that start while others run use the best batch size known");
+  command->add_option(
+      "--target-metric", args->target_metric,
+      "Override the target metric: a number for the one selected workload, or DATASET=X,... "
+      "(trace files: one of the targets they record; built-in models: any target their "
+      "learning curves reach)");
   command->add_option("--threads", args->threads, "Worker threads (0: every core)")
       ->capture_default_str();
   command->add_flag("--json", args->as_json, "Print one JSON object instead of the table");

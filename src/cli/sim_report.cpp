@@ -1,6 +1,7 @@
 #include "sim_report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +15,10 @@ namespace zeus::cli::sim_report {
 using json = nlohmann::ordered_json;  // keys in the order written: workload, gpu, policy first
 
 namespace {
+
+json finite_or_null(double value) {
+  return std::isfinite(value) ? json(value) : json(nullptr);
+}
 
 json cell_json(const Cell& cell) {
   const sim::CellSummary& s = cell.summary;
@@ -44,8 +49,11 @@ json cell_json(const Cell& cell) {
       {"oracle_expected_cost", cell.oracle.expected_cost},
       {"oracle_expected_energy_j", cell.oracle.expected_energy_j},
       {"oracle_expected_time_s", cell.oracle.expected_time_s},
+      {"target_metric", s.target_metric},
       {"final_batch_size", s.final_batch_size},
       {"final_power_limit_w", s.final_power_limit_w},
+      {"final_expected_cost", finite_or_null(s.final_expected_cost)},
+      {"final_expected_cost_mean", finite_or_null(s.final_expected_cost_mean)},
       {"final_matches_oracle_pct", s.final_matches_oracle_pct},
       {"failed_runs_mean", s.failed_runs_mean},
       {"notes", s.notes},
@@ -222,6 +230,21 @@ void write_text(std::ostream& out, const SimArgs& args, const std::vector<std::u
           : (args.recurrences == 0 ? std::string("2 x |B| x |P| recurrences")
                                    : fmt::format("{} recurrences", args.recurrences)),
       args.window == 0 ? std::string() : fmt::format(", window {}", args.window));
+  // The targets that are not the paper's, once per workload.
+  std::vector<std::string> targets;
+  for (const Cell& cell : cells) {
+    const sim::CellSummary& s = cell.summary;
+    const double paper = sim::paper_workload(s.workload).target_metric;
+    const std::string text =
+        fmt::format("{} {:g} (the paper's: {:g})", s.workload, s.target_metric, paper);
+    if (s.target_metric != paper &&
+        std::find(targets.begin(), targets.end(), text) == targets.end()) {
+      targets.push_back(text);
+    }
+  }
+  if (!targets.empty()) {
+    out << fmt::format(" Target metric: {}.\n\n", fmt::join(targets, ", "));
+  }
   Table table(3);
   table.add({"workload", "gpu", "policy", "rec", "energy saved %", "last 10", "time saved %",
              "cost saved %", "regret", "final bs,W", "oracle bs,W", "=oracle %", "failed"});

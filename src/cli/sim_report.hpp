@@ -29,6 +29,7 @@ struct SimArgs {
   int window = 0;
   int threads = 0;
   int max_tries = sim::SimulationConfig{}.max_tries;
+  std::string target_metric;  // "X" (one workload) or "dataset=X,..."; empty: the paper's
   bool as_json = false;
   std::string out;
 };

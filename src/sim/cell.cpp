@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <exception>
+#include <limits>
 #include <map>
 #include <thread>
 
@@ -43,6 +44,18 @@ void check_cell_size(const WorkloadTrace& trace, const SimulationConfig& config,
   }
 }
 
+// What a final configuration costs per recurrence in expectation. A final configuration is
+// that of a run that reached the target, so it reaches it within max_epochs in some run of the
+// trace; infinity otherwise (e.g. an empty history), which the JSON writes as null.
+double final_expected_cost(const WorkloadTrace& trace, std::pair<int, int> configuration,
+                           double eta) {
+  try {
+    return expected_fixed(trace, configuration.first, configuration.second, eta).expected_cost;
+  } catch (const Error&) {
+    return std::numeric_limits<double>::infinity();
+  }
+}
+
 }  // namespace
 
 CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const SimulationConfig& config,
@@ -62,6 +75,7 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
                                              : static_cast<int>(config.arrivals.size());
   cell.oracle_batch_size = oracle.batch_size;
   cell.oracle_power_limit_w = oracle.power_limit_w;
+  cell.target_metric = trace.workload.target_metric;
   cell.notes = trace.notes;
   cell.runs.resize(seeds.size());
 
@@ -144,9 +158,11 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
   std::map<std::pair<int, int>, int> finals;
   int matches = 0;
   double failed = 0.0;
+  double final_costs = 0.0;
   for (const RunResult& run : cell.runs) {
     const auto final_config = run.final_configuration();
     ++finals[final_config];
+    final_costs += final_expected_cost(trace, final_config, config.eta);
     matches += final_config.first == oracle.batch_size ? 1 : 0;
     failed += run.failed_runs;
   }
@@ -155,6 +171,8 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
                        [](const auto& a, const auto& b) { return a.second < b.second; });
   cell.final_batch_size = modal->first.first;
   cell.final_power_limit_w = modal->first.second;
+  cell.final_expected_cost = final_expected_cost(trace, modal->first, config.eta);
+  cell.final_expected_cost_mean = final_costs / static_cast<double>(seeds.size());
   cell.final_matches_oracle_pct = 100.0 * matches / static_cast<double>(seeds.size());
   cell.failed_runs_mean = failed / static_cast<double>(seeds.size());
   return cell;

@@ -149,11 +149,36 @@ void cap_default_batch_size(WorkloadTrace& trace, const std::string& origin) {
                         std::to_string(capped) + " (the largest batch size below it)");
 }
 
+namespace {
+bool within_max_epochs(const Workload& workload, const std::optional<int>& epoch) {
+  return epoch && (workload.max_epochs <= 0 || *epoch <= workload.max_epochs);
+}
+}  // namespace
+
+void check_target_reached(const WorkloadTrace& trace, const std::string& hint) {
+  const Workload& workload = trace.workload;
+  for (const BatchSizeTrace& batch : trace.batch_sizes) {
+    for (const std::optional<int>& epoch : batch.target_epochs) {
+      if (within_max_epochs(workload, epoch)) {
+        return;
+      }
+    }
+  }
+  std::ostringstream message;
+  message << "no batch size of " << workload_label(workload) << " on " << trace.gpu
+          << " reaches the target metric " << workload.target_metric;
+  if (workload.max_epochs > 0) {
+    message << " within " << workload.max_epochs << " epochs";
+  }
+  message << " in any run (source: " << trace.source << "); " << hint;
+  throw Error(ErrorKind::kInvalidArgument, message.str());
+}
+
 void check_default_converges(const WorkloadTrace& trace) {
   const Workload& workload = trace.workload;
   const BatchSizeTrace& b0 = trace.at_batch_size(workload.default_batch_size);
   for (const std::optional<int>& epoch : b0.target_epochs) {
-    if (epoch && (workload.max_epochs <= 0 || *epoch <= workload.max_epochs)) {
+    if (within_max_epochs(workload, epoch)) {
       return;
     }
   }
@@ -216,6 +241,32 @@ void check_gpu_name(std::string_view gpu) {
         "GPU model name '" + std::string(gpu) +
             "' must be letters, digits, '_', '-' or '.' (it names summary_power_<gpu>.csv)");
   }
+}
+
+// What to do when no run reaches the workload's target: the hardest target that some run of a
+// batch size in both files does reach within max_epochs, if any.
+template <typename PowerRows>
+std::string hardest_reached_hint(const std::vector<TrainRow>& rows, const PowerRows& power_rows,
+                                 const Workload& workload) {
+  std::optional<double> hardest;
+  for (const TrainRow& row : rows) {
+    const bool reached =
+        row.target_epoch && (workload.max_epochs <= 0 || *row.target_epoch <= workload.max_epochs);
+    if (!reached || power_rows.count(row.batch_size) == 0) {
+      continue;
+    }
+    if (!hardest ||
+        (workload.higher_is_better ? row.target_metric > *hardest : row.target_metric < *hardest)) {
+      hardest = row.target_metric;
+    }
+  }
+  std::ostringstream hint;
+  if (hardest) {
+    hint << "the hardest target some run reaches is " << *hardest << "; choose an easier one";
+  } else {
+    hint << "no run of it reaches any target of the trace";
+  }
+  return hint.str();
 }
 
 WorkloadTrace build_trace(const TrainTable& train, const PowerTable& power,
@@ -327,6 +378,8 @@ WorkloadTrace build_trace(const TrainTable& train, const PowerTable& power,
   }
   detail::collect_power_limits(trace);
   detail::cap_default_batch_size(trace, "the " + std::string(gpu) + " trace");
+  detail::check_target_reached(trace,
+                               hardest_reached_hint(train_it->second, points_by_size, workload));
   detail::check_default_converges(trace);
   return trace;
 }

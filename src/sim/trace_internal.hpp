@@ -25,6 +25,10 @@ void collect_power_limits(WorkloadTrace& trace);
 // below b0. `origin` names the source in the note ("the v100 trace", "the built-in model").
 void cap_default_batch_size(WorkloadTrace& trace, const std::string& origin);
 
+// Throws kInvalidArgument when no run of any batch size reaches the target within max_epochs,
+// naming the target and ending with `hint` (what to do).
+void check_target_reached(const WorkloadTrace& trace, const std::string& hint);
+
 // Throws kInvalidArgument when no run of b0 reaches the target within max_epochs (max_epochs <= 0:
 // no bound), since every simulated policy starts from b0.
 void check_default_converges(const WorkloadTrace& trace);

@@ -87,8 +87,11 @@ TEST(SimCli, BuiltinJsonHasTheDocumentedKeys) {
                           "cum_regret_std",
                           "oracle_batch_size",
                           "oracle_power_limit_w",
+                          "target_metric",
                           "final_batch_size",
                           "final_power_limit_w",
+                          "final_expected_cost",
+                          "final_expected_cost_mean",
                           "final_matches_oracle_pct",
                           "failed_runs_mean",
                           "notes"}) {
@@ -121,6 +124,80 @@ TEST(SimCli, DefaultPolicySavesNothing) {
   EXPECT_EQ(cell["cost_saving_pct_mean"].get<double>(), 0.0);
 }
 
+TEST(SimCli, TargetMetricOverridesThePapersTarget) {
+  const Result result = run_sim(
+      "--workload cifar100 --gpu v100 --seeds 1-2 --policy zeus,oracle --target-metric "
+      "0.5 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  const json out = parse_json(result);
+  ASSERT_EQ(out["cells"].size(), 2u);
+  for (const json& cell : out["cells"]) {
+    EXPECT_EQ(cell["target_metric"], 0.5);
+    ASSERT_TRUE(cell["final_expected_cost"].is_number()) << cell.dump();
+    ASSERT_TRUE(cell["final_expected_cost_mean"].is_number()) << cell.dump();
+    EXPECT_GE(cell["final_expected_cost"].get<double>(),
+              cell["oracle_expected_cost"].get<double>() * (1.0 - 1e-12));
+  }
+  // The oracle's final configuration is the oracle's.
+  EXPECT_DOUBLE_EQ(out["cells"][1]["final_expected_cost"].get<double>(),
+                   out["cells"][1]["oracle_expected_cost"].get<double>());
+  // The paper's target, and the cost of the oracle at it, are not those of 0.5.
+  const Result paper = run_sim("--workload cifar100 --gpu v100 --seeds 1-2 --policy oracle --json");
+  ASSERT_EQ(paper.exit_code, 0) << paper.out << paper.err;
+  const json paper_cell = parse_json(paper)["cells"].at(0);
+  EXPECT_EQ(paper_cell["target_metric"], 0.6);
+  EXPECT_GT(paper_cell["oracle_expected_cost"].get<double>(),
+            out["cells"][1]["oracle_expected_cost"].get<double>());
+
+  // One target per named workload; the others keep the paper's. The text says which differ.
+  const Result listed = run_sim(
+      "--workload cifar100,squad --gpu v100 --seeds 1 --recurrences 20 --target-metric "
+      "squad=83.5");
+  ASSERT_EQ(listed.exit_code, 0) << listed.out << listed.err;
+  EXPECT_TRUE(contains(listed.out, "Target metric: squad 83.5 (the paper's: 84)")) << listed.out;
+  EXPECT_FALSE(contains(listed.out, "cifar100 0.6 (")) << listed.out;
+}
+
+TEST(SimCli, BadTargetMetricsAreUsageErrors) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--workload cifar100 --target-metric nan", "not a finite number"},
+      {"--workload cifar100 --target-metric 1e400", "not a finite number"},
+      {"--workload cifar100 --target-metric high", "not a finite number"},
+      {"--workload cifar100,squad --target-metric 0.5", "one number, but 2 workloads"},
+      {"--workload cifar100 --target-metric squad=84", "\"squad\" is not a selected workload"},
+      {"--workload cifar100 --target-metric cifar100=0.5,cifar100=0.4", "given twice"},
+      {"--workload cifar100 --target-metric cifar100=0.5,0.4", "not DATASET=TARGET"},
+      // Beyond what any batch size reaches, and beyond what b0 reaches.
+      {"--workload cifar100 --gpu v100 --target-metric 0.7", "no batch size"},
+      {"--workload cifar100 --gpu v100 --target-metric 0.65", "default batch size 1024"},
+  };
+  for (const auto& [arguments, message] : cases) {
+    const Result result = run_sim(arguments + " --seeds 1");
+    EXPECT_EQ(result.exit_code, 2) << arguments << ": " << result.out << result.err;
+    EXPECT_TRUE(contains(result.err, message)) << arguments << ": " << result.err;
+  }
+}
+
+TEST(SimCli, TargetMetricOnRealTracesUsesTheirRowsAtThatTarget) {
+  if (!fs::exists(kTraceDir / "summary_train.csv")) {
+    GTEST_SKIP() << "the NSDI'23 traces are not at " << kTraceDir;
+  }
+  const std::string traces = "--trace-dir " + kTraceDir.string();
+  const Result result =
+      run_sim(traces + " --workload cifar100 --gpu v100 --seeds 1-2 --target-metric 0.5 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_EQ(parse_json(result)["cells"].at(0)["target_metric"], 0.5);
+  const Result unrecorded =
+      run_sim(traces + " --workload cifar100 --gpu v100 --seeds 1 --target-metric 0.62");
+  EXPECT_EQ(unrecorded.exit_code, 2) << unrecorded.err;
+  EXPECT_TRUE(contains(unrecorded.err, "no rows at target_metric 0.62")) << unrecorded.err;
+  const Result unreachable =
+      run_sim(traces + " --workload cifar100 --gpu v100 --seeds 1 --target-metric 0.7");
+  EXPECT_EQ(unreachable.exit_code, 2) << unreachable.err;
+  EXPECT_TRUE(contains(unreachable.err, "hardest target some run reaches is 0.65"))
+      << unreachable.err;
+}
+
 TEST(SimCli, ArrivalsReplayConcurrentSubmissions) {
   const fs::path dir = fresh_dir("arrivals");
   fs::create_directories(dir);
@@ -147,12 +224,12 @@ TEST(SimCli, ArrivalsReplayConcurrentSubmissions) {
   fs::remove_all(dir);
 }
 
-TEST(SimCli, AllPoliciesGiveFourCellsPerWorkloadAndGpu) {
+TEST(SimCli, AllPoliciesGiveACellPerPolicyWorkloadAndGpu) {
   const Result result = run_sim(
       "--workload librispeech,squad --gpu v100 --seeds 1,2 --policy all --recurrences 10 --json");
   ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
   const json out = parse_json(result);
-  ASSERT_EQ(out["cells"].size(), 8u);
+  ASSERT_EQ(out["cells"].size(), 10u);
   std::set<std::tuple<std::string, std::string, std::string>> seen;
   for (const json& cell : out["cells"]) {
     seen.emplace(cell["workload"], cell["gpu"], cell["policy"]);
@@ -160,7 +237,7 @@ TEST(SimCli, AllPoliciesGiveFourCellsPerWorkloadAndGpu) {
     EXPECT_EQ(cell["recurrences"], 10);
   }
   for (const char* workload : {"librispeech", "squad"}) {
-    for (const char* policy : {"zeus", "default", "grid", "oracle"}) {
+    for (const char* policy : {"zeus", "low-regret", "default", "grid", "oracle"}) {
       EXPECT_EQ(seen.count({workload, "v100", policy}), 1u) << workload << " " << policy;
     }
   }
@@ -270,7 +347,7 @@ TEST(SimCli, UnknownNamesListTheValidOnes) {
 
   result = run_sim("--policy best");
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_TRUE(contains(result.err, "zeus, default, grid, oracle")) << result.err;
+  EXPECT_TRUE(contains(result.err, "zeus, low-regret, default, grid, oracle")) << result.err;
 }
 
 TEST(SimCli, BadSeedsAreUsageErrors) {

@@ -175,7 +175,15 @@ TEST(LoadTrace, DefaultBatchSizeMustReachTheTarget) {
   expect_error([&] { load_trace(dir.path(), "toy1", toy(32, /*max_epochs=*/6)); },
                ErrorKind::kInvalidArgument,
                {"default batch size 32", "toy/net/sgd", "toy1", "never reaches", "6 epochs"});
+  // When no batch size reaches the target at all, that is what the error says (another b0
+  // would not help).
   std::string never = std::string(kTrainHeader) + "toy,net,16,sgd,1e-3,1,0.5,nan\n";
+  write_toy(dir.path(), never);
+  expect_error([&] { load_trace(dir.path(), "toy1", toy()); }, ErrorKind::kInvalidArgument,
+               {"no batch size", "reaches the target metric 0.5", "in any run",
+                "no run of it reaches any target"});
+  // b0 alone never reaches it: the b0 error, naming its runs.
+  never += "toy,net,8,sgd,1e-3,1,0.5,3\n";
   write_toy(dir.path(), never);
   expect_error([&] { load_trace(dir.path(), "toy1", toy()); }, ErrorKind::kInvalidArgument,
                {"never reaches", "any of its 1 runs"});

@@ -110,8 +110,13 @@ struct CellSummary {
   double cum_regret_mean = 0.0, cum_regret_std = 0.0;  // sum over recurrences of cost - oracle
   int oracle_batch_size = 0;
   int oracle_power_limit_w = 0;
-  int final_batch_size = 0;  // modal over seeds of each seed's final configuration
+  double target_metric = 0.0;  // the workload's, as simulated
+  int final_batch_size = 0;    // modal over seeds of each seed's final configuration
   int final_power_limit_w = 0;
+  // The expected cost per recurrence (expected_fixed) of the modal final configuration, and the
+  // mean over seeds of each seed's own final configuration's.
+  double final_expected_cost = 0.0;
+  double final_expected_cost_mean = 0.0;
   double final_matches_oracle_pct = 0.0;  // seeds whose final batch size is the oracle's
   double failed_runs_mean = 0.0;
   std::vector<std::string> notes;

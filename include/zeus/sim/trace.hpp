@@ -86,7 +86,17 @@ class TraceDirectory {
 };
 
 // The built-in parametric model of `workload` on `gpu` (any of trace_gpus()): deterministic,
-// needs no file. See docs/workload-models.md for the model.
+// needs no file. See docs/workload-models.md for the model. Any finite target metric: the
+// epochs to a target other than the paper's follow each workload's learning curve. Throws
+// kInvalidArgument for a non-finite target, a metric direction that is not the model's, and a
+// target that no batch size (or b0) reaches.
 WorkloadTrace builtin_trace(std::string_view gpu, const Workload& workload);
+
+// A change to a built-in model's convergence: the drift scenarios (`zeus sim --drift`).
+struct ConvergenceShift {
+  double best_batch_size_factor = 1.0;  // the best batch size times this, in [1/1024, 1024]
+};
+WorkloadTrace builtin_trace(std::string_view gpu, const Workload& workload,
+                            const ConvergenceShift& shift);
 
 }  // namespace zeus::sim
