@@ -1,7 +1,6 @@
 #include "zeus/optimizer/low_regret_policy.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -51,11 +50,10 @@ std::optional<double> optional_from_json(const json& value) {
   return value.get<double>();
 }
 
-// EXPERIMENT knobs
-const double kFalling = std::getenv("ZLR_FALL") ? std::atof(std::getenv("ZLR_FALL")) : 0.95;
-const bool USE_STEADY = std::getenv("ZLR_STEADY") ? std::atoi(std::getenv("ZLR_STEADY")) : 1;
-const bool SHRINK = std::getenv("ZLR_SHRINK") ? std::atoi(std::getenv("ZLR_SHRINK")) : 1;
-const int kMaxSkips = std::getenv("ZLR_SKIPS") ? std::atoi(std::getenv("ZLR_SKIPS")) : 1;
+// The walk goes on past a pruned batch size only while each step's per-epoch cost falls by at
+// least 5%, and past one such batch size at most.
+constexpr double kFalling = 0.95;
+constexpr int kMaxSkips = 1;
 
 }  // namespace
 
@@ -74,6 +72,12 @@ LowRegretPolicy::LowRegretPolicy(BatchSizePolicyConfig config)
   }
   if (!(lr.drift_z >= 0.0) || !std::isfinite(lr.drift_z)) {
     throw Error(ErrorKind::kInvalidArgument, "drift_z must be 0 (off) or positive");
+  }
+  if (!(lr.shrinkage_floor > 0.0) || !std::isfinite(lr.shrinkage_floor)) {
+    throw Error(ErrorKind::kInvalidArgument, "shrinkage_floor must be a positive number");
+  }
+  if (!(lr.arm_noise_weight >= 0.0) || !std::isfinite(lr.arm_noise_weight)) {
+    throw Error(ErrorKind::kInvalidArgument, "arm_noise_weight must be 0 or more");
   }
   for (const int batch_size : config_.batch_sizes) {
     candidates_[batch_size];
@@ -108,14 +112,15 @@ LowRegretPolicy::Pool LowRegretPolicy::pool() const {
       arms.push_back(&candidate);
     }
   }
-  if (arms.size() < 3 || !SHRINK) {
+  if (arms.size() < 3) {
     return pool;
   }
   double sum = 0.0;
   double sampling = 0.0;
   for (const Candidate* arm : arms) {
     sum += arm->mean;
-    sampling += pool.noise * pool.noise / static_cast<double>(arm->count);
+    const double arm_sd = arm_noise(*arm, pool.noise);
+    sampling += arm_sd * arm_sd / static_cast<double>(arm->count);
   }
   const double n = static_cast<double>(arms.size());
   pool.mean = sum / n;
@@ -130,9 +135,18 @@ LowRegretPolicy::Pool LowRegretPolicy::pool() const {
   return pool;
 }
 
-LowRegretPolicy::Belief LowRegretPolicy::belief(const Candidate& candidate, const Pool& pool) const {
-  const double data_precision =
-      static_cast<double>(candidate.count) / (pool.noise * pool.noise);
+double LowRegretPolicy::arm_noise(const Candidate& candidate, double pooled) const {
+  // The pooled spread is the prior for each batch size's own: a batch size whose epochs vary
+  // more than the others' (its runs straddle two epoch counts) gets the wider spread it shows.
+  const double weight = config_.low_regret.arm_noise_weight;
+  const double dof = weight + std::max<double>(0.0, static_cast<double>(candidate.count) - 1.0);
+  return dof <= 0.0 ? pooled : std::sqrt((weight * pooled * pooled + candidate.m2) / dof);
+}
+
+LowRegretPolicy::Belief LowRegretPolicy::belief(const Candidate& candidate,
+                                                const Pool& pool) const {
+  const double noise = arm_noise(candidate, pool.noise);
+  const double data_precision = static_cast<double>(candidate.count) / (noise * noise);
   double precision = data_precision;
   double weighted = data_precision * candidate.mean;
   if (pool.shrinks) {
@@ -140,7 +154,10 @@ LowRegretPolicy::Belief LowRegretPolicy::belief(const Candidate& candidate, cons
     precision += prior_precision;
     weighted += prior_precision * pool.mean;
   }
-  return {candidate.log_scale + weighted / precision, 1.0 / std::sqrt(precision)};
+  // The mean of a log-normal cost is exp(mu + sigma^2 / 2): a batch size whose runs spread more
+  // costs more on average at the same median.
+  const double tail = 0.5 * noise * noise;
+  return {candidate.log_scale + weighted / precision + tail, 1.0 / std::sqrt(precision)};
 }
 
 std::optional<double> LowRegretPolicy::best_mean_cost() const {
@@ -188,8 +205,7 @@ std::vector<ArmView> LowRegretPolicy::arm_views() const {
   const Pool shared = pool();
   for (const auto& [batch_size, candidate] : candidates_) {
     if (candidate.status == Status::kArm && candidate.count > 0) {
-      views.push_back(
-          {batch_size, candidate.count, std::exp(belief(candidate, shared).log_cost)});
+      views.push_back({batch_size, candidate.count, std::exp(belief(candidate, shared).log_cost)});
     }
   }
   return views;
@@ -322,7 +338,7 @@ void LowRegretPolicy::observe(int batch_size, double cost) {
     const double deviation = y - candidate.mean;
     const double z_threshold = config_.low_regret.drift_z;
     if (z_threshold > 0.0) {
-      const double predictive = noise() * std::sqrt(1.0 + 1.0 / k);
+      const double predictive = arm_noise(candidate, noise()) * std::sqrt(1.0 + 1.0 / k);
       const int side = deviation > 0.0 ? 1 : -1;
       if (std::abs(deviation) > z_threshold * predictive) {
         drift = candidate.surprise_side == side;
@@ -400,7 +416,7 @@ void LowRegretPolicy::report(int trial_id, const TrialResult& result) {
   // What a repeat of this run would cost: its epochs at the steady per-epoch cost. A first run
   // also paid for profiling power limits, which later runs of the batch size do not.
   double repeat_cost = result.cost;
-  if (USE_STEADY && result.epochs > 0 && candidate.epoch_cost > 0.0) {
+  if (result.epochs > 0 && candidate.epoch_cost > 0.0) {
     repeat_cost = std::min(result.cost, result.epochs * candidate.epoch_cost);
   }
   if (result.converged) {
@@ -415,7 +431,11 @@ void LowRegretPolicy::report(int trial_id, const TrialResult& result) {
   if (candidate.status == Status::kArm) {
     // A bandit run stopped early: its cost is a lower bound of what that batch size costs, and
     // the evidence the arm needs to lose.
-    observe(trial.batch_size, std::max(result.cost, trial.threshold.value_or(result.cost)));
+    // A stopped run also leaves the recurrence to be done again by another run: what choosing
+    // this batch size cost is the stopped run plus about one run of the best.
+    double charged = std::max(result.cost, trial.threshold.value_or(result.cost));
+    charged += best_mean_cost().value_or(0.0);
+    observe(trial.batch_size, charged);
     return;
   }
   if (trial.kind == TrialKind::kExploration) {
@@ -449,6 +469,7 @@ std::string LowRegretPolicy::save() const {
                    {"noise_prior_weight", lr.noise_prior_weight},
                    {"drift_z", lr.drift_z},
                    {"shrinkage_floor", lr.shrinkage_floor},
+                   {"arm_noise_weight", lr.arm_noise_weight},
                    {"seed", config_.seed}};
   json candidates = json::array();
   for (const auto& [batch_size, c] : candidates_) {
@@ -499,6 +520,7 @@ LowRegretPolicy LowRegretPolicy::restore(const std::string& text) {
     config.low_regret.noise_prior_weight = c.at("noise_prior_weight").get<double>();
     config.low_regret.drift_z = c.at("drift_z").get<double>();
     config.low_regret.shrinkage_floor = c.at("shrinkage_floor").get<double>();
+    config.low_regret.arm_noise_weight = c.at("arm_noise_weight").get<double>();
     config.seed = c.at("seed").get<std::uint64_t>();
     LowRegretPolicy policy(config);
     for (const json& each : in.at("candidates")) {

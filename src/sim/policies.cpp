@@ -1,7 +1,6 @@
 // The policies the simulator compares (Zeus through the production BatchSizePolicy and
 // ZeusCostSelector; Default; Grid; Oracle) and one training run charged from the trace.
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -156,12 +155,6 @@ class SearchPolicy final : public Policy {
     bso.mab.num_explorations = config.num_explorations;
     bso.mab.window_size = config.window_size;
     bso.seed = config.seed * 0x9e3779b97f4a7c15ULL + 1;  // independent of the run sampling
-    // EXPERIMENT-ONLY
-    if (const char* v = std::getenv("ZLR_CAP")) bso.low_regret.probe_cap = std::atof(v);
-    if (const char* v = std::getenv("ZLR_NOISE")) bso.low_regret.noise_prior = std::atof(v);
-    if (const char* v = std::getenv("ZLR_W")) bso.low_regret.noise_prior_weight = std::atof(v);
-    if (const char* v = std::getenv("ZLR_Z")) bso.low_regret.drift_z = std::atof(v);
-    if (const char* v = std::getenv("ZLR_FLOOR")) bso.low_regret.shrinkage_floor = std::atof(v);
     return bso;
   }
 

@@ -56,6 +56,9 @@ struct LowRegretConfig {
   // Each batch size's mean epochs are shrunk toward the mean over batch sizes, by as much as the
   // batch sizes are seen to differ, but never assuming them closer than this (log units).
   double shrinkage_floor = 0.05;
+  // Each batch size's own spread is estimated with the pooled one as its prior, worth this many
+  // observations: a batch size whose runs straddle two epoch counts gets the wider spread it shows.
+  double arm_noise_weight = 2.0;
 };
 
 struct BatchSizePolicyConfig {

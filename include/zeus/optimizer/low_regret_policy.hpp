@@ -111,6 +111,7 @@ class LowRegretPolicy final : public BatchSizeSearch {
   };
   Pool pool() const;
   Belief belief(const Candidate& candidate, const Pool& pool) const;
+  double arm_noise(const Candidate& candidate, double pooled) const;
   bool probe_in_flight() const;
   Decision dispatch(int batch_size, TrialKind kind, std::optional<double> threshold);
   int thompson_draw();
