@@ -1,0 +1,289 @@
+#include "zeus/optimizer/low_regret_policy.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "zeus/common/error.hpp"
+#include "zeus/optimizer/batch_size_policy.hpp"
+#include "zeus/optimizer/batch_size_search.hpp"
+
+namespace {
+
+using zeus::optimizer::BatchSizePolicyConfig;
+using zeus::optimizer::BatchSizeSearch;
+using zeus::optimizer::Decision;
+using zeus::optimizer::LowRegretPolicy;
+using zeus::optimizer::TrialKind;
+using zeus::optimizer::TrialResult;
+
+BatchSizePolicyConfig config(std::vector<int> sizes = {8, 16, 32, 64, 128}, int b0 = 32) {
+  BatchSizePolicyConfig c;
+  c.batch_sizes = std::move(sizes);
+  c.default_batch_size = b0;
+  c.seed = 5;
+  return c;
+}
+
+// A toy job: each batch size has a per-epoch cost and a number of epochs to the target
+// (nullopt: never). A run stops at the policy's threshold, as the server and simulator stop it.
+struct Job {
+  std::map<int, double> epoch_cost;
+  std::map<int, std::optional<int>> epochs;
+  int max_epochs = 50;
+
+  TrialResult run(const BatchSizeSearch& policy, const Decision& decision) const {
+    const double per_epoch = epoch_cost.at(decision.batch_size);
+    const std::optional<double> threshold = policy.cost_threshold(decision.trial_id);
+    int allowed = max_epochs;
+    if (threshold) {
+      allowed = std::min(allowed, static_cast<int>(std::floor(*threshold / per_epoch)));
+    }
+    const std::optional<int> needed = epochs.at(decision.batch_size);
+    const bool converged = needed && *needed <= allowed;
+    const int ran = converged ? *needed : allowed;
+    return {ran * per_epoch, converged, ran, per_epoch};
+  }
+};
+
+Job toy_job() {
+  Job job;
+  job.epoch_cost = {{8, 4.0}, {16, 2.5}, {32, 2.0}, {64, 1.6}, {128, 1.4}};
+  // Costs: 8: 40, 16: 20 (best), 32: 24, 64: 32, 128: never.
+  job.epochs = {{8, 10}, {16, 8}, {32, 12}, {64, 20}, {128, std::nullopt}};
+  return job;
+}
+
+std::vector<int> drive(BatchSizeSearch& policy, const Job& job, int count) {
+  std::vector<int> chosen;
+  for (int i = 0; i < count; ++i) {
+    const Decision decision = policy.next();
+    chosen.push_back(decision.batch_size);
+    policy.report(decision.trial_id, job.run(policy, decision));
+  }
+  return chosen;
+}
+
+TEST(LowRegretPolicy, RefusesBadConfigurations) {
+  auto bad = config();
+  bad.low_regret.probe_cap = 0.9;
+  EXPECT_THROW(LowRegretPolicy{bad}, zeus::Error);
+  bad = config();
+  bad.low_regret.noise_prior = 0.0;
+  EXPECT_THROW(LowRegretPolicy{bad}, zeus::Error);
+  bad = config();
+  bad.low_regret.drift_z = -1.0;
+  EXPECT_THROW(LowRegretPolicy{bad}, zeus::Error);
+  bad = config();
+  bad.low_regret.shrinkage_floor = std::nan("");
+  EXPECT_THROW(LowRegretPolicy{bad}, zeus::Error);
+  bad = config();
+  bad.default_batch_size = 48;
+  EXPECT_THROW(LowRegretPolicy{bad}, zeus::Error);
+  bad = config();
+  bad.beta = -1.0;
+  EXPECT_THROW(LowRegretPolicy{bad}, zeus::Error);
+}
+
+TEST(LowRegretPolicy, WalksDownThenUpOnceWithCappedProbes) {
+  LowRegretPolicy policy(config());
+  const Job job = toy_job();
+  // b0 first, uncapped.
+  Decision d = policy.next();
+  EXPECT_EQ(d.batch_size, 32);
+  EXPECT_EQ(d.kind, TrialKind::kExploration);
+  EXPECT_FALSE(policy.cost_threshold(d.trial_id).has_value());
+  policy.report(d.trial_id, job.run(policy, d));
+  // Down: 16, then 8 (40 > 1.5 x 20 = 30: stopped and pruned; its epochs cost more than 16's,
+  // so the walk goes no further down). Up: 64 (32 > 30: stopped), but its epochs are cheaper
+  // than 32's, so 128 is tried too (it never converges: stopped), and the walk ends.
+  d = policy.next();
+  EXPECT_EQ(d.batch_size, 16);
+  ASSERT_TRUE(policy.cost_threshold(d.trial_id).has_value());
+  // 1.5 x b0's mean cost (24, plus the log-normal allowance for a spread of about 0.1).
+  EXPECT_NEAR(*policy.cost_threshold(d.trial_id), 1.5 * 24.0, 0.5);
+  policy.report(d.trial_id, job.run(policy, d));
+  const std::vector<int> rest = drive(policy, job, 3);
+  EXPECT_EQ(rest, (std::vector<int>{8, 64, 128}));
+  EXPECT_EQ(policy.candidates().at(8).status, LowRegretPolicy::Status::kPruned);
+  EXPECT_EQ(policy.candidates().at(64).status, LowRegretPolicy::Status::kPruned);
+  EXPECT_EQ(policy.candidates().at(128).status, LowRegretPolicy::Status::kPruned);
+  EXPECT_FALSE(policy.exploring());
+  // Then the bandit, which settles on the cheapest batch size.
+  const std::vector<int> bandit = drive(policy, job, 30);
+  EXPECT_GE(std::count(bandit.end() - 10, bandit.end(), 16), 9);
+  EXPECT_EQ(policy.best_batch_size(), 16);
+  EXPECT_NEAR(*policy.best_mean_cost(), 20.0, 0.5);
+}
+
+TEST(LowRegretPolicy, StepsOverOneFailedProbeWhileTheEpochGetsCheaper) {
+  // Going up, 64's one run was unlucky (stopped at the cap), but its epochs cost much less than
+  // 32's, so the walk tries 128 too, and 128 is the best.
+  LowRegretPolicy policy(config({16, 32, 64, 128}, 32));
+  Job job;
+  job.epoch_cost = {{16, 3.0}, {32, 2.0}, {64, 1.0}, {128, 0.5}};
+  job.epochs = {{16, 20}, {32, 10}, {64, 40}, {128, 20}};
+  const std::vector<int> chosen = drive(policy, job, 4);
+  EXPECT_EQ(chosen, (std::vector<int>{32, 16, 64, 128}));
+  EXPECT_EQ(policy.candidates().at(64).status, LowRegretPolicy::Status::kPruned);
+  EXPECT_EQ(policy.candidates().at(128).status, LowRegretPolicy::Status::kArm);
+  EXPECT_EQ(policy.best_batch_size(), 128);
+}
+
+TEST(LowRegretPolicy, ConcurrentTrialsAndOutOfOrderReports) {
+  LowRegretPolicy policy(config());
+  const Job job = toy_job();
+  const Decision b0 = policy.next();
+  // While b0 runs, everything depends on it: the others run b0 too, uncapped.
+  const Decision meanwhile = policy.next();
+  EXPECT_EQ(meanwhile.batch_size, 32);
+  EXPECT_EQ(meanwhile.kind, TrialKind::kConcurrent);
+  policy.report(b0.trial_id, job.run(policy, b0));
+  // Now both directions can be probed at once.
+  const Decision down = policy.next();
+  const Decision up = policy.next();
+  EXPECT_EQ(down.batch_size, 16);
+  EXPECT_EQ(up.batch_size, 64);
+  EXPECT_EQ(down.kind, TrialKind::kExploration);
+  EXPECT_EQ(up.kind, TrialKind::kExploration);
+  // And with both in flight, the best known runs.
+  const Decision third = policy.next();
+  EXPECT_EQ(third.kind, TrialKind::kConcurrent);
+  EXPECT_EQ(third.batch_size, 32);
+  // Reports in any order; one already reported is refused.
+  policy.report(up.trial_id, job.run(policy, up));
+  policy.report(third.trial_id, job.run(policy, third));
+  policy.report(meanwhile.trial_id, job.run(policy, meanwhile));
+  policy.report(down.trial_id, job.run(policy, down));
+  EXPECT_THROW(policy.report(down.trial_id, 1.0, true), zeus::Error);
+  EXPECT_THROW(policy.report(999, 1.0, true), zeus::Error);
+  EXPECT_TRUE(policy.pending().empty());
+  EXPECT_EQ(policy.candidates().at(16).status, LowRegretPolicy::Status::kArm);
+  // 64 came back first, under a cap set by b0 alone (1.5 x 24): it converged.
+  EXPECT_EQ(policy.candidates().at(64).status, LowRegretPolicy::Status::kArm);
+  EXPECT_EQ(policy.candidates().at(32).count, 3);  // b0, and the two concurrent runs
+}
+
+TEST(LowRegretPolicy, ACrashedProbeIsProbedAgain) {
+  LowRegretPolicy policy(config());
+  const Job job = toy_job();
+  drive(policy, job, 1);
+  const Decision probe = policy.next();
+  EXPECT_EQ(probe.batch_size, 16);
+  policy.fail(probe.trial_id);
+  EXPECT_THROW(policy.fail(probe.trial_id), zeus::Error);
+  const Decision again = policy.next();
+  EXPECT_EQ(again.batch_size, 16);
+  EXPECT_EQ(again.kind, TrialKind::kExploration);
+  EXPECT_NE(again.trial_id, probe.trial_id);
+}
+
+TEST(LowRegretPolicy, RefusesBadResults) {
+  LowRegretPolicy policy(config());
+  const Decision d = policy.next();
+  EXPECT_THROW(policy.report(d.trial_id, std::nan(""), true), zeus::Error);
+  EXPECT_THROW(policy.report(d.trial_id, -1.0, true), zeus::Error);
+  EXPECT_THROW(policy.report(d.trial_id, TrialResult{1.0, true, -2, 0.0}), zeus::Error);
+  EXPECT_THROW(policy.report(d.trial_id, TrialResult{1.0, true, 2, INFINITY}), zeus::Error);
+  policy.report(d.trial_id, 10.0, true);  // still pending after the refusals
+}
+
+TEST(LowRegretPolicy, NothingConvergesIsAClearError) {
+  LowRegretPolicy policy(config({16, 32, 64}, 32));
+  Job job;
+  job.epoch_cost = {{16, 1.0}, {32, 1.0}, {64, 1.0}};
+  job.epochs = {{16, std::nullopt}, {32, std::nullopt}, {64, std::nullopt}};
+  drive(policy, job, 3);
+  try {
+    policy.next();
+    FAIL() << "expected an error";
+  } catch (const zeus::Error& error) {
+    EXPECT_NE(std::string(error.what()).find("no batch size reached the target"),
+              std::string::npos);
+  }
+}
+
+TEST(LowRegretPolicy, SaveAndRestoreAreExact) {
+  LowRegretPolicy policy(config());
+  const Job job = toy_job();
+  drive(policy, job, 7);
+  const Decision in_flight = policy.next();
+  const std::string saved = policy.save();
+  LowRegretPolicy restored = LowRegretPolicy::restore(saved);
+  EXPECT_EQ(restored.save(), saved);
+  policy.report(in_flight.trial_id, job.run(policy, in_flight));
+  restored.report(in_flight.trial_id, job.run(restored, in_flight));
+  EXPECT_EQ(drive(policy, job, 20), drive(restored, job, 20));
+  EXPECT_EQ(policy.save(), restored.save());
+  // Through the factory, by the "policy" member.
+  const auto generic = zeus::optimizer::restore_batch_size_search(policy.save());
+  EXPECT_EQ(generic->policy_name(), "low-regret");
+  EXPECT_EQ(generic->save(), policy.save());
+}
+
+TEST(LowRegretPolicy, RestoreRefusesMalformedState) {
+  EXPECT_THROW(LowRegretPolicy::restore("{"), zeus::Error);
+  EXPECT_THROW(LowRegretPolicy::restore("{\"policy\":\"zeus\"}"), zeus::Error);
+  LowRegretPolicy policy(config());
+  std::string saved = policy.save();
+  const auto at = saved.find("\"anchor\":32");
+  ASSERT_NE(at, std::string::npos);
+  saved.replace(at, 11, "\"anchor\":33");
+  EXPECT_THROW(LowRegretPolicy::restore(saved), zeus::Error);
+  EXPECT_THROW(zeus::optimizer::restore_batch_size_search("{\"policy\":\"greedy\"}"), zeus::Error);
+}
+
+TEST(LowRegretPolicy, DriftReopensTheSearch) {
+  LowRegretPolicy policy(config());
+  Job job = toy_job();
+  drive(policy, job, 40);
+  EXPECT_EQ(policy.best_batch_size(), 16);
+  EXPECT_EQ(policy.drifts_detected(), 0);
+  // The workload changes: 16 now needs twice the epochs, and 64 gets cheap.
+  job.epochs[16] = 16;
+  job.epochs[64] = 8;
+  const std::vector<int> after = drive(policy, job, 40);
+  EXPECT_GE(policy.drifts_detected(), 1);
+  // The walk re-opened: 64, pruned before, is probed again and wins.
+  EXPECT_EQ(policy.best_batch_size(), 64);
+  EXPECT_GE(std::count(after.end() - 10, after.end(), 64), 8);
+}
+
+TEST(LowRegretPolicy, DriftDetectionCanBeTurnedOff) {
+  auto c = config();
+  c.low_regret.drift_z = 0.0;
+  LowRegretPolicy policy(c);
+  Job job = toy_job();
+  drive(policy, job, 40);
+  job.epochs[16] = 16;
+  job.epochs[64] = 8;
+  drive(policy, job, 40);
+  EXPECT_EQ(policy.drifts_detected(), 0);
+}
+
+TEST(BatchSizeSearch, FactoryKnowsBothPolicies) {
+  EXPECT_EQ(zeus::optimizer::make_batch_size_search("zeus", config())->policy_name(), "zeus");
+  EXPECT_EQ(zeus::optimizer::make_batch_size_search("low-regret", config())->policy_name(),
+            "low-regret");
+  try {
+    zeus::optimizer::make_batch_size_search("lowregret", config());
+    FAIL() << "expected an error";
+  } catch (const zeus::Error& error) {
+    EXPECT_NE(std::string(error.what()).find("\"zeus\""), std::string::npos);
+    EXPECT_NE(std::string(error.what()).find("\"low-regret\""), std::string::npos);
+  }
+  // A paper policy's state saved before there were two policies has no "policy" member.
+  zeus::optimizer::BatchSizePolicy paper(config());
+  paper.next();
+  std::string legacy = paper.save();
+  const auto at = legacy.find("\"policy\":\"zeus\",");
+  ASSERT_NE(at, std::string::npos);
+  legacy.erase(at, std::string("\"policy\":\"zeus\",").size());
+  const auto restored = zeus::optimizer::restore_batch_size_search(legacy);
+  EXPECT_EQ(restored->policy_name(), "zeus");
+  EXPECT_EQ(restored->clone()->save(), paper.save());
+}
+
+}  // namespace
