@@ -221,6 +221,58 @@ std::vector<std::optional<double>> parse_target_metrics(std::string_view text,
   return targets;
 }
 
+// --drift AT:HOW. HOW is best*F or best/F (the built-in models' best batch size times or divided
+// by F) or target=X (the target metric becomes X).
+struct DriftSpec {
+  int at_recurrence = 0;
+  std::optional<double> best_batch_size_factor;
+  std::optional<double> target_metric;
+};
+
+DriftSpec parse_drift(const std::string& text) {
+  const auto fail = [&](const std::string& why) {
+    return Error(ErrorKind::kInvalidArgument,
+                 fmt::format("--drift \"{}\": {}; expected AT:HOW with AT the first recurrence "
+                             "after the drift (from 1) and HOW best*F, best/F (the built-in "
+                             "models' best batch size times or divided by F) or target=X, e.g. "
+                             "--drift 40:best*4",
+                             text, why));
+  };
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) {
+    throw fail("no ':'");
+  }
+  DriftSpec spec;
+  const std::string_view at_text = zeus::text::trim(std::string_view(text).substr(0, colon), " ");
+  const auto [end, ec] =
+      std::from_chars(at_text.data(), at_text.data() + at_text.size(), spec.at_recurrence);
+  if (at_text.empty() || ec != std::errc() || end != at_text.data() + at_text.size() ||
+      spec.at_recurrence < 1 || spec.at_recurrence > sim::limits::kMaxRecurrences) {
+    throw fail(fmt::format("\"{}\" is not a recurrence from 1 to {}", at_text,
+                           sim::limits::kMaxRecurrences));
+  }
+  const std::string_view how = zeus::text::trim(std::string_view(text).substr(colon + 1), " ");
+  const auto number = [&](std::string_view digits) {
+    const std::optional<double> value = csv::to_double(zeus::text::trim(digits, " "));
+    if (!value || !std::isfinite(*value)) {
+      throw fail(fmt::format("\"{}\" is not a finite number", digits));
+    }
+    return *value;
+  };
+  if (how.substr(0, 5) == "best*" || how.substr(0, 5) == "best/") {
+    const double factor = number(how.substr(5));
+    if (!(factor > 0.0)) {
+      throw fail("the factor must be positive");
+    }
+    spec.best_batch_size_factor = how[4] == '*' ? factor : 1.0 / factor;
+  } else if (how.substr(0, 7) == "target=") {
+    spec.target_metric = number(how.substr(7));
+  } else {
+    throw fail(fmt::format("\"{}\" is not best*F, best/F or target=X", how));
+  }
+  return spec;
+}
+
 void check_args(const SimArgs& args) {
   if (!(args.eta >= 0.0 && args.eta <= 1.0)) {
     throw Error(
@@ -399,6 +451,23 @@ int run(const SimArgs& args) {
     config.arrivals = sim::load_arrivals(args.arrivals);
     check_cell_size(seeds.size(), config.arrivals.size(), "jobs in --arrivals");
   }
+  std::optional<DriftSpec> drift;
+  if (!args.drift.empty()) {
+    drift = parse_drift(args.drift);
+    if (!args.arrivals.empty()) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--drift applies to sequential recurrences; it cannot be combined with "
+                  "--arrivals");
+    }
+    if (drift->best_batch_size_factor && !args.trace_dir.empty()) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  fmt::format("--drift {}: best*F and best/F move the built-in models' best batch "
+                              "size, which trace files do not have; with --trace-dir, drift the "
+                              "target instead (AT:target=X, a target the traces record), or "
+                              "leave out --trace-dir",
+                              args.drift));
+    }
+  }
 
   // A trace directory that lacks a file is the user's mistake too: a usage error, like a
   // malformed file (which the library reports as kInvalidArgument with file and line).
@@ -431,10 +500,34 @@ int run(const SimArgs& args) {
       const sim::WorkloadTrace trace =
           trace_directory ? as_usage_error([&] { return trace_directory->load(gpu, workload); })
                           : sim::builtin_trace(gpu, workload);
-      const sim::Oracle oracle = sim::compute_oracle(trace, config.eta);
+      sim::SimulationConfig cell_config = config;
+      if (drift) {
+        sim::Workload after = workload;
+        if (drift->target_metric) {
+          after.target_metric = *drift->target_metric;
+        }
+        const sim::ConvergenceShift shift{drift->best_batch_size_factor.value_or(1.0)};
+        auto drifted = std::make_shared<const sim::WorkloadTrace>(
+            trace_directory ? as_usage_error([&] { return trace_directory->load(gpu, after); })
+                            : sim::builtin_trace(gpu, after, shift));
+        // recurrences 0 means 2 x |batch sizes| x |power limits| (SimulationConfig).
+        const int recurrences = args.recurrences > 0
+                                    ? args.recurrences
+                                    : 2 * static_cast<int>(trace.batch_sizes.size()) *
+                                          static_cast<int>(trace.power_limits_w.size());
+        cell_config.drift = sim::Drift{drift->at_recurrence, std::move(drifted)};
+        try {
+          sim::check_drift(trace, *cell_config.drift, recurrences);
+        } catch (const Error& error) {
+          throw Error(ErrorKind::kInvalidArgument, fmt::format("--drift {}: {}/{}: {}", args.drift,
+                                                               workload_name, gpu, error.what()));
+        }
+      }
+      const sim::Oracle oracle =
+          sim::compute_oracle(cell_config.drift ? *cell_config.drift->trace : trace, config.eta);
       if (!args.out.empty()) {
         write_file(fs::path(args.out) / fmt::format("configurations_{}_{}.csv", workload_name, gpu),
-                   configurations_csv(trace, oracle, config.eta));
+                   configurations_csv(trace, sim::compute_oracle(trace, config.eta), config.eta));
       }
       for (const PolicyKind policy : policies) {
         progress.show(cells.size(),
@@ -443,7 +536,7 @@ int run(const SimArgs& args) {
         Cell cell;
         try {
           cell.summary =
-              sim::run_cell(trace, policy, config, seeds, static_cast<unsigned>(args.threads));
+              sim::run_cell(trace, policy, cell_config, seeds, static_cast<unsigned>(args.threads));
         } catch (const Error& error) {
           // One cell that cannot be simulated (e.g. a policy that exceeds --max-tries) does not
           // stop the others; it is reported with its error and the exit code is 1.
@@ -555,6 +648,11 @@ void add_sim(CLI::App& app, Action& action) {
       "Override the target metric: a number for the one selected workload, or DATASET=X,... "
       "(trace files: one of the targets they record; built-in models: any target their "
       "learning curves reach)");
+  command->add_option(
+      "--drift", args->drift,
+      "Drift scenario AT:HOW: from recurrence AT (0-based) on, best*F / best/F moves the built-in "
+      "models' best batch size by the factor F, target=X makes the target metric X; reports how "
+      "many recurrences each policy takes to settle on the new oracle's batch size");
   command->add_option("--threads", args->threads, "Worker threads (0: every core)")
       ->capture_default_str();
   command->add_flag("--json", args->as_json, "Print one JSON object instead of the table");

@@ -20,6 +20,22 @@ json finite_or_null(double value) {
   return std::isfinite(value) ? json(value) : json(nullptr);
 }
 
+json drift_json(const sim::DriftSummary& d) {
+  return json{
+      {"at_recurrence", d.at_recurrence},
+      {"old_oracle_batch_size", d.old_oracle_batch_size},
+      {"old_oracle_power_limit_w", d.old_oracle_power_limit_w},
+      {"old_oracle_expected_cost", d.old_oracle_expected_cost},
+      {"new_oracle_batch_size", d.new_oracle_batch_size},
+      {"new_oracle_power_limit_w", d.new_oracle_power_limit_w},
+      {"new_oracle_expected_cost", d.new_oracle_expected_cost},
+      {"settle_recurrences_mean", finite_or_null(d.settle_recurrences_mean)},
+      {"settled_seeds", d.settled_seeds},
+      {"unsettled_seeds", d.unsettled_seeds},
+      {"regret_after_mean", d.regret_after_mean},
+  };
+}
+
 json cell_json(const Cell& cell) {
   const sim::CellSummary& s = cell.summary;
   if (cell.error) {
@@ -56,6 +72,7 @@ json cell_json(const Cell& cell) {
       {"final_expected_cost_mean", finite_or_null(s.final_expected_cost_mean)},
       {"final_matches_oracle_pct", s.final_matches_oracle_pct},
       {"failed_runs_mean", s.failed_runs_mean},
+      {"drift", s.drift ? drift_json(*s.drift) : json(nullptr)},
       {"notes", s.notes},
   };
 }
@@ -133,6 +150,40 @@ std::string seeds_text(const std::vector<std::uint64_t>& seeds, const std::strin
   return fmt::format("{} seed{} ({})", seeds.size(), seeds.size() == 1 ? "" : "s", spec);
 }
 
+// The drift table: per cell, the oracle before and after, and how soon the policy settled.
+void write_drift(std::ostream& out, const SimArgs& args, const std::vector<Cell>& cells) {
+  if (args.drift.empty()) {
+    return;
+  }
+  out << fmt::format("\n Drift {}:\n\n", args.drift);
+  Table table(3);
+  table.add({"workload", "gpu", "policy", "oracle before", "oracle after", "settled after",
+             "never settled", "regret after"});
+  for (const Cell& cell : cells) {
+    const sim::CellSummary& s = cell.summary;
+    if (cell.error || !s.drift) {
+      continue;
+    }
+    const sim::DriftSummary& d = *s.drift;
+    table.add({s.workload, s.gpu, s.policy,
+               fmt::format("{}, {}", d.old_oracle_batch_size, d.old_oracle_power_limit_w),
+               fmt::format("{}, {}", d.new_oracle_batch_size, d.new_oracle_power_limit_w),
+               std::isfinite(d.settle_recurrences_mean)
+                   ? fmt::format("{:.1f}", d.settle_recurrences_mean)
+                   : std::string("-"),
+               fmt::format("{}/{}", d.unsettled_seeds, s.seeds), format_cost(d.regret_after_mean)});
+  }
+  table.write(out);
+  out << fmt::format(
+      "\n The oracle changes at recurrence {}; regret after it is against the new oracle (the\n"
+      " main table's oracle is the new one). settled after: recurrences from the drift until the\n"
+      " policy uses the new oracle's batch size and does so in at least {} of {} recurrences,\n"
+      " mean over the seeds that settled; never settled: seeds that did not within the run.\n",
+      cells.empty() || !cells.front().summary.drift ? 0
+                                                    : cells.front().summary.drift->at_recurrence,
+      sim::kSettleMatches, sim::kSettleWindow);
+}
+
 }  // namespace
 
 std::string history_csv(const sim::CellSummary& summary, const std::vector<std::uint64_t>& seeds) {
@@ -206,6 +257,7 @@ json summary_json(const SimArgs& args, const std::vector<std::uint64_t>& seeds,
       {"arrivals", args.arrivals.empty() ? json(nullptr) : json(args.arrivals)},
       {"window_size", args.window},
       {"max_tries", args.max_tries},
+      {"drift", args.drift.empty() ? json(nullptr) : json(args.drift)},
       {"seed_list", seeds},
       {"cells", json::array()},
       {"wall_s", wall_s},
@@ -274,6 +326,7 @@ void write_text(std::ostream& out, const SimArgs& args, const std::vector<std::u
       "   common over seeds. =oracle %: seeds whose final batch size is the oracle's.\n"
       " failed: runs per seed that did not reach the target (early-stopped or never converged).\n",
       kLastRecurrences, kLastRecurrences);
+  write_drift(out, args, cells);
   std::vector<std::string> printed;
   for (const Cell& cell : cells) {
     for (const std::string& note : cell.summary.notes) {

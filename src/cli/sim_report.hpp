@@ -30,6 +30,7 @@ struct SimArgs {
   int threads = 0;
   int max_tries = sim::SimulationConfig{}.max_tries;
   std::string target_metric;  // "X" (one workload) or "dataset=X,..."; empty: the paper's
+  std::string drift;          // "AT:best*F", "AT:best/F" or "AT:target=X"; empty: none
   bool as_json = false;
   std::string out;
 };

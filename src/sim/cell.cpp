@@ -5,6 +5,7 @@
 #include <exception>
 #include <limits>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "engine.hpp"
@@ -65,7 +66,18 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
   }
   check_config(trace, config);
   check_cell_size(trace, config, seeds.size());
-  const Oracle oracle = compute_oracle(trace, config.eta);
+  const int drift_at = config.drift ? config.drift->at_recurrence : 0;
+  if (config.drift) {
+    if (!config.arrivals.empty()) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "drift applies to sequential recurrences, not to replayed job arrivals");
+    }
+    check_drift(trace, *config.drift, default_recurrences(trace, config));
+  }
+  // The final configurations and the oracle at the end are those of the trace after a drift.
+  const WorkloadTrace& last = config.drift ? *config.drift->trace : trace;
+  const Oracle before = compute_oracle(trace, config.eta);
+  const Oracle oracle = compute_oracle(last, config.eta);
   CellSummary cell;
   cell.workload = trace.workload.dataset;
   cell.gpu = trace.gpu;
@@ -80,7 +92,8 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
   cell.runs.resize(seeds.size());
 
   struct PerSeed {
-    double energy, energy_last10, time, time_last10, cost, regret;
+    double energy, energy_last10, time, time_last10, cost, regret, regret_after;
+    std::optional<int> settle;
   };
   std::vector<PerSeed> per_seed(seeds.size());
   std::vector<std::exception_ptr> errors(seeds.size());
@@ -103,7 +116,18 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
       s.time = saving(run.total_time_s(), base.total_time_s());
       s.time_last10 = saving(run.last_time_s(10), base.last_time_s(10));
       s.cost = saving(run.total_cost(), base.total_cost());
-      s.regret = run.total_cost() - oracle.expected_cost * static_cast<double>(run.history.size());
+      // Against the oracle of the trace each recurrence ran on.
+      s.regret = 0.0;
+      s.regret_after = 0.0;
+      for (const RecurrenceRecord& record : run.history) {
+        const bool after = config.drift && record.recurrence >= drift_at;
+        const double regret = record.cost - (after ? oracle.expected_cost : before.expected_cost);
+        s.regret += regret;
+        s.regret_after += after ? regret : 0.0;
+      }
+      if (config.drift) {
+        s.settle = settle_recurrences(run, drift_at, oracle.batch_size);
+      }
       cell.runs[i] = std::move(run);
     } catch (...) {
       errors[i] = std::current_exception();
@@ -162,7 +186,7 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
   for (const RunResult& run : cell.runs) {
     const auto final_config = run.final_configuration();
     ++finals[final_config];
-    final_costs += final_expected_cost(trace, final_config, config.eta);
+    final_costs += final_expected_cost(last, final_config, config.eta);
     matches += final_config.first == oracle.batch_size ? 1 : 0;
     failed += run.failed_runs;
   }
@@ -171,10 +195,36 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
                        [](const auto& a, const auto& b) { return a.second < b.second; });
   cell.final_batch_size = modal->first.first;
   cell.final_power_limit_w = modal->first.second;
-  cell.final_expected_cost = final_expected_cost(trace, modal->first, config.eta);
+  cell.final_expected_cost = final_expected_cost(last, modal->first, config.eta);
   cell.final_expected_cost_mean = final_costs / static_cast<double>(seeds.size());
   cell.final_matches_oracle_pct = 100.0 * matches / static_cast<double>(seeds.size());
   cell.failed_runs_mean = failed / static_cast<double>(seeds.size());
+  if (config.drift) {
+    DriftSummary drift;
+    drift.at_recurrence = drift_at;
+    drift.old_oracle_batch_size = before.batch_size;
+    drift.old_oracle_power_limit_w = before.power_limit_w;
+    drift.old_oracle_expected_cost = before.expected_cost;
+    drift.new_oracle_batch_size = oracle.batch_size;
+    drift.new_oracle_power_limit_w = oracle.power_limit_w;
+    drift.new_oracle_expected_cost = oracle.expected_cost;
+    double settle_sum = 0.0;
+    double regret_after = 0.0;
+    for (const PerSeed& s : per_seed) {
+      regret_after += s.regret_after;
+      if (s.settle) {
+        ++drift.settled_seeds;
+        settle_sum += *s.settle;
+      } else {
+        ++drift.unsettled_seeds;
+      }
+    }
+    drift.settle_recurrences_mean = drift.settled_seeds > 0
+                                        ? settle_sum / drift.settled_seeds
+                                        : std::numeric_limits<double>::quiet_NaN();
+    drift.regret_after_mean = regret_after / static_cast<double>(seeds.size());
+    cell.drift = drift;
+  }
   return cell;
 }
 

@@ -81,6 +81,10 @@ RunResult simulate_concurrent(const WorkloadTrace& trace, PolicyKind kind,
                               const SimulationConfig& config,
                               const std::vector<JobArrival>& arrivals) {
   check_config(trace, config);
+  if (config.drift) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "drift applies to sequential recurrences, not to replayed job arrivals");
+  }
   std::unique_ptr<Policy> policy = make_policy(trace, kind, config);
   optimizer::Rng rng = run_rng(config);
   std::vector<JobArrival> jobs = arrivals;

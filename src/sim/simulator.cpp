@@ -151,10 +151,64 @@ Oracle expected_fixed(const WorkloadTrace& trace, int batch_size, int power_limi
   return expectation(trace, batch, point_at(batch, power_limit_w), *epochs, eta);
 }
 
+std::optional<int> settle_recurrences(const RunResult& run, int from, int batch_size) {
+  const int size = static_cast<int>(run.history.size());
+  for (int start = std::max(from, 0); start + kSettleWindow <= size; ++start) {
+    if (run.history[static_cast<std::size_t>(start)].batch_size != batch_size) {
+      continue;
+    }
+    int matches = 0;
+    for (int r = start; r < start + kSettleWindow; ++r) {
+      matches += run.history[static_cast<std::size_t>(r)].batch_size == batch_size ? 1 : 0;
+    }
+    if (matches >= kSettleMatches) {
+      return start - from;
+    }
+  }
+  return std::nullopt;
+}
+
+void check_drift(const WorkloadTrace& trace, const Drift& drift, int recurrences) {
+  if (drift.at_recurrence < 1 || drift.at_recurrence >= recurrences) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "the drift's recurrence " + std::to_string(drift.at_recurrence) +
+                    " must be between 1 and " + std::to_string(recurrences - 1) + " (the " +
+                    std::to_string(recurrences) + " recurrences are numbered from 0)");
+  }
+  if (!drift.trace) {
+    throw Error(ErrorKind::kInvalidArgument, "the drift has no trace");
+  }
+  const WorkloadTrace& after = *drift.trace;
+  bool same = after.batch_sizes.size() == trace.batch_sizes.size() &&
+              after.workload.default_batch_size == trace.workload.default_batch_size &&
+              after.max_power_w == trace.max_power_w;
+  for (std::size_t i = 0; same && i < trace.batch_sizes.size(); ++i) {
+    const BatchSizeTrace& a = trace.batch_sizes[i];
+    const BatchSizeTrace& b = after.batch_sizes[i];
+    same = a.batch_size == b.batch_size && a.power.size() == b.power.size();
+    for (std::size_t j = 0; same && j < a.power.size(); ++j) {
+      same = a.power[j].power_limit_w == b.power[j].power_limit_w &&
+             a.power[j].time_per_epoch_s == b.power[j].time_per_epoch_s &&
+             a.power[j].average_power_w == b.power[j].average_power_w;
+    }
+  }
+  if (!same) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "the trace after the drift of " + trace.workload.dataset + " on " + trace.gpu +
+                    " must have the same batch sizes, power points and b0 as before it");
+  }
+  SimulationConfig after_config;
+  after_config.recurrences = recurrences;
+  check_config(after, after_config);  // b0 must still reach the target
+}
+
 RunResult simulate_recurring(const WorkloadTrace& trace, PolicyKind kind,
                              const SimulationConfig& config) {
   check_config(trace, config);
   const int recurrences = default_recurrences(trace, config);
+  if (config.drift) {
+    check_drift(trace, *config.drift, recurrences);
+  }
   std::unique_ptr<Policy> policy = make_policy(trace, kind, config);
   optimizer::Rng rng = run_rng(config);
   // Grid search may spend a whole recurrence walking past configurations that fail.
@@ -166,7 +220,14 @@ RunResult simulate_recurring(const WorkloadTrace& trace, PolicyKind kind,
   }
   RunResult result;
   result.history.reserve(static_cast<std::size_t>(recurrences));
+  const WorkloadTrace* runs = &trace;  // where the runs are drawn from: drift switches it
   for (int r = 0; r < recurrences; ++r) {
+    if (config.drift && r == config.drift->at_recurrence) {
+      runs = config.drift->trace.get();
+      if (kind == PolicyKind::kOracle) {
+        policy = make_policy(*runs, kind, config);  // the oracle knows the new best at once
+      }
+    }
     RecurrenceRecord record;
     record.recurrence = r;
     while (true) {
@@ -178,7 +239,7 @@ RunResult simulate_recurring(const WorkloadTrace& trace, PolicyKind kind,
       }
       const Choice choice = policy->decide();
       const std::optional<double> threshold = policy->threshold(choice);
-      const Outcome outcome = run_once(trace, trace.at_batch_size(choice.batch_size), choice,
+      const Outcome outcome = run_once(*runs, runs->at_batch_size(choice.batch_size), choice,
                                        threshold, config.eta, rng);
       policy->report(choice, outcome);
       if (outcome.never_ran) {

@@ -198,6 +198,96 @@ TEST(SimCli, TargetMetricOnRealTracesUsesTheirRowsAtThatTarget) {
       << unreachable.err;
 }
 
+TEST(SimCli, DriftReportsHowSoonEachPolicySettles) {
+  const Result result = run_sim(
+      "--workload movielens-1m --gpu v100 --seeds 1-4 --policy zeus,default,oracle --drift "
+      "40:best*4 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  const json out = parse_json(result);
+  EXPECT_EQ(out["drift"], "40:best*4");
+  ASSERT_EQ(out["cells"].size(), 3u);
+  for (const json& cell : out["cells"]) {
+    const json& drift = cell["drift"];
+    ASSERT_TRUE(drift.is_object()) << cell.dump();
+    for (const char* key :
+         {"at_recurrence", "old_oracle_batch_size", "old_oracle_power_limit_w",
+          "old_oracle_expected_cost", "new_oracle_batch_size", "new_oracle_power_limit_w",
+          "new_oracle_expected_cost", "settle_recurrences_mean", "settled_seeds", "unsettled_seeds",
+          "regret_after_mean"}) {
+      EXPECT_TRUE(drift.contains(key)) << key;
+    }
+    EXPECT_EQ(drift["at_recurrence"], 40);
+    EXPECT_EQ(drift["old_oracle_batch_size"], 8192);
+    EXPECT_EQ(drift["new_oracle_batch_size"], 16384);
+    EXPECT_EQ(cell["oracle_batch_size"], 16384);
+    EXPECT_EQ(drift["settled_seeds"].get<int>() + drift["unsettled_seeds"].get<int>(), 4);
+  }
+  // Default never settles (no mean: null); the oracle settles at once.
+  EXPECT_TRUE(out["cells"][1]["drift"]["settle_recurrences_mean"].is_null());
+  EXPECT_EQ(out["cells"][1]["drift"]["unsettled_seeds"], 4);
+  EXPECT_EQ(out["cells"][2]["drift"]["settle_recurrences_mean"], 0.0);
+  // Without --drift the key is null.
+  const Result plain = run_sim("--workload squad --gpu v100 --seeds 1 --recurrences 20 --json");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_TRUE(parse_json(plain)["drift"].is_null());
+  EXPECT_TRUE(parse_json(plain)["cells"][0]["drift"].is_null());
+
+  const Result text = run_sim(
+      "--workload movielens-1m --gpu v100 --seeds 1-2 --policy zeus --drift 40:best*4 "
+      "--window 10");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(contains(text.out, "Drift 40:best*4:")) << text.out;
+  EXPECT_TRUE(contains(text.out, "settled after")) << text.out;
+  EXPECT_TRUE(contains(text.out, "8192, 100")) << text.out;
+}
+
+TEST(SimCli, BadDriftsAreUsageErrors) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--drift 40", "no ':'"},
+      {"--drift x:best*4", "not a recurrence"},
+      {"--drift 0:best*4", "not a recurrence"},
+      {"--drift 40:best*0", "must be positive"},
+      {"--drift 40:best*inf", "not a finite number"},
+      {"--drift 40:worst*2", "not best*F, best/F or target=X"},
+      {"--drift 40:best*4 --recurrences 30", "between 1 and 29"},
+      {"--drift 40:best*2000", "outside"},
+      {"--drift 40:target=0.7", "no batch size"},
+  };
+  for (const auto& [arguments, message] : cases) {
+    const Result result = run_sim("--workload cifar100 --gpu v100 --seeds 1 " + arguments);
+    EXPECT_EQ(result.exit_code, 2) << arguments << ": " << result.out << result.err;
+    EXPECT_TRUE(contains(result.err, message)) << arguments << ": " << result.err;
+  }
+  const fs::path dir = fresh_dir("drift_arrivals");
+  fs::create_directories(dir);
+  std::ofstream(dir / "jobs.csv") << "start_time,end_time\n0,10\n5,20\n";
+  const Result arrivals = run_sim(
+      "--workload cifar100 --gpu v100 --seeds 1 --drift 1:best*2 "
+      "--arrivals " +
+      (dir / "jobs.csv").string());
+  EXPECT_EQ(arrivals.exit_code, 2) << arrivals.err;
+  EXPECT_TRUE(contains(arrivals.err, "cannot be combined with --arrivals")) << arrivals.err;
+  fs::remove_all(dir);
+  const Result traces = run_sim("--trace-dir " + kTraceDir.string() +
+                                " --workload cifar100 --gpu v100 --seeds 1 --drift 40:best*4");
+  EXPECT_EQ(traces.exit_code, 2) << traces.err;
+  EXPECT_TRUE(contains(traces.err, "AT:target=X")) << traces.err;
+}
+
+TEST(SimCli, TargetDriftOnRealTraces) {
+  if (!fs::exists(kTraceDir / "summary_train.csv")) {
+    GTEST_SKIP() << "the NSDI'23 traces are not at " << kTraceDir;
+  }
+  const Result result = run_sim("--trace-dir " + kTraceDir.string() +
+                                " --workload cifar100 --gpu v100 --seeds 1-2 --policy oracle "
+                                "--drift 50:target=0.5 --json");
+  ASSERT_EQ(result.exit_code, 0) << result.out << result.err;
+  const json drift = parse_json(result)["cells"].at(0)["drift"];
+  EXPECT_EQ(drift["old_oracle_batch_size"], 128);  // the paper's target 0.6
+  EXPECT_EQ(drift["new_oracle_batch_size"], 512);  // 0.5, as the trace records it
+  EXPECT_EQ(drift["settle_recurrences_mean"], 0.0);
+}
+
 TEST(SimCli, ArrivalsReplayConcurrentSubmissions) {
   const fs::path dir = fresh_dir("arrivals");
   fs::create_directories(dir);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +30,15 @@ struct JobArrival {
   double end_s = 0.0;
   double runtime_ratio = 1.0;
 };
+// Drift: from recurrence `at_recurrence` (0-based) on, the job's runs are those of `trace`
+// instead: the same batch sizes, power limits and b0, other epochs to target, so the best
+// configuration may move. The oracle moves with it (the Oracle policy switches at that
+// recurrence, and regret after it is measured against the new oracle).
+struct Drift {
+  int at_recurrence = 0;
+  std::shared_ptr<const WorkloadTrace> trace;
+};
+
 struct SimulationConfig {
   double eta = 0.5;
   double beta = 2.0;    // early-stopping threshold factor; <= 0 disables it
@@ -43,7 +53,14 @@ struct SimulationConfig {
   // When not empty, run_cell replays these job submissions (simulate_concurrent) instead of a
   // sequence of recurrences; `recurrences` is then the number of jobs.
   std::vector<JobArrival> arrivals;
+  // Sequential recurrences only (simulate_concurrent refuses it).
+  std::optional<Drift> drift;
 };
+
+// Throws kInvalidArgument when `drift` cannot apply to `trace` over `recurrences`: AT outside
+// [1, recurrences - 1], no trace, other batch sizes, power points or b0, or a b0 that never
+// reaches the target after the drift.
+void check_drift(const WorkloadTrace& trace, const Drift& drift, int recurrences);
 
 // One recurrence: the tries it took until a run reached the target.
 struct RecurrenceRecord {
@@ -70,6 +87,13 @@ struct RunResult {
   std::pair<int, int> final_configuration() const;
 };
 
+// How many recurrences after `from` a run takes to settle on `batch_size`: the smallest d >= 0
+// such that recurrence from + d uses it and so do at least 8 of the 10 recurrences from + d to
+// from + d + 9 (all within the history). nullopt: it never settles within the history.
+std::optional<int> settle_recurrences(const RunResult& run, int from, int batch_size);
+inline constexpr int kSettleWindow = 10;
+inline constexpr int kSettleMatches = 8;
+
 // The best fixed configuration in expectation (over the trace's runs).
 struct Oracle {
   int batch_size = 0;
@@ -95,6 +119,23 @@ RunResult simulate_concurrent(const WorkloadTrace& trace, PolicyKind policy,
                               const SimulationConfig& config,
                               const std::vector<JobArrival>& arrivals);
 
+// What a drift did to a cell (see Drift, docs/simulator.md "Drift").
+struct DriftSummary {
+  int at_recurrence = 0;
+  int old_oracle_batch_size = 0;
+  int old_oracle_power_limit_w = 0;
+  double old_oracle_expected_cost = 0.0;
+  int new_oracle_batch_size = 0;
+  int new_oracle_power_limit_w = 0;
+  double new_oracle_expected_cost = 0.0;
+  // Over the seeds that settled on the new oracle's batch size (settle_recurrences from AT);
+  // NaN when none did.
+  double settle_recurrences_mean = 0.0;
+  int settled_seeds = 0;
+  int unsettled_seeds = 0;         // never settled within the run
+  double regret_after_mean = 0.0;  // cumulative regret from AT on, against the new oracle
+};
+
 // A cell (workload x GPU x policy) over many seeds, compared with Default on the same seeds.
 struct CellSummary {
   std::string workload;
@@ -108,7 +149,7 @@ struct CellSummary {
   double time_saving_last10_pct_mean = 0.0, time_saving_last10_pct_std = 0.0;
   double cost_saving_pct_mean = 0.0, cost_saving_pct_std = 0.0;
   double cum_regret_mean = 0.0, cum_regret_std = 0.0;  // sum over recurrences of cost - oracle
-  int oracle_batch_size = 0;
+  int oracle_batch_size = 0;                           // with a drift, the oracle after it
   int oracle_power_limit_w = 0;
   double target_metric = 0.0;  // the workload's, as simulated
   int final_batch_size = 0;    // modal over seeds of each seed's final configuration
@@ -120,6 +161,7 @@ struct CellSummary {
   double final_matches_oracle_pct = 0.0;  // seeds whose final batch size is the oracle's
   double failed_runs_mean = 0.0;
   std::vector<std::string> notes;
+  std::optional<DriftSummary> drift;
   // Per seed (for --out): the policy's history.
   std::vector<RunResult> runs;
 };
