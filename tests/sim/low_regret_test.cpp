@@ -1,0 +1,127 @@
+// The low-regret policy against the paper's, both driven by the simulator on the same seeds: the
+// targets of issue 17 on the paper's 24 cells, the same on accuracy targets that are not the
+// paper's (held out: the policy's constants were chosen on the paper's targets), and on the
+// built-in models, which need no data.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <numeric>
+
+#include "zeus/common/error.hpp"
+#include "zeus/sim/simulator.hpp"
+#include "zeus/sim/trace.hpp"
+
+namespace {
+
+using zeus::sim::PolicyKind;
+
+std::filesystem::path trace_dir() {
+  return std::filesystem::path(ZEUS_SOURCE_DIR) / ".." / "shared" / "data" / "zeus-nsdi23-traces";
+}
+
+std::vector<std::uint64_t> seeds(int count) {
+  std::vector<std::uint64_t> list(static_cast<std::size_t>(count));
+  std::iota(list.begin(), list.end(), 1);
+  return list;
+}
+
+struct Comparison {
+  double paper_regret = 0.0;  // summed over cells, each in units of its oracle run's cost
+  double low_regret = 0.0;
+  double worst_cell_ratio = 0.0;
+  std::string worst_cell;
+  int cells = 0;
+  std::vector<std::string> worse_final;  // low-regret's final configuration costs > 0.5% more
+};
+
+// Both policies on one cell; a cell the paper's policy cannot finish (its pruning finds nothing
+// that converges, as on imagenet/p100 at 0.6) is left out of the sums.
+void compare(const zeus::sim::WorkloadTrace& trace, const std::vector<std::uint64_t>& list,
+             Comparison& out) {
+  const zeus::sim::SimulationConfig config;
+  zeus::sim::CellSummary paper;
+  try {
+    paper = zeus::sim::run_cell(trace, PolicyKind::kZeus, config, list, 2);
+  } catch (const zeus::Error&) {
+    return;
+  }
+  const zeus::sim::CellSummary low =
+      zeus::sim::run_cell(trace, PolicyKind::kLowRegret, config, list, 2);
+  const double oracle = zeus::sim::compute_oracle(trace, config.eta).expected_cost;
+  const std::string cell = trace.workload.dataset + "/" + trace.gpu;
+  const double paper_units = paper.cum_regret_mean / oracle;
+  const double low_units = low.cum_regret_mean / oracle;
+  out.paper_regret += paper_units;
+  out.low_regret += low_units;
+  ++out.cells;
+  if (low_units / paper_units > out.worst_cell_ratio) {
+    out.worst_cell_ratio = low_units / paper_units;
+    out.worst_cell = cell;
+  }
+  if (low.final_expected_cost > 1.005 * paper.final_expected_cost) {
+    out.worse_final.push_back(cell);
+  }
+}
+
+class LowRegretOnTraces : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!std::filesystem::exists(trace_dir() / "summary_train.csv")) {
+      GTEST_SKIP() << "../shared/data/zeus-nsdi23-traces is absent; skipping the comparison on "
+                      "the paper's traces";
+    }
+  }
+};
+
+TEST_F(LowRegretOnTraces, AboutHalfThePaperPolicysRegretOnThePapersCells) {
+  const zeus::sim::TraceDirectory traces(trace_dir());
+  Comparison result;
+  for (const auto& workload : zeus::sim::paper_workloads()) {
+    for (const auto& gpu : zeus::sim::trace_gpus()) {
+      compare(traces.load(gpu, workload), seeds(50), result);
+    }
+  }
+  ASSERT_EQ(result.cells, 24);
+  // Measured 0.59x with the worst cell at 1.02x (docs/reproduction.md).
+  EXPECT_LE(result.low_regret, 0.60 * result.paper_regret)
+      << result.low_regret << " vs " << result.paper_regret;
+  EXPECT_LE(result.worst_cell_ratio, 1.10) << result.worst_cell;
+  EXPECT_TRUE(result.worse_final.empty()) << result.worse_final.front();
+}
+
+TEST_F(LowRegretOnTraces, GeneralisesToTargetsItWasNotTunedOn) {
+  const zeus::sim::TraceDirectory traces(trace_dir());
+  const std::map<std::string, double> targets = {{"librispeech", 45.0},   {"squad", 83.5},
+                                                 {"sentiment140", 0.835}, {"imagenet", 0.6},
+                                                 {"cifar100", 0.55},      {"movielens-1m", 0.4}};
+  Comparison result;
+  for (zeus::sim::Workload workload : zeus::sim::paper_workloads()) {
+    workload.target_metric = targets.at(workload.dataset);
+    for (const auto& gpu : zeus::sim::trace_gpus()) {
+      compare(traces.load(gpu, workload), seeds(50), result);
+    }
+  }
+  EXPECT_GE(result.cells, 23);  // imagenet/p100 at 0.6 defeats the paper's pruning
+  // Measured 0.61x, worst cell 1.02x.
+  EXPECT_LE(result.low_regret, 0.65 * result.paper_regret)
+      << result.low_regret << " vs " << result.paper_regret;
+  EXPECT_LE(result.worst_cell_ratio, 1.15) << result.worst_cell;
+  EXPECT_TRUE(result.worse_final.empty()) << result.worse_final.front();
+}
+
+TEST(LowRegretOnBuiltinModels, LessRegretThanThePaperPolicy) {
+  Comparison result;
+  for (const auto& workload : zeus::sim::paper_workloads()) {
+    for (const auto& gpu : zeus::sim::trace_gpus()) {
+      compare(zeus::sim::builtin_trace(gpu, workload), seeds(20), result);
+    }
+  }
+  ASSERT_EQ(result.cells, 24);
+  // Measured 0.75x with 50 seeds; the built-in models' sentiment140 has a batch size whose runs
+  // straddle two epoch counts, where low-regret sometimes settles on the runner-up (3-6% dearer).
+  EXPECT_LE(result.low_regret, 0.85 * result.paper_regret)
+      << result.low_regret << " vs " << result.paper_regret;
+}
+
+}  // namespace
