@@ -340,6 +340,8 @@ JobSpec job_spec_from_json(const nlohmann::json& body, const std::string& where,
   in.optional_field("mab_seed", spec.mab_seed, [&in, &where](const std::string& k, const json& v) {
     return in.integer(v, json{where, k});
   });
+  in.optional_field("policy", spec.policy,
+                    [&in](const std::string& k, const json& v) { return in.string(k, v); });
 
   // Constraints (only on fields that parsed).
   in.greater_than("max_power", spec.max_power_w, 0);
@@ -471,6 +473,9 @@ nlohmann::ordered_json to_json(const JobSpec& spec) {
   out["mab_prior_precision"] = spec.mab_prior_precision;
   out["mab_num_explorations"] = spec.mab_num_explorations;
   out["mab_seed"] = spec.mab_seed ? ordered_json(*spec.mab_seed) : ordered_json(nullptr);
+  if (spec.policy) {
+    out["policy"] = *spec.policy;
+  }
   return out;
 }
 

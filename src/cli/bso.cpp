@@ -17,6 +17,7 @@
 #include "server/service.hpp"
 #include "server/store.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/optimizer/batch_size_search.hpp"
 
 namespace zeus::cli {
 namespace {
@@ -30,6 +31,7 @@ struct ServeOptions {
   int threads = 64;
   long long max_body_bytes = 1 << 20;
   bool skip_integrity_check = false;
+  std::string policy = "zeus";
 };
 
 constexpr long long kMaxBodyBytesLimit = 1LL << 30;  // 1 GiB
@@ -110,6 +112,12 @@ int serve(const ServeOptions& options) {
                             "largest request of the protocol is a few KiB",
                             kMaxBodyBytesLimit, options.max_body_bytes));
   }
+  // Checked before the database is opened: a typo must not create an empty database file.
+  try {
+    optimizer::check_batch_size_policy_name(options.policy);
+  } catch (const Error& error) {
+    throw Error(ErrorKind::kInvalidArgument, std::string("--policy: ") + error.what());
+  }
   server::HttpServerOptions http;
   http.host = options.host;
   http.port = options.port;
@@ -127,14 +135,15 @@ int serve(const ServeOptions& options) {
   store_options.pool_size = std::min(options.threads, 16);
   store_options.check_integrity = !options.skip_integrity_check;
   const std::unique_ptr<server::Store> store = server::open_store(options.db, store_options);
-  server::BsoService service(*store);
+  server::BsoService service(*store, nullptr, options.policy);
   server::HttpServer http_server(service, http);
   const int port = http_server.bind();
   if (!options.port_file.empty()) {
     write_port_file(options.port_file, port);
   }
-  std::cout << fmt::format("zeus bso: serving on http://{}:{} (database {}, schema v{})",
-                           options.host, port, store->describe(), store->schema_version())
+  std::cout << fmt::format(
+                   "zeus bso: serving on http://{}:{} (database {}, schema v{}, default policy {})",
+                   options.host, port, store->describe(), store->schema_version(), options.policy)
             << std::endl;
 
   // stop() before serve() has started listening would be lost: it is repeated (every 20 ms)
@@ -187,6 +196,11 @@ void add_bso(CLI::App& app, Action& action) {
   serve_command
       ->add_option("--max-body-bytes", options->max_body_bytes,
                    "Larger request bodies are refused with 413 (1 to 1073741824)")
+      ->capture_default_str();
+  serve_command
+      ->add_option("--policy", options->policy,
+                   "Batch-size policy of jobs whose spec names none: zeus (the paper's, "
+                   "wire-compatible with the reference) or low-regret")
       ->capture_default_str();
   serve_command->add_flag(
       "--skip-integrity-check", options->skip_integrity_check,

@@ -156,6 +156,15 @@ nlohmann::ordered_json to_json(const JobState& state) {
     entry["num_observations"] = summary.arm.observations;
     arms.push_back(std::move(entry));
   }
+  // A policy other than the paper's has no Gaussian posterior to show: its own estimate of one
+  // run's cost per batch size.
+  for (const optimizer::ArmView& view : state.arm_views) {
+    ordered_json entry;
+    entry["batch_size"] = view.batch_size;
+    entry["num_observations"] = view.observations;
+    entry["mean_cost"] = number_or_text(view.mean_cost);
+    arms.push_back(std::move(entry));
+  }
   out["arms"] = std::move(arms);
   ordered_json list = ordered_json::array();
   for (const TrialSummary& summary : state.trials) {
@@ -174,6 +183,9 @@ nlohmann::ordered_json to_json(const JobState& state) {
     entry["converged"] = optional_json(trial.converged);
     if (summary.cost) {
       entry["cost"] = *summary.cost;
+    }
+    if (summary.cost_threshold) {
+      entry["cost_threshold"] = *summary.cost_threshold;
     }
     list.push_back(std::move(entry));
   }

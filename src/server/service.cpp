@@ -18,7 +18,11 @@ namespace {
 
 using optimizer::BatchSizePolicy;
 using optimizer::BatchSizePolicyConfig;
+using optimizer::BatchSizeSearch;
 using optimizer::TrialKind;
+
+// What a job's spec names, or the paper's for specs stored before there were two policies.
+constexpr const char* kLegacyPolicy = "zeus";
 
 std::uint64_t random_u64() {
   static thread_local std::mt19937_64 engine{std::random_device{}()};
@@ -53,28 +57,30 @@ const char* type_name(TrialKind kind) {
 
 // Policies saved or restored lately, by their saved text, shared by the request threads: the
 // next request for a job usually finds the state the previous one left (unless another server
-// process changed the row, when the text differs and the policy is restored from it).
+// process changed the row, when the text differs and the policy is restored from it). Either
+// policy; each caller gets its own copy.
 class RecentPolicies {
  public:
-  std::optional<BatchSizePolicy> find(const std::string& state) {
+  std::unique_ptr<BatchSizeSearch> find(const std::string& state) {
     std::lock_guard lock(mutex_);
     const auto found = policies_.find(state);
     if (found == policies_.end()) {
-      return std::nullopt;
+      return nullptr;
     }
-    return found->second;
+    return found->second->clone();
   }
-  void remember(const std::string& state, const BatchSizePolicy& policy) {
+  void remember(const std::string& state, const BatchSizeSearch& policy) {
+    std::unique_ptr<BatchSizeSearch> copy = policy.clone();
     std::lock_guard lock(mutex_);
     if (policies_.size() >= 1024) {
       policies_.clear();
     }
-    policies_.insert_or_assign(state, policy);
+    policies_.insert_or_assign(state, std::move(copy));
   }
 
  private:
   std::mutex mutex_;
-  std::unordered_map<std::string, BatchSizePolicy> policies_;
+  std::unordered_map<std::string, std::unique_ptr<BatchSizeSearch>> policies_;
 };
 
 RecentPolicies& recent_policies() {
@@ -83,21 +89,23 @@ RecentPolicies& recent_policies() {
 }
 
 // Copies the policy's outcome into the job row.
-void store_policy(JobRecord& job, const BatchSizePolicy& policy) {
+void store_policy(JobRecord& job, const BatchSizeSearch& policy) {
   job.policy_state = policy.save();
-  job.stage = policy.in_mab_stage() ? "MAB" : "Pruning";
+  job.stage = policy.exploring() ? "Pruning" : "MAB";
   job.min_cost = policy.min_cost();
   job.min_cost_batch_size = policy.best_batch_size();
   recent_policies().remember(job.policy_state, policy);
 }
 
-BatchSizePolicy load_policy(const JobRecord& job) {
+// A state saved before there were two policies has no "policy" member: the paper's.
+std::unique_ptr<BatchSizeSearch> load_policy(const JobRecord& job) {
   if (auto found = recent_policies().find(job.policy_state)) {
-    return std::move(*found);
+    return found;
   }
   try {
-    BatchSizePolicy policy = BatchSizePolicy::restore(job.policy_state);
-    recent_policies().remember(job.policy_state, policy);
+    std::unique_ptr<BatchSizeSearch> policy =
+        optimizer::restore_batch_size_search(job.policy_state);
+    recent_policies().remember(job.policy_state, *policy);
     return policy;
   } catch (const Error& error) {
     throw StoreError(StoreFailure::kCorrupt, "the stored policy state of job " +
@@ -148,8 +156,12 @@ void check_cost(double cost, const bso::TrainingResult& result, const bso::JobSp
 
 }  // namespace
 
-BsoService::BsoService(Store& store, std::shared_ptr<Clock> clock)
-    : store_(store), clock_(clock ? std::move(clock) : system_clock()) {}
+BsoService::BsoService(Store& store, std::shared_ptr<Clock> clock, std::string default_policy)
+    : store_(store),
+      clock_(clock ? std::move(clock) : system_clock()),
+      default_policy_(std::move(default_policy)) {
+  optimizer::check_batch_size_policy_name(default_policy_);
+}
 
 std::int64_t BsoService::now_ms() const {
   return units::milliseconds_from_nanoseconds(clock_->now_ns());
@@ -169,15 +181,25 @@ RegisterResult BsoService::register_job(bso::JobSpec spec) {
     bad_ids.push_back(
         {{"body", "job_id_prefix"}, "job_id_prefix " + problem, "value_error.job_id", nullptr});
   }
+  if (spec.policy) {
+    try {
+      optimizer::check_batch_size_policy_name(*spec.policy);
+    } catch (const Error& error) {
+      bad_ids.push_back({{"body", "policy"}, error.what(), "value_error.policy", nullptr});
+    }
+  }
   if (!bad_ids.empty()) {
     throw bso::ValidationError(std::move(bad_ids));
   }
+  // What the client asked for; the stored spec names the policy the job runs.
+  const std::optional<std::string> requested_policy = spec.policy;
+  spec.policy = spec.policy.value_or(default_policy_);
   // The policy core is the judge of what it can run (the wire validation covers the rest).
   const std::uint64_t seed =
       spec.mab_seed ? static_cast<std::uint64_t>(*spec.mab_seed) : random_u64();
-  std::optional<BatchSizePolicy> policy;
+  std::unique_ptr<BatchSizeSearch> policy;
   try {
-    policy.emplace(policy_config(spec, seed));
+    policy = optimizer::make_batch_size_search(*spec.policy, policy_config(spec, seed));
   } catch (const Error& error) {
     throw bso::ValidationError({{{"body", "__root__"}, error.what(), "value_error", nullptr}});
   }
@@ -212,13 +234,24 @@ RegisterResult BsoService::register_job(bso::JobSpec spec) {
       throw ServiceError(ErrorKind::kConflict,
                          "job " + *spec.job_id + " vanished while being registered; retry");
     }
-    if (!(existing->spec == spec)) {
+    // A spec without a policy leaves the choice to the server, which made it when the job was
+    // registered: it matches the job whatever its policy. One that names a policy must name the
+    // job's.
+    bso::JobSpec stored = existing->spec;
+    stored.policy = stored.policy.value_or(kLegacyPolicy);
+    bso::JobSpec asked = spec;
+    asked.policy = requested_policy ? requested_policy : stored.policy;
+    if (!(stored == asked)) {
       throw ServiceError(
           ErrorKind::kAlreadyExists,
           "JobSpec doesn't match with existing jobSpec. Use a new job_id for different "
-          "configuration");
+          "configuration" +
+              (stored.policy != asked.policy
+                   ? " (the job runs the \"" + *stored.policy + "\" policy, the spec asks for \"" +
+                         *asked.policy + "\")"
+                   : std::string()));
     }
-    result = {false, existing->spec};
+    result = {false, stored};
   });
   return result;
 }
@@ -232,10 +265,10 @@ bso::TrialId BsoService::next_batch_size(const std::string& job_id) {
       throw ServiceError(ErrorKind::kNotFound,
                          "Unknown job(" + job_id + "). Please register the job first");
     }
-    BatchSizePolicy policy = load_policy(*job);
+    const std::unique_ptr<BatchSizeSearch> policy = load_policy(*job);
     optimizer::Decision decision;
     try {
-      decision = policy.next();
+      decision = policy->next();
     } catch (const Error& error) {
       throw ServiceError(ErrorKind::kConflict,
                          std::string("No converged batch sizes has observed. Reconfigure "
@@ -250,7 +283,7 @@ bso::TrialId BsoService::next_batch_size(const std::string& job_id) {
     record.status = "Dispatched";
     record.start_ms = now_ms();
     tx.insert_trial(record);
-    store_policy(*job, policy);
+    store_policy(*job, *policy);
     tx.update_job(*job);
     trial = {job_id, decision.batch_size, decision.trial_id};
   });
@@ -288,11 +321,12 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
       return;
     }
     const bso::JobSpec& spec = job->spec;
-    BatchSizePolicy policy = load_policy(*job);
+    const std::unique_ptr<BatchSizeSearch> policy = load_policy(*job);
     const double cost =
         optimizer::zeus_cost(result.energy_j, result.time_s, spec.eta_knob, spec.max_power_w);
     check_cost(cost, result, spec);
-    const std::optional<double> threshold = policy.cost_threshold();
+    // Per trial: "low-regret" caps a first probe differently from a bandit run.
+    const std::optional<double> threshold = policy->cost_threshold(trial->trial_number);
     const bool within = !threshold || cost <= *threshold;
     const bool converged = spec.higher_is_better_metric ? result.metric >= spec.target_metric
                                                         : result.metric <= spec.target_metric;
@@ -302,18 +336,28 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
     }
     if (converged && within) {
       response = {true, true, "Train succeeded"};
-    } else if (!within) {
+    } else if (!within && policy->policy_name() == kLegacyPolicy) {
+      // The reference's message, which its users grep.
       response = {true, false,
                   fmt::format("Batch Size({}) exceeded the cost upper bound: current cost({}) "
                               ">\n                    beta_knob({})*min_cost({})",
                               result.trial.batch_size, bso::python_float_repr(cost),
                               bso::python_float_repr(spec.beta_knob.value_or(0.0)),
-                              bso::python_float_repr(policy.min_cost().value_or(0.0)))};
+                              bso::python_float_repr(policy->min_cost().value_or(0.0)))};
+    } else if (!within) {
+      response = {true, false,
+                  fmt::format("Batch Size({}) exceeded the cost upper bound: current cost({}) > "
+                              "cost_threshold({}), the {} policy's limit for this trial",
+                              result.trial.batch_size, bso::python_float_repr(cost),
+                              bso::python_float_repr(*threshold), policy->policy_name())};
     } else {
       response = {true, false,
                   fmt::format("Train failed to converge within max_epoch({})", spec.max_epochs)};
     }
-    policy.report(trial->trial_number, cost, response.converged);
+    // The per-epoch cost is left to the policy (cost / epochs): the server keeps no per-epoch
+    // history of a trial, only its cumulative totals.
+    policy->report(trial->trial_number,
+                   optimizer::TrialResult{cost, response.converged, result.current_epoch, 0.0});
     trial->status = "Succeeded";
     trial->end_ms = now_ms();
     trial->time_s = result.time_s;
@@ -322,7 +366,7 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
     trial->epochs = result.current_epoch;
     trial->converged = response.converged;
     tx.update_trial(*trial);
-    store_policy(*job, policy);
+    store_policy(*job, *policy);
     tx.update_job(*job);
   });
   return response;
@@ -342,12 +386,12 @@ void BsoService::end_trial(const bso::TrialId& trial_id) {
     if (trial->status != "Dispatched") {
       return;  // finished trials stay as they are
     }
-    BatchSizePolicy policy = load_policy(*job);
-    policy.fail(trial->trial_number);
+    const std::unique_ptr<BatchSizeSearch> policy = load_policy(*job);
+    policy->fail(trial->trial_number);
     trial->status = "Failed";
     trial->end_ms = now_ms();
     tx.update_trial(*trial);
-    store_policy(*job, policy);
+    store_policy(*job, *policy);
     tx.update_job(*job);
   });
 }
@@ -372,19 +416,26 @@ std::optional<JobState> BsoService::job_state(const std::string& job_id) {
   if (!job) {
     return std::nullopt;
   }
-  const BatchSizePolicy policy = load_policy(*job);
+  const std::unique_ptr<BatchSizeSearch> policy = load_policy(*job);
+  // The paper's policy shows its bandit as before; another shows its own view of the arms.
+  const auto* paper = dynamic_cast<const BatchSizePolicy*>(policy.get());
   JobState state;
   state.job_id = job_id;
   state.spec = job->spec;
+  state.spec.policy = std::string(policy->policy_name());
   state.stage = job->stage;
   state.min_cost = job->min_cost;
   state.min_cost_batch_size = job->min_cost_batch_size;
-  state.cost_threshold = policy.cost_threshold();
   state.created_ms = job->created_ms;
-  if (const optimizer::GaussianTs* mab = policy.mab()) {
-    for (const auto& [batch_size, arm] : mab->arms()) {
-      state.arms.push_back({batch_size, arm});
+  if (paper != nullptr) {
+    state.cost_threshold = paper->cost_threshold();
+    if (const optimizer::GaussianTs* mab = paper->mab()) {
+      for (const auto& [batch_size, arm] : mab->arms()) {
+        state.arms.push_back({batch_size, arm});
+      }
     }
+  } else {
+    state.arm_views = policy->arm_views();
   }
   for (TrialRecord& trial : trials) {
     std::optional<double> cost;
@@ -392,7 +443,11 @@ std::optional<JobState> BsoService::job_state(const std::string& job_id) {
       cost = optimizer::zeus_cost(*trial.energy_j, *trial.time_s, job->spec.eta_knob,
                                   job->spec.max_power_w);
     }
-    state.trials.push_back({std::move(trial), cost});
+    std::optional<double> threshold;
+    if (paper == nullptr && trial.status == "Dispatched") {
+      threshold = policy->cost_threshold(trial.trial_number);
+    }
+    state.trials.push_back({std::move(trial), cost, threshold});
   }
   return state;
 }

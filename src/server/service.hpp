@@ -1,7 +1,8 @@
 // The batch-size-optimizer service: the reference server's semantics (register, dispatch a
 // trial, per-epoch report with early stopping, end a trial, delete) over a Store, with the
-// decisions taken by the policy core (zeus::optimizer::BatchSizePolicy). No HTTP and no JSON
-// here: errors are ServiceError with a domain kind, which the HTTP layer maps to a status.
+// decisions taken by the policy core through zeus::optimizer::BatchSizeSearch: the paper's
+// "zeus" policy (the default) or "low-regret", per job. No HTTP and no JSON here: errors are
+// ServiceError with a domain kind, which the HTTP layer maps to a status.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "server/store.hpp"
 #include "zeus/bso/wire.hpp"
 #include "zeus/common/clock.hpp"
+#include "zeus/optimizer/batch_size_search.hpp"
 #include "zeus/optimizer/gaussian_ts.hpp"
 
 namespace zeus::server {
@@ -34,7 +36,7 @@ struct RegisterResult {
   bso::JobSpec spec;     // as stored (job_id set, batch sizes sorted)
 };
 
-// One arm of the bandit, for job_state.
+// One arm of the paper's bandit, for job_state.
 struct ArmSummary {
   int batch_size = 0;
   optimizer::ArmState arm;
@@ -44,18 +46,25 @@ struct ArmSummary {
 struct TrialSummary {
   TrialRecord record;
   std::optional<double> cost;
+  // A "low-regret" job's trial still running: the cost at which it is stopped (that policy
+  // caps each trial on its own). Unset for the paper's policy, whose threshold is the job's.
+  std::optional<double> cost_threshold;
 };
 
 // What GET /jobs/{id} shows of a job (the HTTP layer writes it as JSON).
 struct JobState {
   std::string job_id;
-  bso::JobSpec spec;
+  bso::JobSpec spec;  // spec.policy set (jobs stored before there were two policies: "zeus")
   std::string stage;  // "Pruning" or "MAB"
   std::optional<double> min_cost;
   int min_cost_batch_size = 0;
-  std::optional<double> cost_threshold;  // beta * min_cost; unset without early stopping
+  // "zeus": beta * min_cost; unset without early stopping. Unset for "low-regret" (see
+  // TrialSummary::cost_threshold).
+  std::optional<double> cost_threshold;
   std::int64_t created_ms = 0;
-  std::vector<ArmSummary> arms;  // empty before the MAB stage
+  std::vector<ArmSummary> arms;  // "zeus": the bandit's arms, empty before the MAB stage
+  // "low-regret": every batch size as that policy sees it (observations, mean cost).
+  std::vector<optimizer::ArmView> arm_views;
   std::vector<TrialSummary> trials;
 };
 
@@ -63,11 +72,18 @@ class BsoService {
  public:
   // `clock` gives Unix time (see zeus::system_clock(), the default) for timestamps; a ManualClock
   // in tests. Jobs registered without mab_seed get a seed drawn from std::random_device.
-  explicit BsoService(Store& store, std::shared_ptr<Clock> clock = nullptr);
+  // `default_policy` is the policy of jobs whose spec names none (`zeus bso serve --policy`);
+  // throws zeus::Error(kInvalidArgument) naming the known ones for any other name.
+  explicit BsoService(Store& store, std::shared_ptr<Clock> clock = nullptr,
+                      std::string default_policy = "zeus");
 
   // POST /jobs. Throws bso::ValidationError (422) for specs the policy core cannot run
-  // (num_pruning_rounds 0) and for job ids that could not be read back (bso::job_id_problem),
-  // ServiceError(kAlreadyExists) when the job exists with another spec.
+  // (num_pruning_rounds 0), an unknown policy (at ["body", "policy"]) and for job ids that could
+  // not be read back (bso::job_id_problem), ServiceError(kAlreadyExists) when the job exists with
+  // another spec. The stored spec names the policy the job runs (the server's default when the
+  // spec named none); re-registering without a policy matches the job whatever its policy, and
+  // with one only when it is the job's (so reference clients, which never send one, keep
+  // getting 200 for their recurring jobs even after the server's default changes).
   RegisterResult register_job(bso::JobSpec spec);
   // GET /jobs/batch_size: dispatches a new trial. ServiceError(kNotFound) for an unknown job,
   // ServiceError(kConflict) when pruning found no batch size that converges. A job_id that is not
@@ -92,12 +108,14 @@ class BsoService {
   static constexpr double kMaxCost = 1e100;
 
   Store& store() { return store_; }
+  const std::string& default_policy() const { return default_policy_; }
 
  private:
   Store& store_;
   std::int64_t now_ms() const;
 
   std::shared_ptr<Clock> clock_;
+  std::string default_policy_;
 };
 
 }  // namespace zeus::server

@@ -347,3 +347,61 @@ TEST(BsoProcess, ACorruptSqliteFileIsRefusedAtStartUnlessTheCheckIsSkipped) {
 }
 
 }  // namespace
+
+namespace {
+
+// `--policy` sets the policy of jobs that name none; a job keeps its policy across a restart
+// with another default (the state is restored from the database by a new process).
+TEST(BsoProcess, PolicyIsTheDefaultOfNewJobsAndSurvivesARestart) {
+  const auto dir = zeus::test::make_temp_dir("zeus-bso-policy");
+  const std::string url = "sqlite:///" + (dir / "bso.db").string();
+  const std::string body = zeus::test::peer_job_spec("peer-lr").dump();
+  std::string first_dispatch;
+  {
+    ServerProcess server(dir, url, {"--policy", "low-regret"});
+    httplib::Client http("127.0.0.1", server.port());
+    auto reg = http.Post("/jobs", body, "");
+    ASSERT_EQ(reg->status, 201) << reg->body;
+    EXPECT_EQ(json::parse(reg->body).at("policy"), "low-regret");
+    auto got = http.Get("/jobs/batch_size?job_id=peer-lr");
+    ASSERT_EQ(got->status, 200) << got->body;
+    json report = json::parse(got->body);
+    report["time"] = 80.0;
+    report["energy"] = 32000.0;
+    report["metric"] = 0.95;
+    report["current_epoch"] = 10;
+    ASSERT_EQ(http.Post("/report", report.dump(), "")->status, 200);
+    EXPECT_EQ(server.signal_and_wait(SIGTERM), 0);
+    EXPECT_NE(server.log().find("default policy low-regret"), std::string::npos) << server.log();
+  }
+  ServerProcess server(dir, url);  // default policy zeus
+  httplib::Client http("127.0.0.1", server.port());
+  auto reg = http.Post("/jobs", body, "");
+  ASSERT_EQ(reg->status, 200) << reg->body;
+  EXPECT_EQ(json::parse(reg->body).at("policy"), "low-regret");
+  auto got = http.Get("/jobs/batch_size?job_id=peer-lr");
+  ASSERT_EQ(got->status, 200) << got->body;
+  EXPECT_EQ(json::parse(got->body).at("trial_number"), 2);
+  const json state = json::parse(http.Get("/jobs/peer-lr")->body);
+  EXPECT_EQ(state.at("spec").at("policy"), "low-regret");
+  EXPECT_EQ(state.at("min_cost"), 0.5 * 32000.0 + 0.5 * 700.0 * 80.0);
+  // New jobs get this server's default.
+  auto other = http.Post("/jobs", zeus::test::peer_job_spec("peer-z").dump(), "");
+  ASSERT_EQ(other->status, 201) << other->body;
+  EXPECT_EQ(json::parse(other->body).at("policy"), "zeus");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BsoProcess, AnUnknownPolicyIsRefusedBeforeTheDatabaseIsOpened) {
+  const auto dir = zeus::test::make_temp_dir("zeus-bso-bad-policy");
+  const auto db = dir / "bso.db";
+  const auto [code, out] =
+      run_serve("--db sqlite:///" + db.string() + " --port 0 --policy thompson");
+  EXPECT_EQ(code, 2) << out;
+  EXPECT_NE(out.find("--policy"), std::string::npos) << out;
+  EXPECT_NE(out.find("low-regret"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(db));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace

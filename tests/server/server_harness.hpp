@@ -28,14 +28,16 @@ inline std::filesystem::path make_temp_dir(const std::string& stem) {
 
 class ServerHarness {
  public:
-  explicit ServerHarness(std::string db_url = {}, server::HttpServerOptions options = {}) {
+  // `default_policy`: the policy of jobs whose spec names none (`zeus bso serve --policy`).
+  explicit ServerHarness(std::string db_url = {}, server::HttpServerOptions options = {},
+                         std::string default_policy = "zeus") {
     if (db_url.empty()) {
       dir_ = make_temp_dir("zeus-bso-test");
       db_url = "sqlite:///" + (dir_ / "bso.db").string();
     }
     url_ = db_url;
     store_ = server::open_store(db_url);
-    service_ = std::make_unique<server::BsoService>(*store_);
+    service_ = std::make_unique<server::BsoService>(*store_, nullptr, std::move(default_policy));
     options.port = 0;
     http_ = std::make_unique<server::HttpServer>(*service_, options);
     port_ = http_->bind();

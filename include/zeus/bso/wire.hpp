@@ -15,7 +15,8 @@
 
 namespace zeus::bso {
 
-// JobSpecFromClient: the job's parameters plus its GPU configuration (18 fields).
+// JobSpecFromClient: the job's parameters plus its GPU configuration (the reference's 18 fields),
+// and one of ours, `policy`.
 struct JobSpec {
   double max_power_w = 0.0;  // the GPUs' maximum power limit (W) times their number
   int number_of_gpus = 0;
@@ -35,6 +36,11 @@ struct JobSpec {
   double mab_prior_precision = 0.0;
   int mab_num_explorations = 2;
   std::optional<std::int64_t> mab_seed;
+  // Beyond the reference: the batch-size policy by name ("zeus", the paper's, or "low-regret").
+  // Unset: the server's default (`zeus bso serve --policy`); the server stores the one it chose.
+  // Not written when unset, so that a request without it is the reference's byte for byte. The
+  // wire only checks that it is a string; the server refuses unknown names (422).
+  std::optional<std::string> policy;
 
   // Field by field, numbers by value (what decides 200 vs 409 on re-registration).
   bool operator==(const JobSpec& other) const = default;
