@@ -2,9 +2,11 @@
 // external resource, one chart per plot), bad inputs, and the files `zeus monitor --timeline` and
 // `zeus sim --out` add for it. The page is drawn in a browser by tests/report/chromium_check.py.
 #include <gtest/gtest.h>
+
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <filesystem>
 #include <fstream>
@@ -178,6 +180,18 @@ TEST_F(ReportCli, WritesOneSelfContainedPageWithAChartPerPlot) {
   for (const auto& [id, spec] : data["charts"].items()) {
     EXPECT_TRUE(contains(html, "<canvas id=\"" + id + "\"")) << id;
   }
+  // The cost per recurrence is plotted for every simulated policy, the paper's and low-regret
+  // side by side.
+  std::vector<std::string> cost_series;
+  for (const auto& [id, spec] : data["charts"].items()) {
+    if (spec["kind"] == "sim-cost") {
+      for (const auto& series : spec["series"]) {
+        cost_series.push_back(series["label"].get<std::string>());
+      }
+    }
+  }
+  EXPECT_NE(std::find(cost_series.begin(), cost_series.end(), "zeus"), cost_series.end());
+  EXPECT_NE(std::find(cost_series.begin(), cost_series.end(), "low-regret"), cost_series.end());
   // The timeline's window (from t.csv.windows.csv) is shaded.
   const json& timeline = data["charts"]["chart-1"];
   EXPECT_EQ(timeline["kind"], "timeline");
