@@ -161,4 +161,30 @@ TEST(BsoClientServer, TheServersErrorsReachTheCaller) {
   EXPECT_TRUE(client.delete_job("peer-scenario"));
 }
 
+// JobSpec::policy: sent when set (our extension), the server's choice kept in job() otherwise.
+TEST(BsoClientServer, AJobAsksForAPolicyByName) {
+  ServerHarness server;  // default "zeus"
+  Rig rig;
+  JobSpec spec = peer_job();
+  spec.policy = "low-regret";
+  {
+    BatchSizeOptimizer bso(rig.monitor, rig.gpus, server.base_url(), spec, quick());
+    EXPECT_TRUE(bso.job_created());
+    EXPECT_EQ(bso.job().policy, "low-regret");
+    EXPECT_EQ(bso.get_batch_size(), 128);  // b0 first
+  }
+  // The same job without a policy (as a reference client registers it): the stored one.
+  BatchSizeOptimizer again(rig.monitor, rig.gpus, server.base_url(), peer_job(), quick());
+  EXPECT_FALSE(again.job_created());
+  EXPECT_EQ(again.job().policy, "low-regret");
+  EXPECT_EQ(server.service().job_state("peer-scenario")->spec.policy, "low-regret");
+  // An unknown policy is the server's 422, naming the known ones.
+  JobSpec unknown = peer_job();
+  unknown.job_id = "peer-unknown";
+  unknown.policy = "greedy";
+  expect_error(
+      [&] { BatchSizeOptimizer bad(rig.monitor, rig.gpus, server.base_url(), unknown, quick()); },
+      ErrorKind::kInvalidArgument, {"POST /jobs", "422", "greedy", "low-regret"});
+}
+
 }  // namespace

@@ -354,6 +354,20 @@ TEST(BsoClient, UnsetJobIdAndBetaAreSentAsNullAndTheServersIdIsKept) {
   EXPECT_EQ(bso.job().job_id, "mnist-0123abcd");
 }
 
+TEST(BsoClient, ThePolicyIsSentOnlyWhenSet) {
+  Peer peer;
+  Rig rig(1, "v100");
+  {
+    BatchSizeOptimizer bso(rig.monitor, rig.set, peer.url(), sample_job(), FastRetries().options());
+  }
+  EXPECT_FALSE(json::parse(peer.requests("POST", "/jobs").at(0).body).contains("policy"));
+  JobSpec spec = sample_job();
+  spec.policy = "low-regret";
+  BatchSizeOptimizer bso(rig.monitor, rig.set, peer.url(), spec, FastRetries().options());
+  const json body = json::parse(peer.requests("POST", "/jobs").at(1).body);
+  EXPECT_EQ(body.at("policy"), "low-regret");
+}
+
 TEST(BsoClient, ReRegistrationAnswered200IsNotACreation) {
   Peer peer;
   Rig rig(1, "a100");
