@@ -307,16 +307,18 @@ int run(const SimArgs& args) {
           after.target_metric = *drift->target_metric;
         }
         const sim::ConvergenceShift shift{drift->best_batch_size_factor.value_or(1.0)};
-        auto drifted = std::make_shared<const sim::WorkloadTrace>(
-            trace_directory ? as_usage_error([&] { return trace_directory->load(gpu, after); })
-                            : sim::builtin_trace(gpu, after, shift));
         // recurrences 0 means 2 x |batch sizes| x |power limits| (SimulationConfig).
         const int recurrences = args.recurrences > 0
                                     ? args.recurrences
                                     : 2 * static_cast<int>(trace.batch_sizes.size()) *
                                           static_cast<int>(trace.power_limits_w.size());
-        cell_config.drift = sim::Drift{drift->at_recurrence, std::move(drifted)};
         try {
+          cell_config.drift =
+              sim::Drift{drift->at_recurrence,
+                         std::make_shared<const sim::WorkloadTrace>(
+                             trace_directory
+                                 ? as_usage_error([&] { return trace_directory->load(gpu, after); })
+                                 : sim::builtin_trace(gpu, after, shift))};
           sim::check_drift(trace, *cell_config.drift, recurrences);
         } catch (const Error& error) {
           throw Error(ErrorKind::kInvalidArgument, fmt::format("--drift {}: {}/{}: {}", args.drift,

@@ -252,6 +252,8 @@ TEST(SimCli, BadDriftsAreUsageErrors) {
       {"--drift 40:best*4 --recurrences 30", "between 1 and 29"},
       {"--drift 40:best*2000", "outside"},
       {"--drift 40:target=0.7", "no batch size"},
+      // The drifted model's b0 misses the target: the error says it comes from the drift.
+      {"--drift 40:best/4", "--drift 40:best/4: cifar100/v100: the default batch size 1024"},
   };
   for (const auto& [arguments, message] : cases) {
     const Result result = run_sim("--workload cifar100 --gpu v100 --seeds 1 " + arguments);
