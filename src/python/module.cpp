@@ -1,6 +1,11 @@
 // The zeus_cpp._zeus extension module.
 #include "bindings.hpp"
 
+namespace zeus::python {
+// policy.cpp: the batch-size policies in process (zeus_cpp.optimizer.batch_size.policy).
+void bind_policy(py::module_& module);
+}  // namespace zeus::python
+
 PYBIND11_MODULE(_zeus, module) {
   module.doc() = "Native core of zeus_cpp (use the zeus_cpp package, not this module).";
   zeus::python::bind_errors(module);
@@ -8,5 +13,6 @@ PYBIND11_MODULE(_zeus, module) {
   zeus::python::bind_monitor(module);
   zeus::python::bind_optimizer(module);
   zeus::python::bind_bso(module);
+  zeus::python::bind_policy(module);
   zeus::python::bind_metrics(module);
 }

@@ -82,7 +82,8 @@ def test_job_models():
 
     job_params = ["job_id", "job_id_prefix", "batch_sizes", "default_batch_size", "eta_knob", "beta_knob",
                   "target_metric", "higher_is_better_metric", "max_epochs", "num_pruning_rounds",
-                  "window_size", "mab_prior_mean", "mab_prior_precision", "mab_num_explorations", "mab_seed"]  # fmt: skip
+                  "window_size", "mab_prior_mean", "mab_prior_precision", "mab_num_explorations", "mab_seed",
+                  "policy"]  # fmt: skip  (policy: zeus_cpp's extension, after the reference's fields)
     assert fields(common.JobParams) == job_params
     assert fields(common.JobSpec) == job_params
     assert set(fields(common.GpuConfig)) == {"max_power", "number_of_gpus", "gpu_model"}

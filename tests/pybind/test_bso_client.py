@@ -199,3 +199,21 @@ def test_job_spec_defaults_and_sorting():
     assert (spec.max_epochs, spec.num_pruning_rounds, spec.window_size) == (100, 2, 0)
     assert (spec.mab_prior_mean, spec.mab_prior_precision, spec.mab_num_explorations, spec.mab_seed) == (0.0, 0.0, 2, None)
     assert JobSpec(job_id_prefix="j", batch_sizes=[8], default_batch_size=8, beta_knob=None).beta_knob is None
+
+
+def test_a_job_asks_for_a_policy_by_name(make_client):
+    # zeus_cpp's extension: JobSpec.policy reaches the server; None leaves the server's default.
+    assert job().policy is None
+    from zeus_cpp.optimizer.batch_size.common import _job_wire_dict
+
+    assert "policy" not in _job_wire_dict(job())  # the reference's request, unchanged
+    bso = make_client(job(job_id="pytest-policy", policy="low-regret"))
+    assert bso.job.policy == "low-regret"
+    assert bso.get_batch_size() == 64  # the default batch size first
+    again = make_client(job(job_id="pytest-policy"))  # the same job, no policy named
+    assert again.job.policy == "low-regret"
+    assert make_client(job()).job.policy == "zeus"  # the server's default
+    with pytest.raises(ZeusBSORuntimError, match="low-regret"):
+        make_client(job(policy="greedy"))
+    with pytest.raises(TypeError, match="policy"):
+        job(policy=3)
