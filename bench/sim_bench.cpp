@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <numeric>
+#include <string>
 
 #include "zeus/sim/simulator.hpp"
 #include "zeus/sim/trace.hpp"
@@ -34,7 +35,17 @@ bool have_real_traces() {
   return std::filesystem::exists(trace_dir() / "summary_train.csv");
 }
 
-// One recurring job of the Zeus policy (librispeech on V100: 2 x |B| x |P| recurrences).
+// The policy a benchmark's second argument names: 0 the paper's, 1 low-regret.
+zeus::sim::PolicyKind policy_of(const benchmark::State& state) {
+  return state.range(1) == 1 ? zeus::sim::PolicyKind::kLowRegret : zeus::sim::PolicyKind::kZeus;
+}
+
+std::string label(bool real, const benchmark::State& state) {
+  return std::string(real ? "real traces, " : "built-in model, ") +
+         std::string(zeus::sim::policy_name(policy_of(state)));
+}
+
+// One recurring job of a policy (librispeech on V100: 2 x |B| x |P| recurrences).
 void BM_OneRecurringJob(benchmark::State& state) {
   const bool real = state.range(0) == 1;
   if (real && !have_real_traces()) {
@@ -49,14 +60,18 @@ void BM_OneRecurringJob(benchmark::State& state) {
   std::uint64_t seed = 1;
   for (auto _ : state) {
     config.seed = seed++;
-    benchmark::DoNotOptimize(
-        zeus::sim::simulate_recurring(trace, zeus::sim::PolicyKind::kZeus, config));
+    benchmark::DoNotOptimize(zeus::sim::simulate_recurring(trace, policy_of(state), config));
   }
-  state.SetLabel(real ? "real traces" : "built-in model");
+  state.SetLabel(label(real, state));
 }
-BENCHMARK(BM_OneRecurringJob)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_OneRecurringJob)
+    ->Args({0, 0})
+    ->Args({1, 0})
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Unit(benchmark::kMicrosecond);
 
-// The whole grid: 24 cells x 50 seeds, each seed simulating Zeus and Default (2 threads).
+// The whole grid: 24 cells x 50 seeds, each seed simulating the policy and Default (2 threads).
 void BM_WholeGrid(benchmark::State& state) {
   const bool real = state.range(0) == 1;
   if (real && !have_real_traces()) {
@@ -68,13 +83,18 @@ void BM_WholeGrid(benchmark::State& state) {
   for (auto _ : state) {
     const auto cells = all_cells(real);  // loading is part of the run
     for (const auto& cell : cells) {
-      benchmark::DoNotOptimize(
-          zeus::sim::run_cell(cell, zeus::sim::PolicyKind::kZeus, {}, seeds, 2));
+      benchmark::DoNotOptimize(zeus::sim::run_cell(cell, policy_of(state), {}, seeds, 2));
     }
   }
-  state.SetLabel(real ? "real traces" : "built-in model");
+  state.SetLabel(label(real, state));
 }
-BENCHMARK(BM_WholeGrid)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_WholeGrid)
+    ->Args({0, 0})
+    ->Args({1, 0})
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 
