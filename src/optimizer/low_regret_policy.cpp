@@ -106,7 +106,7 @@ LowRegretPolicy::Pool LowRegretPolicy::pool() const {
   std::vector<const Candidate*> arms;
   for (const auto& [batch_size, candidate] : candidates_) {
     if (candidate.status == Status::kArm && candidate.count > 0) {
-      if (candidate.log_scale == 0.0) {
+      if (!candidate.scaled) {
         return pool;
       }
       arms.push_back(&candidate);
@@ -328,7 +328,8 @@ void LowRegretPolicy::observe(int batch_size, double cost) {
   // In logs, the noise is relative; over the per-epoch cost, what is left is the epochs. A zero
   // cost (a run that did nothing) is floored.
   if (candidate.count == 0 && candidate.window.empty()) {
-    candidate.log_scale = candidate.epoch_cost > 0.0 ? std::log(candidate.epoch_cost) : 0.0;
+    candidate.scaled = candidate.epoch_cost > 0.0;
+    candidate.log_scale = candidate.scaled ? std::log(candidate.epoch_cost) : 0.0;
   }
   const double y =
       std::log(std::max(cost, std::numeric_limits<double>::min())) - candidate.log_scale;
@@ -480,6 +481,7 @@ std::string LowRegretPolicy::save() const {
                           {"count", c.count},
                           {"mean", c.mean},
                           {"log_scale", c.log_scale},
+                          {"scaled", c.scaled},
                           {"m2", c.m2},
                           {"surprise_side", c.surprise_side}});
   }
@@ -539,9 +541,16 @@ LowRegretPolicy LowRegretPolicy::restore(const std::string& text) {
       candidate.count = each.at("count").get<std::int64_t>();
       candidate.mean = each.at("mean").get<double>();
       candidate.log_scale = each.at("log_scale").get<double>();
+      candidate.scaled = each.at("scaled").get<bool>();
       candidate.m2 = each.at("m2").get<double>();
       candidate.surprise_side = each.at("surprise_side").get<int>();
-      if (candidate.count < 0 || !std::isfinite(candidate.mean) || !std::isfinite(candidate.m2)) {
+      const bool window_matches =
+          policy.config_.mab.window_size == 0
+              ? candidate.window.empty()
+              : candidate.window.size() == static_cast<std::size_t>(candidate.count);
+      if (candidate.count < 0 || !std::isfinite(candidate.mean) || !std::isfinite(candidate.m2) ||
+          candidate.m2 < 0.0 || !std::isfinite(candidate.log_scale) ||
+          !std::isfinite(candidate.epoch_cost) || candidate.epoch_cost < 0.0 || !window_matches) {
         throw Error(ErrorKind::kInvalidArgument,
                     "saved batch size " + std::to_string(batch_size) + " has bad statistics");
       }

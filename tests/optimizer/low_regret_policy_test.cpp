@@ -233,6 +233,17 @@ TEST(LowRegretPolicy, RestoreRefusesMalformedState) {
   saved.replace(at, 11, "\"anchor\":33");
   EXPECT_THROW(LowRegretPolicy::restore(saved), zeus::Error);
   EXPECT_THROW(zeus::optimizer::restore_batch_size_search("{\"policy\":\"greedy\"}"), zeus::Error);
+  // Statistics that no run could have produced.
+  const Job job = toy_job();
+  drive(policy, job, 3);
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"m2\":0.0", "\"m2\":-1.0"}, {"\"count\":1", "\"count\":-1"}}) {
+    std::string bad = policy.save();
+    const auto where = bad.find(from);
+    ASSERT_NE(where, std::string::npos) << from;
+    bad.replace(where, from.size(), to);
+    EXPECT_THROW(LowRegretPolicy::restore(bad), zeus::Error) << to;
+  }
 }
 
 TEST(LowRegretPolicy, DriftReopensTheSearch) {

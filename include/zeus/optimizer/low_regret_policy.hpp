@@ -52,8 +52,10 @@ class LowRegretPolicy final : public BatchSizeSearch {
     double m2 = 0.0;
     int surprise_side = 0;  // +1/-1: the last observation was a surprise on that side
     // log(per-epoch cost) when the first observation came: observations are log(cost) minus
-    // this, i.e. log(epochs), so that batch sizes can share what they say; 0 when unknown.
+    // this, i.e. log(epochs), so that batch sizes can share what they say. `scaled` is false
+    // when no per-epoch cost was known (then observations are log(cost) and are not pooled).
     double log_scale = 0.0;
+    bool scaled = false;
   };
   struct PendingTrial {
     int id = 0;
