@@ -330,9 +330,29 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
     const bool within = !threshold || cost <= *threshold;
     const bool converged = spec.higher_is_better_metric ? result.metric >= spec.target_metric
                                                         : result.metric <= spec.target_metric;
+    // "low-regret" learns from the cost of one steady epoch: the difference between a run's
+    // last two cumulative reports. A running trial's row keeps the latest report for that (the
+    // paper's jobs write nothing until the final report, as before).
+    const bool wants_epoch_cost = policy->policy_name() != kLegacyPolicy;
     if (within && result.current_epoch < spec.max_epochs && !converged) {
+      if (wants_epoch_cost) {
+        trial->time_s = result.time_s;
+        trial->energy_j = result.energy_j;
+        trial->metric = result.metric;
+        trial->epochs = result.current_epoch;
+        tx.update_trial(*trial);
+      }
       response = {false, false, "Stop condition not met, keep training"};
       return;
+    }
+    double epoch_cost = 0.0;  // unknown: the policy takes cost / epochs
+    if (wants_epoch_cost && trial->epochs && *trial->epochs == result.current_epoch - 1 &&
+        trial->time_s && trial->energy_j) {
+      const double previous =
+          optimizer::zeus_cost(*trial->energy_j, *trial->time_s, spec.eta_knob, spec.max_power_w);
+      if (std::isfinite(previous) && cost > previous) {
+        epoch_cost = cost - previous;
+      }
     }
     if (converged && within) {
       response = {true, true, "Train succeeded"};
@@ -354,10 +374,8 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
       response = {true, false,
                   fmt::format("Train failed to converge within max_epoch({})", spec.max_epochs)};
     }
-    // The per-epoch cost is left to the policy (cost / epochs): the server keeps no per-epoch
-    // history of a trial, only its cumulative totals.
-    policy->report(trial->trial_number,
-                   optimizer::TrialResult{cost, response.converged, result.current_epoch, 0.0});
+    policy->report(trial->trial_number, optimizer::TrialResult{cost, response.converged,
+                                                               result.current_epoch, epoch_cost});
     trial->status = "Succeeded";
     trial->end_ms = now_ms();
     trial->time_s = result.time_s;
@@ -390,6 +408,11 @@ void BsoService::end_trial(const bso::TrialId& trial_id) {
     policy->fail(trial->trial_number);
     trial->status = "Failed";
     trial->end_ms = now_ms();
+    // A failed trial has no measurements (a running low-regret trial's row held its latest).
+    trial->time_s.reset();
+    trial->energy_j.reset();
+    trial->metric.reset();
+    trial->epochs.reset();
     tx.update_trial(*trial);
     store_policy(*job, *policy);
     tx.update_job(*job);

@@ -14,6 +14,7 @@
 #include "server/service.hpp"
 #include "zeus/bso/wire.hpp"
 #include "zeus/optimizer/batch_size_policy.hpp"
+#include "zeus/optimizer/low_regret_policy.hpp"
 
 namespace {
 
@@ -226,6 +227,57 @@ TEST(BsoPolicy, AJobAsksForAPolicyByNameAndReRegistrationComparesIt) {
     EXPECT_NE(error.errors()[0].msg.find("low-regret"), std::string::npos);
   }
   EXPECT_FALSE(f.service.job_state("peer-unknown").has_value());
+}
+
+// The server measures a low-regret run's steady per-epoch cost from its last two cumulative
+// reports (here the first epoch pays a profiling overhead, so cost / epochs would be too high),
+// keeping a running trial's latest report in its row; a trial that crashes keeps none.
+TEST(BsoPolicy, ALowRegretRunsEpochCostIsItsLastEpochs) {
+  Fixture f;
+  f.service.register_job(peer_spec("peer-epoch"));
+  const TrialId trial = f.service.next_batch_size("peer-epoch");
+  ASSERT_EQ(trial.batch_size, 128);
+  // 128: 8 s and 400 W per epoch; the first epoch takes 8 s more (profiling).
+  auto report = [&](int epoch, double metric) {
+    zeus::bso::TrainingResult result;
+    result.trial = trial;
+    result.time_s = 8.0 * epoch + 8.0;
+    result.energy_j = 400.0 * result.time_s;
+    result.metric = metric;
+    result.current_epoch = epoch;
+    return f.service.report(result);
+  };
+  for (int epoch = 1; epoch < 10; ++epoch) {
+    ASSERT_FALSE(report(epoch, 0.5).stop_train);
+  }
+  {
+    const auto running = trial_of(*f.service.job_state("peer-epoch"), trial.trial_number);
+    EXPECT_EQ(running.record.status, "Dispatched");
+    EXPECT_EQ(running.record.epochs, 9);
+    EXPECT_EQ(running.record.time_s, 80.0);
+  }
+  ASSERT_TRUE(report(10, 0.9).converged);
+  std::optional<zeus::server::JobRecord> job;
+  f.store->transact([&](zeus::server::StoreTransaction& tx) { job = tx.get_job("peer-epoch"); });
+  const auto policy = zeus::optimizer::LowRegretPolicy::restore(job->policy_state);
+  // One epoch: 0.5 x 8 s x 400 W + 0.5 x 700 W x 8 s.
+  EXPECT_DOUBLE_EQ(policy.candidates().at(128).epoch_cost, 0.5 * 3200.0 + 0.5 * 700.0 * 8.0);
+
+  // A trial that ran some epochs, then crashed: Failed, without measurements.
+  const TrialId crashed = f.service.next_batch_size("peer-epoch");
+  zeus::bso::TrainingResult result;
+  result.trial = crashed;
+  result.time_s = 10.0;
+  result.energy_j = 3000.0;
+  result.metric = 0.1;
+  result.current_epoch = 1;
+  ASSERT_FALSE(f.service.report(result).stop_train);
+  f.service.end_trial(crashed);
+  const auto failed = trial_of(*f.service.job_state("peer-epoch"), crashed.trial_number);
+  EXPECT_EQ(failed.record.status, "Failed");
+  EXPECT_FALSE(failed.record.time_s.has_value());
+  EXPECT_FALSE(failed.record.epochs.has_value());
+  EXPECT_FALSE(failed.cost.has_value());
 }
 
 // A job row as a server wrote it before there were two policies: its spec has no "policy" and
