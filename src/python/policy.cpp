@@ -72,7 +72,8 @@ Policy make_policy(std::vector<int> batch_sizes, int default_batch_size, const s
                    std::optional<double> beta, int window_size, std::uint64_t seed,
                    int pruning_rounds, double prior_mean, double prior_precision,
                    int num_explorations, double probe_cap, double noise_prior,
-                   double noise_prior_weight, double drift_z, double shrinkage_floor) {
+                   double noise_prior_weight, double drift_z, double shrinkage_floor,
+                   double arm_noise_weight) {
   BatchSizePolicyConfig config;
   config.batch_sizes = std::move(batch_sizes);
   config.default_batch_size = default_batch_size;
@@ -87,6 +88,7 @@ Policy make_policy(std::vector<int> batch_sizes, int default_batch_size, const s
   config.low_regret.noise_prior_weight = noise_prior_weight;
   config.low_regret.drift_z = drift_z;
   config.low_regret.shrinkage_floor = shrinkage_floor;
+  config.low_regret.arm_noise_weight = arm_noise_weight;
   config.seed = seed;
   // NaN passes the core's range checks written as comparisons: refuse it here, naming it.
   for (const auto& [name, value] : {std::pair<const char*, double>{"prior_mean", prior_mean},
@@ -96,6 +98,7 @@ Policy make_policy(std::vector<int> batch_sizes, int default_batch_size, const s
                                     {"noise_prior_weight", noise_prior_weight},
                                     {"drift_z", drift_z},
                                     {"shrinkage_floor", shrinkage_floor},
+                                    {"arm_noise_weight", arm_noise_weight},
                                     {"beta", beta.value_or(1.0)}}) {
     if (!std::isfinite(value)) {
       throw py::value_error(std::string(name) + " must be a finite number");
@@ -127,7 +130,8 @@ void bind_policy(py::module_& module) {
            py::arg("noise_prior") = low_regret.noise_prior,
            py::arg("noise_prior_weight") = low_regret.noise_prior_weight,
            py::arg("drift_z") = low_regret.drift_z,
-           py::arg("shrinkage_floor") = low_regret.shrinkage_floor)
+           py::arg("shrinkage_floor") = low_regret.shrinkage_floor,
+           py::arg("arm_noise_weight") = low_regret.arm_noise_weight)
       .def(
           "next",
           [](Policy& self) {

@@ -73,6 +73,9 @@ def test_save_and_restore_give_the_same_next_decisions(name):
     restored = BatchSizePolicy.restore(text)
     assert restored.policy == name
     assert restored.save() == text
+    if name == "low-regret":
+        tuned = make(name, probe_cap=1.25, arm_noise_weight=3.0)
+        assert json.loads(tuned.save())["config"] != json.loads(make(name).save())["config"]
     for twin in (restored, copy.deepcopy(policy), pickle.loads(pickle.dumps(policy))):
         assert twin.save() == text
     # Both go on identically: the in-flight trial's report, then new decisions.
@@ -137,6 +140,8 @@ def test_errors_are_value_errors_with_the_cores_message():
         BatchSizePolicy([32, 64], 64, policy="low-regret", probe_cap=0.5)
     with pytest.raises(ValueError):
         BatchSizePolicy([32, 64], 64, beta=float("nan"))
+    with pytest.raises(ValueError, match="arm_noise_weight"):
+        BatchSizePolicy([32, 64], 64, policy="low-regret", arm_noise_weight=float("inf"))
     with pytest.raises(TypeError):
         BatchSizePolicy([32, "64"], 64)
     policy = make("low-regret")

@@ -70,13 +70,15 @@ class BatchSizePolicy:
         pruning_rounds, prior_mean, prior_precision, num_explorations: "zeus" only: rounds of
             pruning, and the Gaussian bandit's prior and explorations per arm (the reference's
             num_pruning_rounds, mab_prior_mean, mab_prior_precision, mab_num_explorations).
-        probe_cap, noise_prior, noise_prior_weight, drift_z, shrinkage_floor: "low-regret" only;
+        probe_cap, noise_prior, noise_prior_weight, drift_z, shrinkage_floor, arm_noise_weight:
+            "low-regret" only;
             None keeps the core's default. probe_cap: a batch size's first run is stopped once
             its cost passes probe_cap x the best mean cost. noise_prior, noise_prior_weight: the
             prior of the relative run-to-run noise and how many runs it is worth. drift_z: how
             surprising (in predictive standard deviations) a cost must be, twice in a row, to be
             taken as drift (0: never). shrinkage_floor: the least spread (log units) assumed
-            between batch sizes' mean epochs.
+            between batch sizes' mean epochs. arm_noise_weight: how many runs the pooled noise
+            is worth as the prior of each batch size's own spread.
     """
 
     def __init__(
@@ -96,6 +98,7 @@ class BatchSizePolicy:
         noise_prior_weight: Optional[float] = None,
         drift_z: Optional[float] = None,
         shrinkage_floor: Optional[float] = None,
+        arm_noise_weight: Optional[float] = None,
     ) -> None:
         if isinstance(batch_sizes, (str, bytes)) or not hasattr(batch_sizes, "__iter__"):
             raise TypeError(f"batch_sizes must be a list of int, not {type(batch_sizes).__name__}")
@@ -109,6 +112,7 @@ class BatchSizePolicy:
                 ("noise_prior_weight", noise_prior_weight),
                 ("drift_z", drift_z),
                 ("shrinkage_floor", shrinkage_floor),
+                ("arm_noise_weight", arm_noise_weight),
             )
             if value is not None
         }
