@@ -19,7 +19,7 @@ namespace zeus::server {
 // A job as stored: its spec (job_id always set) and the policy core's exact state.
 struct JobRecord {
   bso::JobSpec spec;
-  std::string policy_state;  // zeus::optimizer::BatchSizePolicy::save() text
+  std::string policy_state;  // zeus::optimizer::BatchSizeSearch::save() text (either policy)
   std::string stage;         // "Pruning" or "MAB"
   std::optional<double> min_cost;
   int min_cost_batch_size = 0;
