@@ -259,6 +259,18 @@ int run(const SimArgs& args) {
                   "--drift applies to sequential recurrences; it cannot be combined with "
                   "--arrivals");
     }
+    if (drift->target_metric && workloads.size() != 1) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  fmt::format("--drift {}: a target metric is one workload's; select one with "
+                              "--workload",
+                              args.drift));
+    }
+    if (args.recurrences > 0 && drift->at_recurrence >= args.recurrences) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  fmt::format("--drift {}: the drift's recurrence must be between 1 and {} (the "
+                              "--recurrences {} are numbered from 0)",
+                              args.drift, args.recurrences - 1, args.recurrences));
+    }
     if (drift->best_batch_size_factor && !args.trace_dir.empty()) {
       throw Error(ErrorKind::kInvalidArgument,
                   fmt::format("--drift {}: best*F and best/F move the built-in models' best batch "
@@ -301,6 +313,9 @@ int run(const SimArgs& args) {
           trace_directory ? as_usage_error([&] { return trace_directory->load(gpu, workload); })
                           : sim::builtin_trace(gpu, workload);
       sim::SimulationConfig cell_config = config;
+      // A drift this (workload, GPU) cannot take (e.g. its b0 misses the target after it) fails
+      // its cells only, as a cell that exceeds --max-tries does: --workload all still runs.
+      std::optional<std::string> drift_error;
       if (drift) {
         sim::Workload after = workload;
         if (drift->target_metric) {
@@ -321,8 +336,8 @@ int run(const SimArgs& args) {
                                  : sim::builtin_trace(gpu, after, shift))};
           sim::check_drift(trace, *cell_config.drift, recurrences);
         } catch (const Error& error) {
-          throw Error(ErrorKind::kInvalidArgument, fmt::format("--drift {}: {}/{}: {}", args.drift,
-                                                               workload_name, gpu, error.what()));
+          drift_error = fmt::format("--drift {}: {}", args.drift, error.what());
+          cell_config.drift.reset();
         }
       }
       const sim::Oracle oracle =
@@ -337,6 +352,9 @@ int run(const SimArgs& args) {
                       elapsed_s());
         Cell cell;
         try {
+          if (drift_error) {
+            throw Error(ErrorKind::kInvalidArgument, *drift_error);
+          }
           cell.summary =
               sim::run_cell(trace, policy, cell_config, seeds, static_cast<unsigned>(args.threads));
         } catch (const Error& error) {

@@ -13,6 +13,7 @@
 #include "common/text.hpp"
 #include "sim/limits.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/sim/trace.hpp"
 
 namespace zeus::cli::sim_args {
 
@@ -209,6 +210,11 @@ DriftSpec parse_drift(const std::string& text) {
       throw fail("the factor must be positive");
     }
     spec.best_batch_size_factor = how[4] == '*' ? factor : 1.0 / factor;
+    if (!(*spec.best_batch_size_factor >= sim::ConvergenceShift::kMinFactor &&
+          *spec.best_batch_size_factor <= sim::ConvergenceShift::kMaxFactor)) {
+      throw fail(fmt::format("the best batch size may move by a factor of at most {:g}",
+                             sim::ConvergenceShift::kMaxFactor));
+    }
   } else if (how.substr(0, 7) == "target=") {
     spec.target_metric = number(how.substr(7));
   } else {

@@ -19,10 +19,8 @@ namespace {
 // The GPU side of the model comes from the one GPU catalogue (device/gpu_models.hpp).
 using GpuModel = device::WorkloadGpuModel;
 
-// Drift moves the best batch size within these factors (beyond them every batch size of a model
-// is many log2 steps away from the best, and the model says nothing useful).
-constexpr double kMinBestBatchSizeFactor = 1.0 / 1024.0;
-constexpr double kMaxBestBatchSizeFactor = 1024.0;
+constexpr double kMinBestBatchSizeFactor = ConvergenceShift::kMinFactor;
+constexpr double kMaxBestBatchSizeFactor = ConvergenceShift::kMaxFactor;
 
 // Epoch time on the V100 at full clock: samples_per_epoch * (compute_s_per_sample +
 // overhead_s_per_step / b). Only the compute part scales with the GPU's speed and clock.

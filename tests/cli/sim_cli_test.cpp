@@ -250,16 +250,35 @@ TEST(SimCli, BadDriftsAreUsageErrors) {
       {"--drift 40:best*inf", "not a finite number"},
       {"--drift 40:worst*2", "not best*F, best/F or target=X"},
       {"--drift 40:best*4 --recurrences 30", "between 1 and 29"},
-      {"--drift 40:best*2000", "outside"},
-      {"--drift 40:target=0.7", "no batch size"},
-      // The drifted model's b0 misses the target: the error says it comes from the drift.
-      {"--drift 40:best/4", "--drift 40:best/4: cifar100/v100: the default batch size 1024"},
+      {"--drift 40:best*2000", "a factor of at most 1024"},
+      {"--drift 40:best/2000", "a factor of at most 1024"},
   };
   for (const auto& [arguments, message] : cases) {
     const Result result = run_sim("--workload cifar100 --gpu v100 --seeds 1 " + arguments);
     EXPECT_EQ(result.exit_code, 2) << arguments << ": " << result.out << result.err;
     EXPECT_TRUE(contains(result.err, message)) << arguments << ": " << result.err;
   }
+  // A drift one (workload, GPU) cannot take fails its cells, naming --drift; the others run.
+  for (const auto& [drift, failing, message] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"40:best/4", "cifar100", "the default batch size 1024"},
+           {"120:best*4", "squad", "the drift's recurrence 120 must be between 1 and 111"}}) {
+    const Result result =
+        run_sim("--workload cifar100,squad --gpu v100 --seeds 1 --drift " + drift + " --json");
+    EXPECT_EQ(result.exit_code, 1) << drift << ": " << result.err;
+    EXPECT_TRUE(contains(result.err, failing + "/v100/zeus: --drift " + drift + ": " + message))
+        << drift << ": " << result.err;
+    const json out = parse_json(result);
+    for (const json& cell : out["cells"]) {
+      EXPECT_EQ(cell.contains("error"), cell["workload"] == failing) << drift << ": " << cell;
+    }
+  }
+  const Result target = run_sim("--workload cifar100 --gpu v100 --seeds 1 --drift 40:target=0.7");
+  EXPECT_EQ(target.exit_code, 1) << target.err;
+  EXPECT_TRUE(contains(target.err, "--drift 40:target=0.7: no batch size")) << target.err;
+  const Result two = run_sim("--workload cifar100,squad --seeds 1 --drift 40:target=0.5");
+  EXPECT_EQ(two.exit_code, 2) << two.err;
+  EXPECT_TRUE(contains(two.err, "select one with --workload")) << two.err;
   const fs::path dir = fresh_dir("drift_arrivals");
   fs::create_directories(dir);
   std::ofstream(dir / "jobs.csv") << "start_time,end_time\n0,10\n5,20\n";

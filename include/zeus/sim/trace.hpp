@@ -94,7 +94,11 @@ WorkloadTrace builtin_trace(std::string_view gpu, const Workload& workload);
 
 // A change to a built-in model's convergence: the drift scenarios (`zeus sim --drift`).
 struct ConvergenceShift {
-  double best_batch_size_factor = 1.0;  // the best batch size times this, in [1/1024, 1024]
+  // Beyond these every batch size of a model is many log2 steps from the best, and the model
+  // says nothing useful.
+  static constexpr double kMinFactor = 1.0 / 1024.0;
+  static constexpr double kMaxFactor = 1024.0;
+  double best_batch_size_factor = 1.0;  // the best batch size times this, in [kMin, kMaxFactor]
 };
 WorkloadTrace builtin_trace(std::string_view gpu, const Workload& workload,
                             const ConvergenceShift& shift);
