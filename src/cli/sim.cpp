@@ -413,7 +413,8 @@ int run(const SimArgs& args) {
 void add_sim(CLI::App& app, Action& action) {
   CLI::App* command = app.add_subcommand(
       "sim",
-      "Simulate recurring training jobs under a batch-size/power-limit policy (Zeus, Default, "
+      "Simulate recurring training jobs under a batch-size/power-limit policy (Zeus, low-regret, "
+      "Default, "
       "Grid, Oracle) on the paper's workloads, and report energy and time saved over Default");
   auto args = std::make_shared<SimArgs>();
   command->add_option("--trace-dir", args->trace_dir,
@@ -429,8 +430,9 @@ void add_sim(CLI::App& app, Action& action) {
                    "cifar100, movielens-1m, a comma-separated list, or all")
       ->capture_default_str();
   command
-      ->add_option("--policy", args->policy,
-                   "Policy(ies): zeus, default, grid, oracle, a comma-separated list, or all")
+      ->add_option(
+          "--policy", args->policy,
+          "Policy(ies): zeus, low-regret, default, grid, oracle, a comma-separated list, or all")
       ->capture_default_str();
   command
       ->add_option("--seeds", args->seeds,
