@@ -248,6 +248,53 @@ def save_power_limit_profile(
     path: Union[str, os.PathLike], measurements: Sequence[PowerLimitMeasurement]
 ) -> None: ...
 
+class _BatchSizePolicy:
+    """A batch-size policy in process ("zeus" or "low-regret"); see zeus_cpp.optimizer.batch_size.policy."""
+    def __init__(
+        self,
+        batch_sizes: List[int],
+        default_batch_size: int,
+        *,
+        policy: str = "zeus",
+        beta: Optional[float] = 2.0,
+        window_size: int = 0,
+        seed: int = 0,
+        pruning_rounds: int = 2,
+        prior_mean: float = 0.0,
+        prior_precision: float = 0.0,
+        num_explorations: int = 2,
+        probe_cap: float = 1.5,
+        noise_prior: float = 0.1,
+        noise_prior_weight: float = 2.0,
+        drift_z: float = 3.0,
+        shrinkage_floor: float = 0.05,
+        arm_noise_weight: float = 2.0,
+    ) -> None: ...
+    def next(self) -> Tuple[int, int, str]: ...  # (trial_id, batch_size, kind)
+    def report(
+        self, trial_id: int, cost: float, converged: bool, epochs: int = 0, epoch_cost: float = 0.0
+    ) -> None: ...
+    def fail(self, trial_id: int) -> None: ...
+    def cost_threshold(self, trial_id: int) -> Optional[float]: ...
+    @property
+    def policy(self) -> str: ...
+    @property
+    def best_batch_size(self) -> int: ...
+    @property
+    def min_cost(self) -> Optional[float]: ...
+    @property
+    def exploring(self) -> bool: ...
+    @property
+    def batch_sizes(self) -> List[int]: ...
+    @property
+    def default_batch_size(self) -> int: ...
+    @property
+    def arms(self) -> List[Tuple[int, int, float]]: ...  # (batch_size, observations, mean_cost)
+    def save(self) -> str: ...
+    @staticmethod
+    def restore(text: str) -> "_BatchSizePolicy": ...
+    def copy(self) -> "_BatchSizePolicy": ...
+
 class _BatchSizeOptimizer:
     def __init__(
         self,
