@@ -78,6 +78,11 @@ JobSpec BsoClient::register_job(const JobSpec& spec, bool* created) {
                       fmt::format("BSO server {} answered {} without a job_id: {}", route,
                                   answer.status, quote_body(answer.body)));
   }
+  // An answer names the policy only when it is not the paper's (so that a paper job's answer is
+  // the reference's, and the reference's server knows no other policy).
+  if (!stored.policy) {
+    stored.policy = "zeus";
+  }
   if (created != nullptr) {
     *created = answer.status == 201;
   }

@@ -137,10 +137,21 @@ json body_of(const http::Request& req) {
 
 }  // namespace
 
+// A job's spec as the server answers it. The paper's policy is not named, so that a job on it is
+// answered exactly as the reference answers (its clients compare the spec's fields); an absent
+// `policy` in an answer means "zeus". A job on another policy names it.
+ordered_json response_spec(const bso::JobSpec& spec) {
+  bso::JobSpec shown = spec;
+  if (shown.policy == "zeus") {
+    shown.policy.reset();
+  }
+  return bso::to_json(shown);
+}
+
 nlohmann::ordered_json to_json(const JobState& state) {
   ordered_json out;
   out["job_id"] = state.job_id;
-  out["spec"] = bso::to_json(state.spec);
+  out["spec"] = response_spec(state.spec);
   out["stage"] = state.stage;
   out["min_cost"] = optional_json(state.min_cost);
   out["min_cost_batch_size"] = state.min_cost_batch_size;
@@ -260,7 +271,7 @@ void HttpServer::handle(const http::Request& req, http::Response& res) {
     if (path == "/jobs") {
       if (method == "POST") {
         const RegisterResult result = service.register_job(bso::job_spec_from_json(body_of(req)));
-        send_json(res, result.created ? 201 : 200, dump(bso::to_json(result.spec)));
+        send_json(res, result.created ? 201 : 200, dump(response_spec(result.spec)));
       } else if (method == "DELETE") {
         if (service.delete_job(query_param(req, "job_id"))) {
           send_json(res, 200, "null");
