@@ -1,0 +1,71 @@
+"""`python -m zeus_cpp.show_env`: run in a subprocess on simulated GPUs and on none."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Dict, Optional
+
+from conftest import PYTHON_PATH
+
+
+def run_module(args: list, env: Optional[Dict[str, Optional[str]]] = None,
+               timeout: float = 60) -> subprocess.CompletedProcess:
+    full_env = dict(os.environ)
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(PYTHON_PATH) if PYTHON_PATH else "", full_env.get("PYTHONPATH", "")) if p
+    )
+    for key, value in (env or {}).items():
+        if value is None:
+            full_env.pop(key, None)
+        else:
+            full_env[key] = value
+    return subprocess.run([sys.executable, "-m", *args], env=full_env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_show_env_lists_simulated_gpus() -> None:
+    result = run_module(["zeus_cpp.show_env"], {"ZEUS_SIMULATED_GPUS": "3:a100",
+                                               "CUDA_VISIBLE_DEVICES": None})
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    import zeus_cpp
+
+    assert f"zeus_cpp version: {zeus_cpp.__version__}" in out
+    assert "Python version: " in out
+    assert "PyTorch: " in out and "JAX: " in out and "CuPy: " in out
+    assert "ZEUS_SIMULATED_GPUS=3:a100" in out
+    assert "CUDA_VISIBLE_DEVICES=(unset)" in out
+    gpu_lines = [line for line in out.splitlines() if line.startswith("  GPU ")]
+    assert len(gpu_lines) == 3, out
+    assert gpu_lines[0].startswith("  GPU 0: NVIDIA A100")
+    assert "physical index 0" in gpu_lines[0] and "power limit " in gpu_lines[0]
+    assert "energy counter yes" in gpu_lines[2]
+    assert "CPU availability:" in out and "zeusd:" in out
+    assert "Traceback" not in result.stderr
+
+
+def test_show_env_without_gpus_says_so_and_exits_0() -> None:
+    result = run_module(["zeus_cpp.show_env"], {"ZEUS_SIMULATED_GPUS": None})
+    assert result.returncode == 0, result.stderr
+    # This machine may have a real GPU; the report then lists it instead.
+    if "  GPU 0:" not in result.stdout:
+        assert "No GPU found" in result.stdout
+
+
+def test_show_env_with_a_malformed_simulation_reports_the_error() -> None:
+    result = run_module(["zeus_cpp.show_env"], {"ZEUS_SIMULATED_GPUS": "bogus"})
+    assert result.returncode == 0, result.stderr
+    assert "GPUs cannot be used: ZeusGPUInvalidArgError" in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_show_env_reports_a_configured_zeusd() -> None:
+    result = run_module(["zeus_cpp.show_env"], {"ZEUSD_SOCK_PATH": None,
+                                               "ZEUSD_HOST_PORT": None})
+    assert "zeusd:\n  not configured" in result.stdout
+    with_zeusd = run_module(["zeus_cpp.show_env"], {"ZEUSD_SOCK_PATH": "/nonexistent/zeusd.sock",
+                                                   "ZEUS_SIMULATED_GPUS": "1:v100"})
+    assert with_zeusd.returncode == 0, with_zeusd.stderr
+    assert "ZEUSD_SOCK_PATH=/nonexistent/zeusd.sock" in with_zeusd.stdout
