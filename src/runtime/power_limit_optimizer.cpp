@@ -83,10 +83,18 @@ PowerLimitOptimizer::PowerLimitOptimizer(std::shared_ptr<monitor::WindowMonitor>
       }
     }
   }
-  if (options.restore_on_signal) {
-    restore_registration_ = PowerLimitRestorer::register_gpus(gpus_, max_power_limit_mw_);
+  restore_registration_ =
+      PowerLimitRestorer::register_gpus(gpus_, max_power_limit_mw_, options.restore_on_signal);
+  try {
+    start(options.wait_steps);
+  } catch (...) {
+    // No destructor runs for a constructor that throws: leave the registry as we found it.
+    PowerLimitRestorer::release(restore_registration_);
+    throw;
   }
+}
 
+void PowerLimitOptimizer::start(int wait_steps) {
   bool load_profile = !profile_path_.empty() && std::filesystem::exists(profile_path_);
   if (reducer_->world_size() > 1) {
     // Every process must profile, or none: a process that skips profiling would leave the others
@@ -111,13 +119,10 @@ PowerLimitOptimizer::PowerLimitOptimizer(std::shared_ptr<monitor::WindowMonitor>
     return;
   }
   set_power_limit(max_power_limit_mw_);
-  state_ = plo_state::Ready{max_power_limit_mw_, options.wait_steps + 1};
+  state_ = plo_state::Ready{max_power_limit_mw_, wait_steps + 1};
 }
 
 PowerLimitOptimizer::~PowerLimitOptimizer() {
-  if (restore_registration_ >= 0) {
-    PowerLimitRestorer::unregister(restore_registration_);
-  }
   // A profiling window still open would block the next optimizer on the same monitor.
   if (const auto* profiling = std::get_if<plo_state::Profiling>(&state_)) {
     try {
@@ -127,13 +132,9 @@ PowerLimitOptimizer::~PowerLimitOptimizer() {
       log().error("could not cancel the profiling window: {}", error.what());
     }
   }
-  for (const auto& gpu : gpus_) {
-    try {
-      gpu->set_power_limit_mw(max_power_limit_mw_);
-    } catch (const std::exception& error) {
-      log().error("could not restore the maximum power limit: {}", error.what());
-    }
-  }
+  // Restores the maximum only where no other live optimizer manages the GPU and nobody changed
+  // the limit since (a re-run notebook cell must not undo the new optimizer's choice).
+  PowerLimitRestorer::release(restore_registration_);
 }
 
 std::string PowerLimitOptimizer::window_name(std::uint32_t power_limit_mw) const {
@@ -145,9 +146,7 @@ void PowerLimitOptimizer::set_power_limit(std::uint32_t power_limit_mw) {
   if (power_limit_mw == current_power_limit_mw_) {
     return;
   }
-  for (const auto& gpu : gpus_) {
-    gpu->set_power_limit_mw(power_limit_mw);
-  }
+  PowerLimitRestorer::set_power_limit(restore_registration_, power_limit_mw);
   current_power_limit_mw_ = power_limit_mw;
 }
 
