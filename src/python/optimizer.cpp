@@ -192,8 +192,9 @@ class PyReducer : public runtime::Reducer {
 
 // ---- The optimizer ----
 
-// Owns the C++ optimizer so that close() can restore the maximum power limit (its destructor)
-// before the Python object goes away (the Python wrapper calls it at exit).
+// Owns the C++ optimizer so that close() can restore the maximum power limit (its destructor,
+// which leaves the GPUs alone while another live optimizer manages them) before the Python object
+// goes away (the Python wrapper calls it at exit).
 class PowerLimitOptimizerHandle {
  public:
   explicit PowerLimitOptimizerHandle(std::unique_ptr<runtime::PowerLimitOptimizer> impl)
@@ -431,7 +432,8 @@ void bind_optimizer(py::module_& module) {
           [](const PowerLimitOptimizerHandle& self) { return self.get().optimal_power_limit_mw(); })
       .def_property_readonly("closed", &PowerLimitOptimizerHandle::closed)
       .def("close", &PowerLimitOptimizerHandle::close,
-           "Restores the maximum power limit and releases the GPUs; idempotent.");
+           "Releases the GPUs, restoring the maximum power limit unless another live optimizer "
+           "manages them or the limit was changed since; idempotent.");
 
   module.def(
       "zeus_cost",

@@ -127,7 +127,10 @@ class GlobalPowerLimitOptimizer(Callback):
             write nothing.
 
     The maximum power limit is restored when the optimizer is closed (`close()`), garbage
-    collected, or the interpreter exits.
+    collected, or the interpreter exits, but only when no other live optimizer manages the same
+    GPU and the limit is still the one an optimizer set last: re-running a notebook cell
+    (`plo = GlobalPowerLimitOptimizer(...)` again) keeps the new optimizer's limit when the old
+    one is collected, and a limit set since with `nvidia-smi -pl` is left alone.
     """
 
     def __init__(
@@ -225,7 +228,8 @@ class GlobalPowerLimitOptimizer(Callback):
         return self._impl.optimal_power_limit
 
     def close(self) -> None:
-        """Restores the maximum power limit now; the hooks may not be called afterwards."""
+        """Restores the maximum power limit now (unless another live optimizer manages the GPUs,
+        or someone changed the limit since); the hooks may not be called afterwards."""
         impl = getattr(self, "_impl", None)
         if impl is not None and not impl.closed:
             impl.close()
