@@ -4,6 +4,8 @@
 namespace zeus::python {
 // policy.cpp: the batch-size policies in process (zeus_cpp.optimizer.batch_size.policy).
 void bind_policy(py::module_& module);
+// replay.cpp: the CSV log replay monitor (zeus_cpp.utils.testing.ReplayZeusMonitor).
+void bind_replay(py::module_& module);
 }  // namespace zeus::python
 
 PYBIND11_MODULE(_zeus, module) {
@@ -15,4 +17,5 @@ PYBIND11_MODULE(_zeus, module) {
   zeus::python::bind_bso(module);
   zeus::python::bind_policy(module);
   zeus::python::bind_metrics(module);
+  zeus::python::bind_replay(module);
 }
