@@ -30,9 +30,9 @@ PYTHON_SIGNATURES = [
     ("zeus_cpp.utils.framework", "is_distributed", []),
     ("zeus_cpp.utils.framework", "get_rank", []),
     ("zeus_cpp.utils.framework", "get_world_size", []),
-    ("zeus_cpp.utils.framework", "torch_is_available", []),
-    ("zeus_cpp.utils.framework", "jax_is_available", []),
-    ("zeus_cpp.utils.framework", "cupy_is_available", []),
+    ("zeus_cpp.utils.framework", "torch_is_available", ["ensure_available", "ensure_cuda"]),
+    ("zeus_cpp.utils.framework", "jax_is_available", ["ensure_available", "ensure_cuda"]),
+    ("zeus_cpp.utils.framework", "cupy_is_available", ["ensure_available", "ensure_cuda"]),
     ("zeus_cpp.utils.framework", "sync_execution", ["gpu_devices", "sync_with"]),
 ]  # fmt: skip
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from types import TracebackType
-from typing import Optional, Sequence, Type, Union
+from typing import Any, Dict, Optional, Sequence, Type, Union
 
 from zeus_cpp import _zeus
 from zeus_cpp.monitor import _checks
@@ -14,6 +15,25 @@ from zeus_cpp.monitor._sync import SyncWith, resolve_sync_hook
 #: ``dram_energy`` ({package index: J}, or None without CPU/DRAM data), ``soc_energy`` (None) and
 #: ``total_energy`` (the GPU energy's sum, J). A native class; its dicts are built on first read.
 Measurement = _zeus.Measurement
+
+
+@dataclasses.dataclass
+class _MeasurementFields:
+    # Only a source of dataclasses.Field objects for the native Measurement (below).
+    time: float
+    gpu_energy: Dict[int, float]
+    cpu_energy: Optional[Dict[int, float]] = None
+    dram_energy: Optional[Dict[int, float]] = None
+    soc_energy: Optional[Any] = None
+
+
+# The reference's Measurement is a dataclass. Ours stays a native type (a window's end must not
+# build Python dicts it may never need), but it carries the dataclass metadata, so that
+# dataclasses.is_dataclass, fields, replace and asdict work on it: replace calls the native
+# constructor with the same keywords, and asdict reads the fields as attributes.
+Measurement.__dataclass_fields__ = _MeasurementFields.__dataclass_fields__  # type: ignore[attr-defined]
+Measurement.__dataclass_params__ = _MeasurementFields.__dataclass_params__  # type: ignore[attr-defined]
+Measurement.__match_args__ = ("time", "gpu_energy", "cpu_energy", "dram_energy", "soc_energy")  # type: ignore[attr-defined]
 
 
 class ZeusMonitor(_zeus.ZeusMonitor):
@@ -60,6 +80,38 @@ class ZeusMonitor(_zeus.ZeusMonitor):
         self.sync_execution_with = sync_execution_with
         self.approx_instant_energy = approx
         self.log_file = log
+
+    @property
+    def sync_with(self) -> SyncWith:
+        """The reference's name of ``sync_execution_with``."""
+        return self.sync_execution_with
+
+    @property
+    def gpus(self):  # noqa: ANN201  (zeus_cpp.device.gpu.GPUs)
+        """The process's GPUs (:func:`zeus_cpp.device.get_gpus`), as the reference keeps them."""
+        from zeus_cpp.device import get_gpus
+
+        return get_gpus()
+
+    @property
+    def cpus(self):  # noqa: ANN201  (zeus_cpp.device.cpu.CPUs)
+        """The CPU packages (:func:`zeus_cpp.device.get_cpus`); an empty CPUs without RAPL."""
+        from zeus_cpp.device.cpu import empty_cpus, get_cpus
+        from zeus_cpp.exception import ZeusBaseCPUError
+
+        try:
+            return get_cpus()
+        except ZeusBaseCPUError:
+            return empty_cpus()
+
+    @property
+    def measurement_states(self) -> Dict[str, None]:
+        """The open windows, as a dict keyed by window name (a fresh dict on each read).
+
+        The reference maps each name to the readings taken at ``begin_window``; here those stay
+        inside the C++ monitor, so the values are None: use it for ``key in`` and ``len``.
+        """
+        return dict.fromkeys(self.open_windows())
 
     # begin_window(key, sync_execution=True, restart=False) and
     # end_window(key, sync_execution=True, cancel=False) -> Measurement are the native methods

@@ -203,14 +203,37 @@ class GlobalPowerLimitOptimizer(Callback):
 
     @property
     def state(self) -> Ready | Warmup | Profiling | Done:
-        name, power_limit, steps = self._impl.state
+        """The current state. As in the reference, one object per phase: the same object while
+        the phase lasts (its ``steps`` counting down in place, so ``plo.state is plo.state``),
+        a new one when the optimizer moves to another phase or power limit."""
+        native = self._impl.state
+        name, power_limit, steps = native
+        cached = self.__dict__.get("_state_cache")
+        if cached is not None and cached[0][:2] == native[:2]:
+            if steps is not None:
+                cached[1].steps = steps
+            return cached[1]
         if name == "Ready":
-            return Ready(next_power_limit=power_limit, steps=steps)
-        if name == "Warmup":
-            return Warmup(current_power_limit=power_limit, steps=steps)
-        if name == "Profiling":
-            return Profiling(current_power_limit=power_limit, steps=steps)
-        return Done(optimal_power_limit=power_limit)
+            state: Ready | Warmup | Profiling | Done = Ready(next_power_limit=power_limit, steps=steps)
+        elif name == "Warmup":
+            state = Warmup(current_power_limit=power_limit, steps=steps)
+        elif name == "Profiling":
+            state = Profiling(current_power_limit=power_limit, steps=steps)
+        else:
+            state = Done(optimal_power_limit=power_limit)
+        self.__dict__["_state_cache"] = (native, state)
+        return state
+
+    @property
+    def current_power_limit(self) -> int:
+        """The limit (mW) the optimizer has set on its GPUs: the maximum before and during the
+        wait steps, the limit being profiled, then the optimal one."""
+        state = self.state
+        if isinstance(state, Ready):
+            return self.power_limits[0]
+        if isinstance(state, Done):
+            return state.optimal_power_limit
+        return state.current_power_limit
 
     @property
     def power_limits(self) -> list[int]:

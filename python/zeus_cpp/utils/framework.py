@@ -28,27 +28,66 @@ __all__ = [
 ]
 
 
+def _has_cuda(name: str) -> bool:
+    """Whether the imported framework `name` sees a CUDA GPU (False when asking fails)."""
+    try:
+        if name == "torch":
+            import torch
+
+            return bool(torch.cuda.is_available())
+        if name == "jax":
+            import jax
+
+            return any(device.platform == "gpu" for device in jax.devices())
+        import cupy
+
+        return bool(cupy.cuda.is_available())
+    except Exception:  # noqa: BLE001  (a broken CUDA setup means "no CUDA", not a crash)
+        return False
+
+
+def _probe(name: str, label: str, ensure_available: bool, ensure_cuda: bool) -> bool:
+    # find_spec first: a framework that is not installed costs no import attempt.
+    try:
+        if importlib.util.find_spec(name) is None:
+            raise ImportError(f"No module named {name!r}")
+        importlib.import_module(name)
+    except ImportError as error:
+        if ensure_available:
+            raise RuntimeError(f"Failed to import {label}") from error
+        return False
+    if ensure_cuda and not _has_cuda(name):
+        if ensure_available:
+            raise RuntimeError(f"{label} is available but does not have CUDA support.")
+        return False
+    return True
+
+
+# The reference's keywords and defaults: ensure_available=True raises RuntimeError instead of
+# returning False; ensure_cuda=True (the default) also asks for a CUDA GPU. Unlike the
+# reference, a framework without CUDA under ensure_cuda=True returns False rather than raising
+# unless ensure_available is set. Cached per argument pair.
 @functools.lru_cache(maxsize=None)
-def torch_is_available() -> bool:
-    """Whether PyTorch can be imported (cached)."""
-    return importlib.util.find_spec("torch") is not None
+def torch_is_available(ensure_available: bool = False, ensure_cuda: bool = True) -> bool:
+    """Whether PyTorch can be imported (and, with `ensure_cuda`, sees a CUDA GPU)."""
+    return _probe("torch", "PyTorch", ensure_available, ensure_cuda)
 
 
 @functools.lru_cache(maxsize=None)
-def jax_is_available() -> bool:
-    """Whether JAX can be imported (cached)."""
-    return importlib.util.find_spec("jax") is not None
+def jax_is_available(ensure_available: bool = False, ensure_cuda: bool = True) -> bool:
+    """Whether JAX can be imported (and, with `ensure_cuda`, sees a CUDA GPU)."""
+    return _probe("jax", "JAX", ensure_available, ensure_cuda)
 
 
 @functools.lru_cache(maxsize=None)
-def cupy_is_available() -> bool:
-    """Whether CuPy can be imported (cached)."""
-    return importlib.util.find_spec("cupy") is not None
+def cupy_is_available(ensure_available: bool = False, ensure_cuda: bool = True) -> bool:
+    """Whether CuPy can be imported (and, with `ensure_cuda`, sees a CUDA GPU)."""
+    return _probe("cupy", "CuPy", ensure_available, ensure_cuda)
 
 
 def is_distributed() -> bool:
     """Whether a torch.distributed process group is initialised."""
-    if not torch_is_available():
+    if not torch_is_available(ensure_cuda=False):
         return False
     import torch.distributed as dist
 
@@ -117,7 +156,7 @@ def sync_execution(gpu_devices: Sequence[int], sync_with: Literal["torch", "jax"
     """Waits for the GPUs' queued work (PyTorch: torch.cuda.synchronize on each device). A no-op
     without the framework or without CUDA."""
     if sync_with == "torch":
-        if torch_is_available():
+        if torch_is_available(ensure_cuda=False):
             import torch
 
             if torch.cuda.is_available():

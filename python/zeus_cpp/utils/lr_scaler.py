@@ -5,25 +5,29 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from zeus_cpp.utils._checks import check_float, check_int
+from zeus_cpp.utils._checks import check_float
 
 __all__ = ["LinearScaler", "SquareRootScaler"]
 
 
 @dataclass
 class _Scaler:
-    """A learning rate `lr` tuned for batch size `bs`, rescaled by `compute_lr`."""
+    """A learning rate `lr` tuned for batch size `bs`, rescaled by `compute_lr`.
+
+    As in the reference, batch sizes may be floats (e.g. a per-GPU share) and `lr` may be 0 (a
+    frozen parameter group stays frozen); batch sizes must be positive and `lr` not negative.
+    """
 
     bs: int
     lr: float
 
     def __post_init__(self) -> None:
-        self.bs = check_int("bs", self.bs, minimum=1)
-        self.lr = check_float("lr", self.lr, positive=True)
+        check_float("bs", self.bs, positive=True)
+        check_float("lr", self.lr, minimum=0.0)
 
     def compute_lr(self, new_bs: int) -> float:
         """The learning rate for batch size `new_bs`."""
-        new_bs = check_int("new_bs", new_bs, minimum=1)
+        check_float("new_bs", new_bs, positive=True)
         return self.lr * self._factor(new_bs / self.bs)
 
     def _factor(self, ratio: float) -> float:

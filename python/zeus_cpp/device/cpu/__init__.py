@@ -37,11 +37,35 @@ class CpuDramMeasurement:
         return CpuDramMeasurement(self.cpu_mj / divisor, dram)
 
 
+class CPU:
+    """One CPU package (an element of :attr:`CPUs.cpus`, as in the reference)."""
+
+    def __init__(self, cpus: "CPUs", index: int) -> None:
+        self._cpus = cpus
+        #: The package index (RAPL zone ``intel-rapl:N`` is index N).
+        self.index = index
+
+    def get_total_energy_consumption(self) -> CpuDramMeasurement:
+        """Cumulative energy of this package and its DRAM (mJ)."""
+        return self._cpus.get_total_energy_consumption(self.index)
+
+    def supports_get_dram_energy_consumption(self) -> bool:
+        return self._cpus.supports_get_dram_energy_consumption(self.index)
+
+    def __repr__(self) -> str:
+        return f"CPU(index={self.index})"
+
+
 class CPUs:
     """The CPU packages, by package index (RAPL zone ``intel-rapl:N`` is index N)."""
 
     def __init__(self, native: "_zeus.CPUs") -> None:
         self._native = native
+
+    @property
+    def cpus(self) -> list:
+        """One :class:`CPU` per package, in index order (the reference's ``CPUs.cpus``)."""
+        return [CPU(self, index) for index in self.indices]
 
     @property
     def indices(self) -> list:
@@ -59,6 +83,25 @@ class CPUs:
         return len(self._native)
 
 
+class _NoCPUs:
+    # The native CPUs' interface with no package, behind empty_cpus().
+    indices: list = []
+
+    def __len__(self) -> int:
+        return 0
+
+    def get_total_energy_consumption(self, index: int):  # noqa: ANN201
+        raise ValueError("No CPUs available.")
+
+    def supports_get_dram_energy_consumption(self, index: int) -> bool:
+        raise ValueError("No CPUs available.")
+
+
+def empty_cpus() -> CPUs:
+    """A CPUs with no package (the reference's ``EmptyCPUs``: where RAPL cannot be read)."""
+    return CPUs(_NoCPUs())  # type: ignore[arg-type]
+
+
 _cpus: Optional[CPUs] = None
 
 
@@ -74,6 +117,6 @@ def get_cpus() -> CPUs:
     return _cpus
 
 
-__all__ = ["get_cpus", "CPUs", "CpuDramMeasurement"] + sorted(
+__all__ = ["get_cpus", "empty_cpus", "CPU", "CPUs", "CpuDramMeasurement"] + sorted(
     name for name in dir() if name.startswith("Zeus") and name.endswith("Error")
 )
