@@ -119,8 +119,9 @@ def test_calls_out_of_order(make_client):
     bso = make_client(job())
     with pytest.raises(ZeusBSOOperationOrderError):
         bso.on_evaluate(0.5)
+    bso.on_train_begin()  # allowed before get_batch_size(), as in the reference (test_bso_client_order.py)
     with pytest.raises(ZeusBSOOperationOrderError):
-        bso.on_train_begin()
+        bso.on_evaluate(0.5)
     other = make_client(job(job_id=bso.job.job_id), rank=1)
     with pytest.raises(ZeusBSOBadOperationError, match="rank"):
         other.get_batch_size()

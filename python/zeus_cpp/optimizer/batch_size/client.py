@@ -19,6 +19,13 @@ the server and broadcasts the batch size (and the trial) to the others; rank 0 r
 monitor's measurement and the metric it was given, and broadcasts the server's decision, so that
 every rank stops (or raises ZeusBSOTrainFailError) together. Rank 0's monitor should therefore
 measure every GPU of the job (the job's `number_of_gpus` is its monitor's GPU count).
+
+Without torch.distributed, the reference's way of handing rank 0's trial to another rank's client
+works too: assign `other.current_batch_size = bs` and `other.trial_number = rank0.trial_number`
+(both, in either order; the trial is set once both are known, and checked against the job).
+
+`on_train_begin()` may come before `get_batch_size()`, as the reference allows: measuring then
+starts as soon as the trial is known (the batch-size request itself is not measured).
 """
 
 from __future__ import annotations
@@ -90,21 +97,71 @@ class BatchSizeOptimizer(Callback):
         )
         self.job = CreatedJob.from_dict(json.loads(self._impl.job_json))
         self._last_response: ReportResponse | None = None
+        # on_train_begin() came before the trial was known: measuring starts once it is.
+        self._begin_pending = False
+        # Values assigned to current_batch_size / trial_number before both were known (0: none).
+        self._handed_batch_size = 0
+        self._handed_trial_number = 0
         atexit.register(_close_at_exit, weakref.ref(self))
 
     # ---- the reference's attributes ----
 
     @property
     def current_batch_size(self) -> int:
-        """The trial's batch size (0 before get_batch_size)."""
+        """The trial's batch size (0 before get_batch_size). Assignable, to hand rank 0's trial
+        to another rank's client (with `trial_number`): one of the job's batch sizes."""
         trial = self._impl.trial
-        return 0 if trial is None else trial[1]
+        return self._handed_batch_size if trial is None else trial[1]
+
+    @current_batch_size.setter
+    def current_batch_size(self, value: int) -> None:
+        value = check_int("current_batch_size", value, minimum=0)
+        if value != 0 and value not in self.job.batch_sizes:
+            raise ValueError(f"current_batch_size {value} is not one of the job's batch sizes {self.job.batch_sizes}")
+        self._hand_trial("current_batch_size", value)
 
     @property
     def trial_number(self) -> int:
-        """The trial's number (0 before get_batch_size)."""
+        """The trial's number (0 before get_batch_size). Assignable, to hand rank 0's trial to
+        another rank's client (with `current_batch_size`): 1 or more."""
         trial = self._impl.trial
-        return 0 if trial is None else trial[2]
+        return self._handed_trial_number if trial is None else trial[2]
+
+    @trial_number.setter
+    def trial_number(self, value: int) -> None:
+        self._hand_trial("trial_number", check_int("trial_number", value, minimum=0))
+
+    def _hand_trial(self, name: str, value: int) -> None:
+        trial = self._impl.trial
+        if trial is not None:
+            if value == getattr(self, name):
+                return
+            raise ZeusBSOBadOperationError(
+                f"cannot set {name} to {value}: this client already runs trial {trial[2]} with batch size "
+                f"{trial[1]} (one trial per client; create another BatchSizeOptimizer for another)"
+            )
+        if name == "current_batch_size":
+            self._handed_batch_size = value
+        else:
+            self._handed_trial_number = value
+        if self._handed_batch_size and self._handed_trial_number:
+            # Both known: the C++ client takes the trial (checked against the job) and reports it.
+            self._impl.set_trial(self.job.job_id, self._handed_batch_size, self._handed_trial_number)
+            self._handed_batch_size = self._handed_trial_number = 0
+            self._start_pending_measurement()
+
+    def _start_pending_measurement(self) -> None:
+        if self._begin_pending and self._impl.trial is not None:
+            self._begin_pending = False
+            self._impl.on_train_begin()
+
+    def _no_trial_error(self, call: str) -> ZeusBSOOperationOrderError:
+        if self._handed_batch_size or self._handed_trial_number:
+            missing = "trial_number" if self._handed_batch_size else "current_batch_size"
+            return ZeusBSOOperationOrderError(
+                f"{call}: only half of the trial was handed to this client: set {missing} as well"
+            )
+        return ZeusBSOOperationOrderError(f"call get_batch_size() before {call}")
 
     @property
     def cur_epoch(self) -> int:
@@ -141,7 +198,11 @@ class BatchSizeOptimizer(Callback):
                 raise ZeusBSOBadOperationError(
                     f"only rank 0 may ask the server for the batch size (this is rank {self.rank})"
                 )
-            return self._impl.get_batch_size()
+            if self._impl.trial is None and (self._handed_batch_size or self._handed_trial_number):
+                raise self._no_trial_error("get_batch_size()")
+            batch_size = self._impl.get_batch_size()
+            self._start_pending_measurement()
+            return batch_size
         if self.rank == 0:
             try:
                 batch_size = self._impl.get_batch_size()
@@ -149,6 +210,7 @@ class BatchSizeOptimizer(Callback):
                 broadcast_ints([-1, -1])
                 raise
             broadcast_ints([batch_size, self.trial_number])
+            self._start_pending_measurement()
             return batch_size
         batch_size, trial_number = broadcast_ints([0, 0])
         if batch_size < 0:
@@ -158,11 +220,13 @@ class BatchSizeOptimizer(Callback):
         return batch_size
 
     def on_train_begin(self) -> None:
-        """Starts measuring (call after get_batch_size)."""
-        if self._impl.trial is None:
-            raise ZeusBSOOperationOrderError("call get_batch_size() before on_train_begin()")
+        """Starts measuring. Before get_batch_size() (as the reference allows), measuring starts
+        once the trial is known."""
         if self.distributed and self.rank != 0:
             return  # rank 0 measures and reports
+        if self._impl.trial is None:
+            self._begin_pending = True
+            return
         self._impl.on_train_begin()
 
     def on_evaluate(self, metric: float) -> None:
@@ -175,7 +239,7 @@ class BatchSizeOptimizer(Callback):
         """
         metric = check_float("metric", metric)
         if self._impl.trial is None:
-            raise ZeusBSOOperationOrderError("call get_batch_size() before on_evaluate()")
+            raise self._no_trial_error("on_evaluate()")
         if not self.distributed:
             self._last_response = ReportResponse(**self._impl.on_evaluate(metric))
             return
