@@ -377,7 +377,32 @@ void create_measurement_type(py::module_& module) {
 // Sets the Python error for an exception thrown by a window call. Window misuse (duplicate or
 // unknown name, a bad name for the log) is the reference's ValueError; the rest goes through
 // the table.
-void set_window_error() {
+// The reference's wording for a window that is already open or not open ("Measurement window
+// 'k' already exists" / "... does not exist"), followed by the C++ monitor's advice; nullopt
+// for other messages.
+std::optional<std::string> reference_window_message(std::string_view what, const std::string& key) {
+  const std::string quoted = "'" + key + "'";
+  const std::string duplicate = "window " + quoted + " is already open";
+  const std::string unknown = "no open window named " + quoted;
+  std::string rest;
+  std::string verb;
+  if (what.rfind(duplicate, 0) == 0) {
+    verb = " already exists";
+    rest = what.substr(duplicate.size());
+  } else if (what.rfind(unknown, 0) == 0) {
+    verb = " does not exist";
+    rest = what.substr(unknown.size());
+  } else {
+    return std::nullopt;
+  }
+  // Python spells the keyword's value True.
+  if (const auto at = rest.find("restart=true"); at != std::string::npos) {
+    rest.replace(at, std::strlen("restart=true"), "restart=True");
+  }
+  return "Measurement window " + quoted + verb + rest;
+}
+
+void set_window_error(const std::string* key = nullptr) {
   try {
     throw;
   } catch (py::error_already_set& error) {
@@ -388,7 +413,9 @@ void set_window_error() {
     const std::string_view what = error.what();
     if (error.kind() == ErrorKind::kInvalidArgument &&
         (what.rfind("window", 0) == 0 || what.rfind("no open window", 0) == 0)) {
-      PyErr_SetString(PyExc_ValueError, error.what());
+      const std::optional<std::string> message =
+          key != nullptr ? reference_window_message(what, *key) : std::nullopt;
+      PyErr_SetString(PyExc_ValueError, message ? message->c_str() : error.what());
     } else {
       set_python_error(error);
     }
@@ -518,10 +545,43 @@ PyObject* begin_window_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs, 
     arguments.monitor->begin_window(
         arguments.key, {.sync_execution = arguments.sync_execution, .restart = arguments.flag});
   } catch (...) {
-    set_window_error();
+    set_window_error(&arguments.key);
     return nullptr;
   }
   Py_RETURN_NONE;
+}
+
+// As the reference: a completed window in which a GPU measured exactly 0 J (its counter did not
+// tick) is a Python UserWarning, unless the monitor approximates such windows. Only looked at
+// when a zero is found, so the common path costs one pass over the GPU energies.
+bool warn_if_zero_energy(PyObject* self, const monitor::Measurement& measurement) {
+  if (measurement.time_s <= 0.0) {
+    return true;
+  }
+  bool zero = false;
+  for (const auto& [index, energy_j] : measurement.gpu_energy_j) {
+    zero = zero || energy_j == 0.0;
+  }
+  if (!zero) {
+    return true;
+  }
+  PyObject* approx = PyObject_GetAttrString(self, "approx_instant_energy");
+  if (approx == nullptr) {
+    PyErr_Clear();
+  } else {
+    const int truth = PyObject_IsTrue(approx);
+    Py_DECREF(approx);
+    if (truth == 1) {
+      return true;
+    }
+    PyErr_Clear();
+  }
+  return PyErr_WarnEx(PyExc_UserWarning,
+                      "The energy consumption of one or more GPUs was measured as zero: the "
+                      "measurement window was shorter than the GPU's energy counter update "
+                      "period. Turn on approx_instant_energy in ZeusMonitor to approximate a "
+                      "short window's energy as instant power x window duration.",
+                      1) == 0;
 }
 
 PyObject* end_window_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -530,10 +590,14 @@ PyObject* end_window_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs, Py
     if (!parse_window_arguments("end_window", "cancel", args, nargs, kwnames, arguments)) {
       return nullptr;
     }
-    return new_measurement(arguments.monitor->end_window(
-        arguments.key, {.sync_execution = arguments.sync_execution, .cancel = arguments.flag}));
+    monitor::Measurement measurement = arguments.monitor->end_window(
+        arguments.key, {.sync_execution = arguments.sync_execution, .cancel = arguments.flag});
+    if (!arguments.flag && !warn_if_zero_energy(args[0], measurement)) {
+      return nullptr;  // warnings turned into errors
+    }
+    return new_measurement(std::move(measurement));
   } catch (...) {
-    set_window_error();
+    set_window_error(&arguments.key);
     return nullptr;
   }
 }

@@ -72,7 +72,7 @@ def test_duplicate_window_is_a_value_error(monitor: ZeusMonitor) -> None:
 
 
 def test_unknown_window_is_a_value_error(monitor: ZeusMonitor) -> None:
-    with pytest.raises(ValueError, match="no open window named 'nope'") as info:
+    with pytest.raises(ValueError, match="Measurement window 'nope' does not exist") as info:
         monitor.end_window("nope")
     assert type(info.value) is ValueError
 

@@ -114,9 +114,11 @@ class PowerMonitor:
     def _check_domain(self, domain: DomainLike) -> PowerDomain:
         parsed = _domain("power_domain", domain)
         if parsed not in self.power_domains:
+            # The reference's wording (same class), then what to do.
             raise ValueError(
-                f"power_domain {parsed.value!r} is not sampled by this monitor "
-                f"(sampled: {[d.value for d in self.power_domains]})"
+                f"Power domain {parsed.value} is not being monitored. Available domains: "
+                f"{[d.value for d in self.power_domains]} (pass power_domains=[...] to "
+                f"PowerMonitor to sample it)"
             )
         return parsed
 
@@ -126,7 +128,9 @@ class PowerMonitor:
         if isinstance(gpu_index, bool) or not isinstance(gpu_index, int):
             raise TypeError(f"gpu_index must be an int or None, not {type(gpu_index).__name__}")
         if gpu_index not in self.gpu_indices:
-            raise ValueError(f"gpu_index {gpu_index} is not monitored ({self.gpu_indices})")
+            raise ValueError(
+                f"GPU index {gpu_index} is not being monitored. Monitored GPUs: {self.gpu_indices}"
+            )
         return [gpu_index]
 
     def get_power_timeline(
