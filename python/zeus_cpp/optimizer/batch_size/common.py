@@ -198,8 +198,8 @@ class _Model:
             try:
                 obj = dict(obj)
             except (TypeError, ValueError):
-                raise ValidationError(cls.__name__, [{"loc": ("__root__",), "type": "type_error",
-                                      "msg": f"{cls.__name__} expected dict not {type(obj).__name__}"}]) from None  # fmt: skip
+                message = f"{cls.__name__} expected dict not {type(obj).__name__}"
+                raise ValidationError(cls.__name__, [{"loc": ("__root__",), "msg": message, "type": "type_error"}]) from None
         return cls(**{key: value for key, value in obj.items() if isinstance(key, str)})
 
     @classmethod
@@ -348,7 +348,8 @@ def _model(cls: type) -> type:
         except ValidationError:
             raise
         except (TypeError, ValueError) as error:
-            raise ValidationError(cls.__name__, [{"loc": ("__root__",), "msg": str(error), "type": "value_error"}]) from None
+            root = {"loc": ("__root__",), "msg": str(error), "type": "value_error"}
+            raise ValidationError(cls.__name__, [root]) from None
 
     parameters = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)] + [
         inspect.Parameter(
