@@ -31,7 +31,7 @@ def _distribution_version(name: str) -> Optional[str]:
 
 
 def _torch_line() -> str:
-    if not framework.torch_is_available():
+    if not framework.torch_is_available(ensure_cuda=False):
         return "not installed"
     try:
         import torch
@@ -45,7 +45,7 @@ def _torch_line() -> str:
 
 
 def _jax_line() -> str:
-    if not framework.jax_is_available():
+    if not framework.jax_is_available(ensure_cuda=False):
         return "not installed"
     try:
         import jax
@@ -59,7 +59,7 @@ def _jax_line() -> str:
 
 
 def _cupy_line() -> str:
-    if not framework.cupy_is_available():
+    if not framework.cupy_is_available(ensure_cuda=False):
         return "not installed"
     version = _distribution_version("cupy") or "unknown version"
     return f"{version} (installed)"
