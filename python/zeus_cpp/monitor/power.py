@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from zeus_cpp import _zeus
+from zeus_cpp.exception import ZeusGPUNotSupportedError
 from zeus_cpp.monitor import _checks
 
 
@@ -40,6 +41,31 @@ class PowerSample:
 
 DomainLike = Union[PowerDomain, str]
 
+# The GPU method that reads each domain (mW), as the sampler reads it.
+_DOMAIN_READERS = {
+    PowerDomain.DEVICE_INSTANT: "get_instant_power_usage",
+    PowerDomain.DEVICE_AVERAGE: "get_average_power_usage",
+    PowerDomain.MEMORY_AVERAGE: "get_average_memory_power_usage",
+}
+
+
+def supported_domains(gpus: object, gpu_indices: Sequence[int]) -> List[PowerDomain]:
+    """The domains (in :class:`PowerDomain` order) that every GPU in ``gpu_indices`` reports.
+
+    A domain is probed by reading it once on each GPU; one that raises
+    :class:`~zeus_cpp.exception.ZeusGPUNotSupportedError` on any of them is left out (the sampler
+    reads every domain on every monitored GPU). Other errors propagate.
+    """
+    result: List[PowerDomain] = []
+    for domain, reader in _DOMAIN_READERS.items():
+        try:
+            for index in gpu_indices:
+                getattr(gpus, reader)(index)
+        except ZeusGPUNotSupportedError:
+            continue
+        result.append(domain)
+    return result
+
 
 def _domain(name: str, value: object) -> PowerDomain:
     if isinstance(value, PowerDomain):
@@ -64,8 +90,9 @@ class PowerMonitor:
             changes (half the shortest change interval, at most 0.1 s).
         max_samples_per_gpu: Bound on each (domain, GPU) timeline; the oldest samples are
             forgotten first. None: a large default (65536).
-        power_domains: Domains to sample (default: ``[PowerDomain.DEVICE_INSTANT]``; ``[]`` is a
-            ValueError). A domain the GPUs cannot report raises
+        power_domains: Domains to sample (default None: every domain all the monitored GPUs
+            report, as the reference; one they cannot report is left out; ``[]`` is a
+            ValueError). An explicitly listed domain the GPUs cannot report raises
             :class:`~zeus_cpp.exception.ZeusGPUNotSupportedError`.
 
     The sampler thread stops with :meth:`stop`, at exit from a ``with`` block, or when the
@@ -94,16 +121,25 @@ class PowerMonitor:
             )
         if max_samples_per_gpu is not None and max_samples_per_gpu <= 0:
             raise ValueError(f"max_samples_per_gpu must be positive, not {max_samples_per_gpu}")
+        native_gpus = _zeus.get_gpus()
+        if len(native_gpus) == 0:
+            raise ValueError("No GPUs available.")
         if power_domains is None:
-            domains = [PowerDomain.DEVICE_INSTANT]
+            probed = gpus if gpus is not None else list(range(len(native_gpus)))
+            # A bad index is left for the sampler to report (with the valid ones).
+            valid = [index for index in probed if 0 <= index < len(native_gpus)]
+            domains = supported_domains(native_gpus, valid) if valid else list(PowerDomain)
+            if not domains:
+                raise ZeusGPUNotSupportedError(
+                    f"GPUs {probed} report no power domain ({[d.value for d in PowerDomain]}); "
+                    "no power can be sampled on them"
+                )
         else:
             if isinstance(power_domains, (str, PowerDomain)):
                 raise TypeError("power_domains must be a list of PowerDomain")
             domains = [_domain("power_domains", d) for d in power_domains]
             if not domains:
                 raise ValueError("power_domains must not be empty")
-        if _zeus.get_gpus().__len__() == 0:
-            raise ValueError("No GPUs available.")
         self._sampler = _zeus.PowerSampler(
             gpus, [d.value for d in domains], period, max_samples_per_gpu
         )
