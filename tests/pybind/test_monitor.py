@@ -153,11 +153,15 @@ def test_torch_without_cuda_installs_no_hook() -> None:
 
 
 @pytest.mark.parametrize("framework", ["jax", "cupy"])
-def test_missing_framework_installs_no_hook(framework: str) -> None:
+def test_missing_framework_installs_a_raising_hook(framework: str) -> None:
+    # As the reference: a window that synchronises raises (test_sync_jax.py covers more).
     try:
         __import__(framework)
     except ImportError:
-        assert resolve_sync_hook(framework) is None
+        hook = resolve_sync_hook(framework)
+        assert hook is not None
+        with pytest.raises(RuntimeError, match="No framework is available"):
+            hook([0])
     else:
         pytest.skip(f"{framework} is installed")
 

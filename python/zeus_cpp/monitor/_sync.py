@@ -22,10 +22,33 @@ def _import(name: str):  # noqa: ANN202
         return None
 
 
+# The reference's message (same class), raised at each synchronising window call.
+NO_FRAMEWORK_MESSAGE = "No framework is available."
+
+
+def missing_framework_hook(framework: str) -> SyncHook:
+    """A hook that raises the reference's RuntimeError: ``framework`` is not installed.
+
+    Like the reference, the monitor still constructs; a window call that synchronises GPUs
+    fails (``sync_execution=False``, or no monitored GPU, never calls it).
+    """
+
+    def hook(gpu_indices: List[int]) -> None:
+        raise RuntimeError(
+            f"{NO_FRAMEWORK_MESSAGE} (sync_execution_with={framework!r}, but {framework} cannot "
+            f"be imported: install it, pass the framework the script uses or a callable, or "
+            f"call the window with sync_execution=False)"
+        )
+
+    return hook
+
+
 def torch_hook() -> Optional[SyncHook]:
-    """torch.cuda.synchronize on each GPU, or None when torch or CUDA is unavailable."""
+    """torch.cuda.synchronize on each GPU; None when torch has no CUDA; raising without torch."""
     torch = _import("torch")
-    if torch is None or not torch.cuda.is_available():
+    if torch is None:
+        return missing_framework_hook("torch")
+    if not torch.cuda.is_available():
         return None
     synchronize = torch.cuda.synchronize
 
@@ -37,10 +60,10 @@ def torch_hook() -> Optional[SyncHook]:
 
 
 def jax_hook() -> Optional[SyncHook]:
-    """Waits for a computation on each JAX GPU, or None when JAX has no GPU."""
+    """Waits for a computation on each JAX GPU; None when JAX has no GPU; raising without JAX."""
     jax = _import("jax")
     if jax is None:
-        return None
+        return missing_framework_hook("jax")
     try:
         devices = jax.devices("gpu")
     except RuntimeError:
@@ -56,10 +79,11 @@ def jax_hook() -> Optional[SyncHook]:
 
 
 def cupy_hook() -> Optional[SyncHook]:
-    """cupy.cuda.Device(i).synchronize() on each GPU, or None when CuPy has no GPU."""
+    """cupy.cuda.Device(i).synchronize() on each GPU; None when CuPy has no GPU; raising without
+    CuPy."""
     cupy = _import("cupy")
     if cupy is None:
-        return None
+        return missing_framework_hook("cupy")
     try:
         if not cupy.cuda.is_available():
             return None
@@ -77,7 +101,9 @@ def cupy_hook() -> Optional[SyncHook]:
 def resolve_sync_hook(sync_execution_with: SyncWith) -> Optional[SyncHook]:
     """The hook for ``sync_execution_with`` ("torch", "jax", "cupy" or a callable).
 
-    A framework that is not installed, or has no GPU, gives no hook. A callable is used as is
+    A framework that is installed but has no GPU gives no hook (nothing to wait for); one that
+    is not installed gives a hook raising the reference's ``RuntimeError("No framework is
+    available.")`` when a window synchronises GPUs. A callable is used as is
     (called with the list of monitored GPU indices). Anything else raises ValueError.
     """
     if isinstance(sync_execution_with, str):
