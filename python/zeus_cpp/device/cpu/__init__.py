@@ -117,6 +117,9 @@ def get_cpus() -> CPUs:
     return _cpus
 
 
-__all__ = ["get_cpus", "empty_cpus", "CPU", "CPUs", "CpuDramMeasurement"] + sorted(
+from zeus_cpp.device.cpu.rapl import get_current_rapl_zone_id  # noqa: E402  (the reference's)
+
+__all__ = ["get_cpus", "empty_cpus", "CPU", "CPUs", "CpuDramMeasurement",
+           "get_current_rapl_zone_id"] + sorted(
     name for name in dir() if name.startswith("Zeus") and name.endswith("Error")
 )
