@@ -144,11 +144,13 @@ def run_energy(args: argparse.Namespace, parser: argparse.ArgumentParser,
     except (ZeusBaseError, ValueError, TypeError) as error:
         return _fail(parser, "energy", error)
     with _StopSignal() as stop:
-        monitor.begin_window(ENERGY_WINDOW)
+        # Nothing runs on the GPUs from here: there is no work to wait for, and synchronising
+        # would need a framework (torch by default) that a bare measurement does not.
+        monitor.begin_window(ENERGY_WINDOW, sync_execution=False)
         out(f"Measuring energy (GPUs {monitor.gpu_indices}, CPUs {monitor.cpu_indices}); "
             + ("Ctrl-C to stop." if args.duration is None else f"for {args.duration:g} s."))
         stop.wait(args.duration)
-        measurement = monitor.end_window(ENERGY_WINDOW)
+        measurement = monitor.end_window(ENERGY_WINDOW, sync_execution=False)
     out(f"Total time (s): {measurement.time:.3f}")
     out(f"Total energy (J): {measurement.total_energy:.3f}")
     out(repr(measurement))

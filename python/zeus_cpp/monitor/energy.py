@@ -57,7 +57,10 @@ class ZeusMonitor(_zeus.ZeusMonitor):
         sync_execution_with: How to wait for queued GPU work before reading the counters:
             ``"torch"`` (``torch.cuda.synchronize`` on each monitored GPU), ``"jax"``, ``"cupy"``,
             or a callable taking the list of monitored GPU indices. A framework that is not
-            installed or sees no GPU means no synchronisation (and no cost).
+            installed makes every synchronising window call on monitored GPUs raise
+            ``RuntimeError("No framework is available. ...")``, as the reference does (pass
+            ``sync_execution=False`` or a callable); one that sees no GPU means no
+            synchronisation (and no cost).
 
     The monitor is also a context manager (``with ZeusMonitor() as monitor:``), which drops the
     windows still open at exit, and :meth:`window` measures a ``with`` block.
