@@ -153,19 +153,17 @@ def broadcast_ints(values: Sequence[int], src: int = 0) -> list[int]:
 
 
 def sync_execution(gpu_devices: Sequence[int], sync_with: Literal["torch", "jax", "cupy"] = "torch") -> None:
-    """Waits for the GPUs' queued work (PyTorch: torch.cuda.synchronize on each device). A no-op
-    without the framework or without CUDA."""
-    if sync_with == "torch":
-        if torch_is_available(ensure_cuda=False):
-            import torch
+    """Waits for the GPUs' queued work, as ZeusMonitor's windows do (one implementation:
+    zeus_cpp.monitor._sync). A framework without a GPU has nothing to wait for; one that is not
+    installed raises the reference's ``RuntimeError("No framework is available. ...")``."""
+    if sync_with not in ("torch", "jax", "cupy"):
+        raise ValueError(f"sync_with must be 'torch', 'jax' or 'cupy', got {sync_with!r}")
+    # Imported here: zeus_cpp.monitor imports this module.
+    from zeus_cpp.monitor._sync import resolve_sync_hook
 
-            if torch.cuda.is_available():
-                for device in gpu_devices:
-                    torch.cuda.synchronize(device)
-        return
-    if sync_with in ("jax", "cupy"):
-        return
-    raise ValueError(f"sync_with must be 'torch', 'jax' or 'cupy', got {sync_with!r}")
+    hook = resolve_sync_hook(sync_with)
+    if hook is not None:
+        hook(list(gpu_devices))
 
 
 class TorchDistributedReducer(_zeus.Reducer):
