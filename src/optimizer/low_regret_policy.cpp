@@ -160,34 +160,27 @@ LowRegretPolicy::Belief LowRegretPolicy::belief(const Candidate& candidate,
   return {candidate.log_scale + weighted / precision + tail, 1.0 / std::sqrt(precision)};
 }
 
-std::optional<double> LowRegretPolicy::best_mean_cost() const {
-  const Pool shared = pool();
-  std::optional<double> best;
+LowRegretPolicy::Best LowRegretPolicy::best(const Pool& shared) const {
+  Best found{min_cost_batch_size_, std::nullopt};
+  double lowest_log_cost = std::numeric_limits<double>::infinity();
   for (const auto& [batch_size, candidate] : candidates_) {
     if (candidate.status == Status::kArm && candidate.count > 0) {
-      const double mean_cost = std::exp(belief(candidate, shared).log_cost);
-      if (!best || mean_cost < *best) {
-        best = mean_cost;
+      const double log_cost = belief(candidate, shared).log_cost;
+      if (log_cost < lowest_log_cost) {
+        lowest_log_cost = log_cost;
+        found = {batch_size, std::exp(log_cost)};
       }
     }
   }
-  return best;
+  return found;
+}
+
+std::optional<double> LowRegretPolicy::best_mean_cost() const {
+  return best(pool()).mean_cost;
 }
 
 int LowRegretPolicy::best_batch_size() const {
-  const Pool shared = pool();
-  int best = min_cost_batch_size_;
-  double best_mean = std::numeric_limits<double>::infinity();
-  for (const auto& [batch_size, candidate] : candidates_) {
-    if (candidate.status == Status::kArm && candidate.count > 0) {
-      const double mean = belief(candidate, shared).log_cost;
-      if (mean < best_mean) {
-        best_mean = mean;
-        best = batch_size;
-      }
-    }
-  }
-  return best;
+  return best(pool()).batch_size;
 }
 
 bool LowRegretPolicy::probe_in_flight() const {
@@ -276,8 +269,7 @@ Decision LowRegretPolicy::dispatch(int batch_size, TrialKind kind,
   return {trial.id, batch_size, kind};
 }
 
-int LowRegretPolicy::thompson_draw() {
-  const Pool shared = pool();
+int LowRegretPolicy::thompson_draw(const Pool& shared) {
   int chosen = 0;
   double lowest = std::numeric_limits<double>::infinity();
   for (const auto& [batch_size, candidate] : candidates_) {
@@ -295,30 +287,33 @@ int LowRegretPolicy::thompson_draw() {
 }
 
 Decision LowRegretPolicy::next() {
-  const std::optional<double> best = best_mean_cost();
+  // One fit of the pooled model serves every choice below.
+  const Pool shared = pool();
+  const Best known = best(shared);
+  const std::optional<double> best_cost = known.mean_cost;
   const std::optional<double> beta = config_.beta;
   if (const std::optional<int> probe = walk_candidate()) {
     // A first run is capped once something has reached the target (b0's first run is not).
     std::optional<double> cap;
-    if (beta && best) {
-      cap = config_.low_regret.probe_cap * *best;
+    if (beta && best_cost) {
+      cap = config_.low_regret.probe_cap * *best_cost;
     }
     return dispatch(*probe, TrialKind::kExploration, cap);
   }
   std::optional<double> threshold;
-  if (beta && best) {
-    threshold = *beta * *best;
+  if (beta && best_cost) {
+    threshold = *beta * *best_cost;
   }
   if (probe_in_flight()) {
     // The walk waits for a probe's result: meanwhile, run the best known.
-    return dispatch(best_batch_size(), TrialKind::kConcurrent, threshold);
+    return dispatch(known.batch_size, TrialKind::kConcurrent, threshold);
   }
-  if (!best) {
+  if (!best_cost) {
     throw Error(ErrorKind::kInvalidArgument,
                 "no batch size reached the target metric during exploration; check the target "
                 "metric, max epochs and candidate batch sizes");
   }
-  return dispatch(thompson_draw(), TrialKind::kMab, threshold);
+  return dispatch(thompson_draw(shared), TrialKind::kMab, threshold);
 }
 
 // ---- Learning ----

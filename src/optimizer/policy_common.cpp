@@ -64,6 +64,18 @@ const char* kind_name(TrialKind kind) {
   return "?";
 }
 
+const char* trial_kind_wire_name(TrialKind kind) {
+  switch (kind) {
+    case TrialKind::kExploration:
+      return "Exploration";
+    case TrialKind::kConcurrent:
+      return "Concurrent";
+    case TrialKind::kMab:
+      return "MAB";
+  }
+  return "?";
+}
+
 const char* status_name(TrialStatus status) {
   switch (status) {
     case TrialStatus::kDispatched:

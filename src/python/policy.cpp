@@ -26,7 +26,6 @@ namespace {
 using optimizer::BatchSizePolicyConfig;
 using optimizer::BatchSizeSearch;
 using optimizer::LowRegretConfig;
-using optimizer::TrialKind;
 
 // The core's refusals as ValueError, with its message.
 template <class Body>
@@ -39,19 +38,6 @@ auto value_errors(Body&& body) {
     }
     throw;
   }
-}
-
-const char* kind_name(TrialKind kind) {
-  // The names the server stores and shows (GET /jobs/{id}).
-  switch (kind) {
-    case TrialKind::kExploration:
-      return "Exploration";
-    case TrialKind::kConcurrent:
-      return "Concurrent";
-    case TrialKind::kMab:
-      return "MAB";
-  }
-  return "?";
 }
 
 // A policy in process: one BatchSizeSearch, either kind.
@@ -136,7 +122,8 @@ void bind_policy(py::module_& module) {
           "next",
           [](Policy& self) {
             const optimizer::Decision decision = value_errors([&] { return self.get().next(); });
-            return py::make_tuple(decision.trial_id, decision.batch_size, kind_name(decision.kind));
+            return py::make_tuple(decision.trial_id, decision.batch_size,
+                                  optimizer::trial_kind_wire_name(decision.kind));
           },
           "The next trial: (trial_id, batch_size, kind), kind 'Exploration', 'Concurrent' or "
           "'MAB'.")

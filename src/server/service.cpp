@@ -19,7 +19,6 @@ namespace {
 using optimizer::BatchSizePolicy;
 using optimizer::BatchSizePolicyConfig;
 using optimizer::BatchSizeSearch;
-using optimizer::TrialKind;
 
 // What a job's spec names, or the paper's for specs stored before there were two policies.
 constexpr const char* kLegacyPolicy = "zeus";
@@ -41,18 +40,6 @@ BatchSizePolicyConfig policy_config(const bso::JobSpec& spec, std::uint64_t seed
   config.mab.window_size = spec.window_size > 0 ? spec.window_size : 0;
   config.seed = seed;
   return config;
-}
-
-const char* type_name(TrialKind kind) {
-  switch (kind) {
-    case TrialKind::kExploration:
-      return "Exploration";
-    case TrialKind::kConcurrent:
-      return "Concurrent";
-    case TrialKind::kMab:
-      return "MAB";
-  }
-  return "?";
 }
 
 // Policies saved or restored lately, by their saved text, shared by the request threads: the
@@ -279,7 +266,7 @@ bso::TrialId BsoService::next_batch_size(const std::string& job_id) {
     record.job_id = job_id;
     record.trial_number = decision.trial_id;
     record.batch_size = decision.batch_size;
-    record.type = type_name(decision.kind);
+    record.type = optimizer::trial_kind_wire_name(decision.kind);
     record.status = "Dispatched";
     record.start_ms = now_ms();
     tx.insert_trial(record);

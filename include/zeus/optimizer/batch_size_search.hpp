@@ -111,6 +111,10 @@ class BatchSizeSearch {
   virtual std::unique_ptr<BatchSizeSearch> clone() const = 0;
 };
 
+// A trial kind as the BSO wire spells it (the server's trial "type"): "Exploration",
+// "Concurrent" or "MAB".
+const char* trial_kind_wire_name(TrialKind kind);
+
 // "zeus", "low-regret".
 const std::vector<std::string>& batch_size_policy_names();
 // Throws zeus::Error(kInvalidArgument) naming the known policies for any other name.

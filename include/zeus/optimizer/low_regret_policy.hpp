@@ -112,11 +112,18 @@ class LowRegretPolicy final : public BatchSizeSearch {
     double sd = 0.0;
   };
   Pool pool() const;
+  // The batch size with the lowest estimated mean cost (min_cost's batch size, and no cost,
+  // before any reached the target).
+  struct Best {
+    int batch_size = 0;
+    std::optional<double> mean_cost;
+  };
+  Best best(const Pool& shared) const;
   Belief belief(const Candidate& candidate, const Pool& pool) const;
   double arm_noise(const Candidate& candidate, double pooled) const;
   bool probe_in_flight() const;
   Decision dispatch(int batch_size, TrialKind kind, std::optional<double> threshold);
-  int thompson_draw();
+  int thompson_draw(const Pool& shared);
   void observe(int batch_size, double cost);
   void reset_after_drift();
 
