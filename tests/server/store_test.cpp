@@ -1084,7 +1084,12 @@ TEST_F(PostgresStoreTest, ADeadlockVictimIsRerun) {
   std::atomic<int> attempts{0};
   const std::vector<std::string> errors = run_deadlock(*store, attempts);
   EXPECT_EQ(errors, (std::vector<std::string>{"", ""}));
-  EXPECT_EQ(attempts.load(), 3);  // the victim ran twice
+  // The victim runs again, at least once. It may lose again: when it aborts, the survivor wakes
+  // and must still take the row lock it waited for, and under load the victim's rerun can take
+  // that lock first and deadlock with the survivor once more (seen as 4 attempts in CI); the
+  // retries with back-off end that.
+  EXPECT_GE(attempts.load(), 3);
+  EXPECT_LE(attempts.load(), 2 + StoreOptions{}.max_retries);
   store->transact([](StoreTransaction& tx) {
     EXPECT_EQ(tx.get_job("store-test-a")->policy_state, "2");
     EXPECT_EQ(tx.get_job("store-test-b")->policy_state, "2");
