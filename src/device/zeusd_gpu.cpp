@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -130,10 +131,12 @@ ZeusdConnection::ZeusdConnection(ZeusdConfig config)
     impl_->client = std::make_unique<httplib::Client>(config_.host, config_.port);
   }
   impl_->client->set_keep_alive(true);
-  // The reference client's 5 s timeout; blocking setters finish well within it.
-  impl_->client->set_connection_timeout(5, 0);
-  impl_->client->set_read_timeout(5, 0);
-  impl_->client->set_write_timeout(5, 0);
+  // The reference client's 5 s timeout by default; blocking setters finish well within it.
+  const auto timeout = std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::duration<double>(std::max(config_.timeout_s, 0.001)));
+  impl_->client->set_connection_timeout(timeout);
+  impl_->client->set_read_timeout(timeout);
+  impl_->client->set_write_timeout(timeout);
   if (config_.token) {
     impl_->client->set_bearer_token_auth(*config_.token);
   }
@@ -297,6 +300,20 @@ std::string ZeusdConnection::get(const std::string& operation, const std::string
     throw refused(config_, operation, result->status, result->body);
   }
   return result->body;
+}
+
+ZeusdReply ZeusdConnection::request(const std::string& method, const std::string& path_and_query) {
+  if (method != "GET" && method != "POST") {
+    throw Error(ErrorKind::kInvalidArgument,
+                "zeusd requests are GET or POST, not \"" + method + "\"");
+  }
+  const std::lock_guard lock(mutex_);
+  httplib::Result result =
+      method == "GET" ? impl_->client->Get(path_and_query) : impl_->client->Post(path_and_query);
+  if (!result) {
+    throw unreachable(config_, method + " " + path_and_query, result.error());
+  }
+  return {result->status, result->body};
 }
 
 int ZeusdConnection::daemon_index_by_pci(const std::string& pci_bus_id) {

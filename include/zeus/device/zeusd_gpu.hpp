@@ -30,6 +30,8 @@ struct ZeusdConfig {
   std::string host;                        // TCP when socket_path is unset
   int port = 0;
   std::optional<std::string> token;  // bearer token (ZEUSD_TOKEN)
+  // Connect, read and write timeout of each request (the reference client's 5 s).
+  double timeout_s = 5.0;
 
   // "unix socket /run/zeusd/zeusd.sock" or "127.0.0.1:4938", for messages.
   std::string describe() const;
@@ -44,6 +46,12 @@ std::optional<ZeusdConfig> zeusd_config_from_env(const EnvLookup& env);
 struct ZeusdCpuInfo {
   int id = 0;
   bool dram_available = false;
+};
+
+// One HTTP exchange as the daemon answered it, whatever its status.
+struct ZeusdReply {
+  int status = 0;
+  std::string body;
 };
 
 // One connection to the daemon (a persistent keep-alive HTTP client guarded by a mutex), shared
@@ -76,6 +84,11 @@ class ZeusdConnection {
   void post(const std::string& operation, const std::string& path_and_query);
   // GET `path_and_query`; the body of an HTTP 200, else a zeus::Error as for post().
   std::string get(const std::string& operation, const std::string& path_and_query);
+  // `method` ("GET" or "POST") `path_and_query`, for callers that judge the status themselves
+  // (the Python ZeusdClient: success is exactly 200). Throws Error(kIo) only when the daemon
+  // cannot be reached or does not answer within config().timeout_s; Error(kInvalidArgument)
+  // for another method.
+  ZeusdReply request(const std::string& method, const std::string& path_and_query);
 
  private:
   struct Impl;
