@@ -100,6 +100,38 @@ def get_cpus() -> CPUs: ...
 def has_sys_admin() -> bool: ...
 def _benchmark_gpus(count: int, model: str = "h200") -> GPUs: ...
 
+class _ZeusdTransport:
+    def __init__(
+        self,
+        socket_path: Optional[str] = None,
+        host: str = "",
+        port: int = 0,
+        token: Optional[str] = None,
+        timeout_s: float = 5.0,
+    ) -> None: ...
+    def request(self, method: str, path_and_query: str) -> Tuple[int, bytes]: ...
+
+class _ZeusdEventStream:
+    def __init__(
+        self,
+        socket_path: Optional[str] = None,
+        host: str = "",
+        port: int = 0,
+        token: Optional[str] = None,
+        connect_timeout_s: float = 5.0,
+        idle_timeout_s: float = 60.0,
+        max_event_bytes: int = 1048576,
+    ) -> None: ...
+    def run(
+        self,
+        path_and_query: str,
+        on_event: Callable[[bytes], None],
+        on_oversized: Optional[Callable[[int], None]] = None,
+    ) -> Tuple[str, int, bytes, str]: ...
+    def cancel(self) -> None: ...
+    @property
+    def cancelled(self) -> bool: ...
+
 # ---- monitors ----
 
 class Measurement:

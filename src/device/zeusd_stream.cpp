@@ -1,5 +1,6 @@
 #include "zeus/device/zeusd_stream.hpp"
 
+#include <cxxabi.h>
 #include <httplib.h>
 #include <sys/socket.h>
 
@@ -63,7 +64,10 @@ void SseSplitter::feed(std::string_view bytes,
     // the oversized event.
     const bool newline = !pending_.empty() && pending_.back() == '\n';
     dropped_ += pending_.size() - (newline ? 1 : 0);
-    pending_ = newline ? "\n" : "";
+    pending_.clear();
+    if (newline) {
+      pending_.push_back('\n');
+    }
   }
 }
 
@@ -147,6 +151,8 @@ ZeusdStreamOutcome ZeusdEventStream::run(const std::string& path_and_query,
         }
         try {
           splitter.feed(std::string_view(data, length), on_event, on_oversized);
+        } catch (abi::__forced_unwind&) {
+          throw;  // a thread being torn down (pthread_exit) must keep unwinding
         } catch (...) {
           callback_error = std::current_exception();
           return false;

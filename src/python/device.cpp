@@ -23,6 +23,10 @@
 #include "zeus/device/zeusd_gpu.hpp"
 
 namespace zeus::python {
+
+// zeusd.cpp: the HTTP transport under zeus_cpp.utils.zeusd and monitor.power_streaming.
+void bind_zeusd(py::module_& module);
+
 namespace {
 
 struct PyCpus {
@@ -381,6 +385,8 @@ void bind_device(py::module_& module) {
   module.def(
       "has_sys_admin", []() { return zeus::device::has_sys_admin(); },
       "Whether this process has CAP_SYS_ADMIN (needed to change GPU settings).");
+
+  bind_zeusd(module);
 }
 
 }  // namespace zeus::python
