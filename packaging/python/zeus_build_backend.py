@@ -12,9 +12,18 @@ Environment:
   has no ``CMakeCache.txt``). Default: ``build/wheel`` in the source tree.
 - ``ZEUS_CPP_BUILD_JOBS``: parallel build jobs (default: the number of CPUs).
 - ``ZEUS_CPP_CMAKE_ARGS``: extra arguments for the configure step (split on spaces).
+- ``ZEUS_CPP_WHEEL_REPAIR``: ``auto`` (default: when patchelf and ldd are there), ``yes`` or
+  ``no``. Repairing (zeus_wheel_repair) copies the non-system shared libraries into
+  ``zeus_cpp.libs/`` and tags the wheel ``manylinux_2_X``; without it the wheel is tagged
+  ``linux_<machine>`` and needs the build machine's libraries.
 
-The same keys (``build-dir``, ``build-jobs``, ``cmake-args``) are accepted as ``config_settings``
-(``pip install . --config-settings build-dir=...``).
+The same keys (``build-dir``, ``build-jobs``, ``cmake-args``, ``repair``) are accepted as
+``config_settings`` (``pip install . --config-settings build-dir=...``).
+
+The wheel also carries the ``zeus`` CLI (target ``zeus_wheel_cli``: the CLI without PostgreSQL) as
+``zeus_cpp/_bin/zeus``, with a ``zeus`` console script (zeus_cpp._cli) that execs it, and the
+licences of the project and of everything compiled in or shipped under
+``<dist-info>/licenses/``. README.md is the long description.
 """
 
 from __future__ import annotations
@@ -23,14 +32,22 @@ import base64
 import hashlib
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tarfile
+import tempfile
 import zipfile
 from pathlib import Path
-from typing import List, Mapping, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
+
+# The repair tools live beside this file (pip puts backend-path on sys.path; a test that imports
+# the backend by path may not).
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+import zeus_wheel_repair  # noqa: E402
 
 NAME = "zeus_cpp"
 DIST_NAME = "zeus-cpp"
@@ -58,7 +75,7 @@ def prepare_metadata_for_build_wheel(
 ) -> str:
     dist_info = Path(metadata_directory) / _dist_info_name()
     dist_info.mkdir(parents=True, exist_ok=True)
-    (dist_info / "METADATA").write_text(_metadata(), encoding="utf-8")
+    (dist_info / "METADATA").write_text(_metadata(_source_dir()), encoding="utf-8")
     (dist_info / "WHEEL").write_text(_wheel_file(_wheel_tag()), encoding="utf-8")
     return dist_info.name
 
@@ -70,37 +87,70 @@ def build_wheel(
 ) -> str:
     source = _source_dir()
     build_dir = _build_dir(source, config_settings)
-    _cmake_build(source, build_dir, config_settings)
+    with_cli = _cmake_build(source, build_dir, config_settings)
     package = build_dir / "python" / NAME
     _check_extension(package)
+    repair = _repair_mode(config_settings)
 
-    tag = _wheel_tag()
-    wheel_name = f"{NAME}-{VERSION}-{tag}.whl"
-    Path(wheel_directory).mkdir(parents=True, exist_ok=True)
-    wheel_path = Path(wheel_directory) / wheel_name
+    staging = Path(tempfile.mkdtemp(prefix="wheel-staging-", dir=build_dir))
+    try:
+        shutil.copytree(package, staging / NAME,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        binaries = sorted((staging / NAME).glob("_zeus*.so"))
+        cli = build_dir / "src" / "cli" / "wheel" / "zeus"
+        if with_cli:
+            (staging / NAME / "_bin").mkdir()
+            shutil.copy2(cli, staging / NAME / "_bin" / "zeus")
+            binaries.append(staging / NAME / "_bin" / "zeus")
+        shipped: Dict[str, Path] = {}
+        if repair:
+            repair_tools = zeus_wheel_repair
+            shipped = repair_tools.bundle(staging, binaries)
+            found = repair_tools.problems(staging)
+            if found:
+                raise RuntimeError("zeus_cpp: the repaired wheel would not load elsewhere:\n  "
+                                   + "\n  ".join(found))
+            platform, why = repair_tools.platform_tag(staging, _machine())
+            print(f"zeus_build_backend: platform tag {platform} ({why}); shipped "
+                  f"{', '.join(sorted(shipped)) or 'nothing'}", file=sys.stderr, flush=True)
+        else:
+            platform = _plain_platform()
+        tag = f"{_interpreter()}-{_interpreter()}-{platform}"
+        wheel_name = f"{NAME}-{VERSION}-{tag}.whl"
+        Path(wheel_directory).mkdir(parents=True, exist_ok=True)
+        wheel_path = Path(wheel_directory) / wheel_name
 
-    entries: List[Tuple[str, bytes]] = []
-    for path in sorted(package.rglob("*")):
-        if path.is_dir() or "__pycache__" in path.parts or path.suffix == ".pyc":
-            continue
-        entries.append((f"{NAME}/{path.relative_to(package).as_posix()}", path.read_bytes()))
-    dist_info = _dist_info_name()
-    entries.append((f"{dist_info}/METADATA", _metadata().encode()))
-    entries.append((f"{dist_info}/WHEEL", _wheel_file(tag).encode()))
-    entries.append((f"{dist_info}/top_level.txt", f"{NAME}\n".encode()))
+        entries: List[Tuple[str, bytes]] = []
+        for path in sorted(staging.rglob("*")):
+            if path.is_file():
+                entries.append((path.relative_to(staging).as_posix(), path.read_bytes()))
+        dist_info = _dist_info_name()
+        licenses = _license_files(source, build_dir, shipped)
+        entries += [(f"{dist_info}/licenses/{name}", data) for name, data in licenses]
+        entries.append((f"{dist_info}/METADATA",
+                        _metadata(source, [name for name, _ in licenses]).encode()))
+        entries.append((f"{dist_info}/WHEEL", _wheel_file(tag).encode()))
+        entries.append((f"{dist_info}/top_level.txt", f"{NAME}\n".encode()))
+        if with_cli:
+            entries.append((f"{dist_info}/entry_points.txt",
+                            b"[console_scripts]\nzeus = zeus_cpp._cli:main\n"))
 
-    record_lines = [f"{name},sha256={_digest(data)},{len(data)}" for name, data in entries]
-    record_name = f"{dist_info}/RECORD"
-    record_lines.append(f"{record_name},,")
-    entries.append((record_name, ("\n".join(record_lines) + "\n").encode()))
+        record_lines = [f"{name},sha256={_digest(data)},{len(data)}" for name, data in entries]
+        record_name = f"{dist_info}/RECORD"
+        record_lines.append(f"{record_name},,")
+        entries.append((record_name, ("\n".join(record_lines) + "\n").encode()))
 
-    with zipfile.ZipFile(wheel_path, "w", compression=zipfile.ZIP_DEFLATED) as wheel:
-        for name, data in entries:
-            info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            executable = name.endswith(".so")
-            info.external_attr = ((0o755 if executable else 0o644) | 0o100000) << 16
-            wheel.writestr(info, data)
+        partial = wheel_path.with_suffix(".partial")
+        with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as wheel:
+            for name, data in entries:
+                info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                executable = ".so" in Path(name).name or name == f"{NAME}/_bin/zeus"
+                info.external_attr = ((0o755 if executable else 0o644) | 0o100000) << 16
+                wheel.writestr(info, data)
+        partial.replace(wheel_path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return wheel_name
 
 
@@ -113,7 +163,7 @@ def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) ->
         for relative in _sdist_files(source):
             archive.add(source / relative, arcname=f"{base}/{relative}", recursive=False)
         info = tarfile.TarInfo(f"{base}/PKG-INFO")
-        data = _metadata().encode()
+        data = _metadata(source).encode()
         info.size = len(data)
         archive.addfile(info, io.BytesIO(data))
     return path.name
@@ -150,7 +200,9 @@ def _run(command: List[str], cwd: Path) -> None:
     subprocess.run(command, cwd=cwd, check=True)
 
 
-def _cmake_build(source: Path, build_dir: Path, config_settings: ConfigSettings) -> None:
+def _cmake_build(source: Path, build_dir: Path, config_settings: ConfigSettings) -> bool:
+    """Builds the package (and the wheel's CLI when the build folder has that target); says
+    whether the CLI was built."""
     cmake = shutil.which("cmake")
     if cmake is None:
         raise RuntimeError("zeus_cpp: CMake (>= 3.25) is needed to build the wheel")
@@ -169,7 +221,36 @@ def _cmake_build(source: Path, build_dir: Path, config_settings: ConfigSettings)
             command += extra.split()
         _run(command, source)
     jobs = _setting(config_settings, "build-jobs", "ZEUS_CPP_BUILD_JOBS") or str(os.cpu_count() or 1)
-    _run([cmake, "--build", str(build_dir), "--target", "zeus_cpp", "-j", jobs], source)
+    targets = ["zeus_cpp"]
+    with_cli = _has_target(cmake, build_dir, "zeus_wheel_cli")
+    if with_cli:
+        targets.append("zeus_wheel_cli")
+    _run([cmake, "--build", str(build_dir), "--target", *targets, "-j", jobs], source)
+    return with_cli
+
+
+def _has_target(cmake: str, build_dir: Path, target: str) -> bool:
+    # The Ninja and Makefile generators both have a `help` target that lists the others.
+    listed = subprocess.run([cmake, "--build", str(build_dir), "--target", "help"],
+                            capture_output=True, text=True)
+    return listed.returncode == 0 and re.search(rf"^(\.\.\. )?{target}(:| |$)", listed.stdout,
+                                                re.MULTILINE) is not None
+
+
+def _repair_mode(config_settings: ConfigSettings) -> bool:
+    mode = (_setting(config_settings, "repair", "ZEUS_CPP_WHEEL_REPAIR") or "auto").lower()
+    if mode not in ("auto", "yes", "no"):
+        raise RuntimeError(f"zeus_cpp: repair must be auto, yes or no, not {mode!r}")
+    if mode == "no":
+        return False
+    missing = zeus_wheel_repair.tools_missing()
+    if missing and mode == "yes":
+        raise RuntimeError(f"zeus_cpp: repairing the wheel needs {' and '.join(missing)} "
+                           "(Debian: apt-get install patchelf)")
+    if missing:
+        print(f"zeus_build_backend: no {' and '.join(missing)}, so the wheel is not repaired: it "
+              "is tagged linux_* and needs this machine's shared libraries", file=sys.stderr)
+    return not missing
 
 
 def _check_extension(package: Path) -> None:
@@ -183,17 +264,27 @@ def _check_extension(package: Path) -> None:
         )
 
 
+def _interpreter() -> str:
+    return f"cp{sys.version_info.major}{sys.version_info.minor}"
+
+
+def _plain_platform() -> str:
+    return sysconfig.get_platform().replace("-", "_").replace(".", "_")
+
+
+def _machine() -> str:
+    return os.uname().machine
+
+
 def _wheel_tag() -> str:
-    interpreter = f"cp{sys.version_info.major}{sys.version_info.minor}"
-    platform = sysconfig.get_platform().replace("-", "_").replace(".", "_")
-    return f"{interpreter}-{interpreter}-{platform}"
+    return f"{_interpreter()}-{_interpreter()}-{_plain_platform()}"
 
 
 def _dist_info_name() -> str:
     return f"{NAME}-{VERSION}.dist-info"
 
 
-def _metadata() -> str:
+def _metadata(source: Path, license_files: Tuple[str, ...] | List[str] = ()) -> str:
     lines = [
         "Metadata-Version: 2.1",
         f"Name: {DIST_NAME}",
@@ -203,7 +294,65 @@ def _metadata() -> str:
         f"Requires-Python: {REQUIRES_PYTHON}",
     ]
     lines += [f"Requires-Dist: {requirement}" for requirement in REQUIRES_DIST]
-    return "\n".join(lines) + "\n"
+    lines += [f"License-File: {name}" for name in license_files]
+    readme = source / "README.md"
+    if not readme.is_file():
+        return "\n".join(lines) + "\n"
+    lines.append("Description-Content-Type: text/markdown")
+    return "\n".join(lines) + "\n\n" + readme.read_text(encoding="utf-8")
+
+
+# Debian files whose packages' code is compiled into the extension or the CLI (header-only
+# libraries, and Chart.js embedded by `zeus report`); their licences go into the wheel beside those
+# of the shipped shared libraries.
+_COMPILED_IN = [
+    "/usr/include/nlohmann/json.hpp",
+    "/usr/include/CLI/CLI.hpp",
+    "/usr/include/boost/beast.hpp",
+    "/usr/include/pybind11/pybind11.h",
+    "/usr/include/spdlog/spdlog.h",
+    "/usr/include/fmt/format.h",
+    "/usr/include/httplib.h",
+]
+
+
+def _license_files(source: Path, build_dir: Path,
+                   shipped: Dict[str, Path]) -> List[Tuple[str, bytes]]:
+    """(name under <dist-info>/licenses, text): the project's LICENSE, then each Debian package's
+    copyright file for what is compiled in or shipped."""
+    files: List[Tuple[str, bytes]] = []
+    if (source / "LICENSE").is_file():
+        files.append(("LICENSE", (source / "LICENSE").read_bytes()))
+    paths = [Path(p) for p in _COMPILED_IN] + list(shipped.values())
+    chartjs = _cache_value(build_dir, "ZEUS_CHARTJS_PATH")
+    if chartjs:
+        paths.append(Path(chartjs))
+    packages = set()
+    for path in paths:
+        if not path.exists():
+            continue
+        package = zeus_wheel_repair.debian_package(path)
+        copyright_file = Path("/usr/share/doc") / (package or "") / "copyright"
+        if package is None or not copyright_file.is_file():
+            print(f"zeus_build_backend: no licence file found for {path}; add it by hand",
+                  file=sys.stderr)
+            continue
+        packages.add(package)
+    for package in sorted(packages):
+        data = (Path("/usr/share/doc") / package / "copyright").read_bytes()
+        files.append((f"{package}/copyright", data))
+    return files
+
+
+def _cache_value(build_dir: Path, key: str) -> Optional[str]:
+    cache = build_dir / "CMakeCache.txt"
+    if not cache.is_file():
+        return None
+    for line in cache.read_text(errors="replace").splitlines():
+        if line.startswith(key + ":"):
+            value = line.partition("=")[2].strip()
+            return value if value and not value.endswith("-NOTFOUND") else None
+    return None
 
 
 def _wheel_file(tag: str) -> str:
@@ -225,13 +374,15 @@ def _sdist_files(source: Path) -> List[str]:
             ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
             cwd=source, check=True, capture_output=True,
         ).stdout.decode().split("\0")
-        files = [name for name in listed if name and (source / name).is_file()]
+        # dist/ (scripts/wheel.sh's output) is not ignored in every checkout; never pack it.
+        files = [name for name in listed if name and (source / name).is_file()
+                 and name.split("/")[0] not in ("dist", "build")]
         if files:
             return files
     except (OSError, subprocess.CalledProcessError):
         pass
     files = []
-    skip = {"build", ".git", "__pycache__", ".pytest_cache", "out", ".cache"}
+    skip = {"build", "dist", ".git", "__pycache__", ".pytest_cache", "out", ".cache"}
     for path in sorted(source.rglob("*")):
         relative = path.relative_to(source)
         if path.is_file() and not skip.intersection(relative.parts):

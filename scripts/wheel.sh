@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds the self-contained zeus_cpp wheel into dist/ (and, with --sdist, the source archive too),
+# from the `release` preset's build folder: the extension and the CLI's objects are the ones that
+# build already made (only the wheel's CLI, `zeus_wheel_cli`, is linked on top), then the in-tree
+# PEP 517 backend (packaging/python/zeus_build_backend.py) ships the non-system shared libraries
+# under zeus_cpp.libs/ with patchelf and tags the wheel manylinux_2_X from the symbol versions the
+# files need (docs/python.md, "Installing the wheel").
+#   scripts/wheel.sh [--sdist] [--out DIR]
+# Prints the wheel's path last.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+sdist=0
+out=dist
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --sdist) sdist=1 ;;
+    --out)
+      out=${2:?--out needs a folder}
+      shift
+      ;;
+    *)
+      echo "usage: scripts/wheel.sh [--sdist] [--out DIR]" >&2
+      exit 2
+      ;;
+  esac
+  shift
+done
+
+if ! command -v patchelf >/dev/null; then
+  echo "wheel.sh: patchelf is needed to make the wheel self-contained (apt-get install patchelf)" >&2
+  exit 1
+fi
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
+cmake --preset release >/dev/null
+cmake --build --preset release
+mkdir -p "$out"
+# The backend builds the two package targets (up to date by now) and packs the wheel. The
+# interpreter is the one the release build's extension is for (src/python/CMakeLists.txt).
+python=$(sed -n 's/^_\?Python_EXECUTABLE:[A-Z]*=//p' build/release/CMakeCache.txt | head -1)
+python=${python:-/usr/bin/python3}
+ZEUS_CPP_BUILD_DIR="$PWD/build/release" ZEUS_CPP_WHEEL_REPAIR=yes "$python" -c '
+import sys
+sys.path.insert(0, "packaging/python")
+import zeus_build_backend as backend
+out = sys.argv[1]
+names = [backend.build_wheel(out)]
+if sys.argv[2] == "1":
+    names.append(backend.build_sdist(out))
+for name in names:
+    print(f"{out}/{name}")
+' "$out" "$sdist"
