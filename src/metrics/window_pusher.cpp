@@ -29,6 +29,10 @@ WindowPusher::~WindowPusher() {
 
 void WindowPusher::shutdown() {
   const std::lock_guard lifecycle(lifecycle_mutex_);
+  {
+    const std::lock_guard lock(mutex_);
+    shutting_down_ = true;
+  }
   client_.cancel();  // a gateway that never answers must not hold the destructor
   stop_thread();
   const std::lock_guard lock(mutex_);
@@ -136,7 +140,7 @@ bool WindowPusher::push_locked(const std::string& body) {
   }
   ++stats_.failures;
   stats_.last_error = error;
-  if (!failing_) {
+  if (!failing_ && !shutting_down_) {
     // Once per run of failures: a gateway that is down for an hour must not flood the log.
     log().warn("metrics: {} (the windows keep being measured; later pushes retry)", error);
   }
@@ -175,10 +179,12 @@ void WindowPusher::run() {
 
 EnergyCounterPusher::EnergyCounterPusher(const device::Gpus& gpus, std::vector<int> gpu_indices,
                                          std::vector<std::shared_ptr<device::Cpu>> cpus,
+                                         std::optional<std::vector<int>> cpu_indices,
                                          double period_s, PushgatewayClient client)
     : WindowPusher(std::move(client), period_s) {
   monitor::ZeusMonitorOptions options;
   options.gpu_indices = std::move(gpu_indices);
+  options.cpu_indices = std::move(cpu_indices);
   monitor_ = std::make_unique<monitor::ZeusMonitor>(gpus, std::move(cpus), std::move(options));
 }
 

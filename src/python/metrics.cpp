@@ -79,7 +79,10 @@ class PrometheusExporter {
 
 }  // namespace
 
+void bind_pushgateway(py::module_& module);  // pushgateway.cpp: the push side
+
 void bind_metrics(py::module_& module) {
+  bind_pushgateway(module);
   py::class_<PrometheusExporter>(module, "PrometheusExporter")
       .def(py::init([](std::optional<std::vector<int>> gpu_indices,
                        std::optional<std::vector<int>> cpu_indices, const std::string& host,

@@ -333,7 +333,7 @@ bool eventually(Predicate predicate, double timeout_s = 10.0) {
 TEST(EnergyCounterPusher, PushesGrowingCountersEveryPeriodAndStopsAtTheLastEnd) {
   RecordingGateway gateway;
   const device::Gpus gpus = simulated_gpus(2);
-  EnergyCounterPusher pusher(gpus, {0, 1}, {}, 0.05, client_for(gateway.url()));
+  EnergyCounterPusher pusher(gpus, {0, 1}, {}, std::nullopt, 0.05, client_for(gateway.url()));
   pusher.begin_window("epoch");
   expect_error([&] { pusher.begin_window("epoch"); }, ErrorKind::kAlreadyExists, {"'epoch'"});
   ASSERT_TRUE(eventually([&] { return gateway.requests() >= 3; }));
@@ -361,10 +361,11 @@ TEST(EnergyCounterPusher, PushesGrowingCountersEveryPeriodAndStopsAtTheLastEnd) 
 TEST(EnergyCounterPusher, RejectsBadPeriodsAndIndices) {
   const device::Gpus gpus = simulated_gpus(1);
   for (const double period : {0.0, -1.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
-    expect_error([&] { EnergyCounterPusher(gpus, {0}, {}, period, client_for("h:9091")); },
-                 ErrorKind::kInvalidArgument, {"update period"});
+    expect_error(
+        [&] { EnergyCounterPusher(gpus, {0}, {}, std::nullopt, period, client_for("h:9091")); },
+        ErrorKind::kInvalidArgument, {"update period"});
   }
-  EXPECT_THROW(EnergyCounterPusher(gpus, {3}, {}, 1.0, client_for("h:9091")), Error);
+  EXPECT_THROW(EnergyCounterPusher(gpus, {3}, {}, std::nullopt, 1.0, client_for("h:9091")), Error);
   expect_error([&] { PowerGaugePusher(gpus, {3}, 1.0, client_for("h:9091")); },
                ErrorKind::kInvalidArgument, {"GPU index 3"});
 }
@@ -372,7 +373,7 @@ TEST(EnergyCounterPusher, RejectsBadPeriodsAndIndices) {
 TEST(EnergyCounterPusher, ADownGatewayIsCountedNotThrown) {
   const device::Gpus gpus = simulated_gpus(1);
   const std::string url = "http://127.0.0.1:" + std::to_string(closed_port());
-  EnergyCounterPusher pusher(gpus, {0}, {}, 0.02, client_for(url));
+  EnergyCounterPusher pusher(gpus, {0}, {}, std::nullopt, 0.02, client_for(url));
   pusher.begin_window("w");
   ASSERT_TRUE(eventually([&] { return pusher.stats().failures >= 2; }));
   EXPECT_FALSE(pusher.end_window("w"));

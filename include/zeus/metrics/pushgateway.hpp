@@ -163,6 +163,7 @@ class WindowPusher {
   std::set<std::string> windows_;
   PushStats stats_;
   bool failing_ = false;
+  bool shutting_down_ = false;  // pushes cancelled by shutdown() are not warned about
   std::mutex stop_mutex_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
@@ -173,9 +174,11 @@ class WindowPusher {
 // window "__EnergyCumulativeCounter_<name>" restarted every period, added to its counters.
 class EnergyCounterPusher final : public WindowPusher {
  public:
-  // Throws what ZeusMonitor's constructor throws for bad indices, and WindowPusher's errors.
+  // cpu_indices: packages among `cpus` (nullopt: all of them). Throws what ZeusMonitor's
+  // constructor throws for bad indices, and WindowPusher's errors.
   EnergyCounterPusher(const device::Gpus& gpus, std::vector<int> gpu_indices,
-                      std::vector<std::shared_ptr<device::Cpu>> cpus, double period_s,
+                      std::vector<std::shared_ptr<device::Cpu>> cpus,
+                      std::optional<std::vector<int>> cpu_indices, double period_s,
                       PushgatewayClient client);
   ~EnergyCounterPusher() override;
   std::optional<double> value(std::string_view kind, const std::string& window, int index) const;
