@@ -4,7 +4,7 @@ Use the public modules (zeus_cpp.monitor, zeus_cpp.device, ...) rather than this
 """
 
 import os
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import numpy.typing as npt
@@ -189,6 +189,7 @@ class ZeusMonitor(WindowMonitor):
     def cpu_indices(self) -> List[int]: ...
 
 def _window_roundtrip(monitor: WindowMonitor, key: str) -> Tuple[List[int], Measurement]: ...
+def _check_window_monitor(monitor: Any, parameter: str = ...) -> None: ...
 
 class PowerSampler:
     def __init__(

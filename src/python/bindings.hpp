@@ -77,13 +77,20 @@ struct PyGpus {
 // WindowMonitor may implement begin_window/end_window/gpu_indices itself (a trampoline forwards
 // the calls).
 //
-// To hand any of these to C++ code that keeps a std::shared_ptr<WindowMonitor> (the power-limit
-// optimizer, the BSO client), use window_monitor_from_python(): the returned pointer also keeps
-// the Python object alive (a Python subclass's C++ part cannot outlive its Python object) and
-// releases it with the GIL held. Throws py::type_error naming `parameter` when `object` is not a
-// WindowMonitor.
+// To hand a monitor to C++ code that keeps a std::shared_ptr<WindowMonitor> (the power-limit
+// optimizer, the BSO client), use window_monitor_from_python() (monitor_adapter.cpp): the
+// returned pointer also keeps the Python object alive (a Python subclass's C++ part cannot
+// outlive its Python object) and releases it with the GIL held. A native monitor is used
+// directly; any other object with begin_window and end_window methods and a gpu_indices (a
+// ZeusMonitor subclass overriding the window methods, a class of the user's own, a mock) is
+// called through its Python attributes, so overrides are never bypassed. Throws py::type_error
+// naming `parameter` when `object` has no window methods.
 std::shared_ptr<monitor::WindowMonitor> window_monitor_from_python(
     py::handle object, std::string_view parameter = "monitor");
+
+// Holds a Python object in C++ objects that may be released on any thread: the reference is
+// dropped with the GIL held (and not at all once the interpreter is gone).
+std::shared_ptr<py::object> keep_python(py::object object);
 
 // The Python Measurement (zeus_cpp.monitor.Measurement, a native type) for a C++ measurement,
 // and back (reading the dicts when Python code has modified them). measurement_from_python

@@ -632,20 +632,6 @@ void add_fast_method(py::handle cls, PyMethodDef* definition) {
 
 // ---- The Python synchronisation hook -------------------------------------------------------
 
-// Keeps a Python callable in C++ objects that may be released on any thread: the reference is
-// dropped with the GIL held (and not at all once the interpreter is gone).
-std::shared_ptr<py::object> keep_python(py::object object) {
-  return std::shared_ptr<py::object>(new py::object(std::move(object)), [](py::object* pointer) {
-    if (Py_IsInitialized() == 0) {
-      pointer->release();
-    } else {
-      py::gil_scoped_acquire gil;
-      pointer->release().dec_ref();
-    }
-    delete pointer;
-  });
-}
-
 monitor::SyncHook python_sync_hook(py::object callable) {
   std::shared_ptr<py::object> kept = keep_python(std::move(callable));
   return [kept](const std::vector<int>& gpu_indices) {
@@ -712,6 +698,20 @@ struct PySampler {
 
 }  // namespace
 
+// Keeps a Python object in C++ objects that may be released on any thread: the reference is
+// dropped with the GIL held (and not at all once the interpreter is gone).
+std::shared_ptr<py::object> keep_python(py::object object) {
+  return std::shared_ptr<py::object>(new py::object(std::move(object)), [](py::object* pointer) {
+    if (Py_IsInitialized() == 0) {
+      pointer->release();
+    } else {
+      py::gil_scoped_acquire gil;
+      pointer->release().dec_ref();
+    }
+    delete pointer;
+  });
+}
+
 py::object measurement_to_python(monitor::Measurement measurement) {
   PyObject* object = new_measurement(std::move(measurement));
   if (object == nullptr) {
@@ -734,23 +734,6 @@ monitor::Measurement measurement_from_python(py::handle object) {
     throw py::error_already_set();
   }
   return result;
-}
-
-std::shared_ptr<monitor::WindowMonitor> window_monitor_from_python(py::handle object,
-                                                                   std::string_view parameter) {
-  if (!py::isinstance<monitor::WindowMonitor>(object)) {
-    throw py::type_error(std::string(parameter) +
-                         " must be a zeus_cpp monitor (ZeusMonitor or a WindowMonitor), not " +
-                         Py_TYPE(object.ptr())->tp_name);
-  }
-  auto inner = object.cast<std::shared_ptr<monitor::WindowMonitor>>();
-  std::shared_ptr<py::object> keep = keep_python(py::reinterpret_borrow<py::object>(object));
-  monitor::WindowMonitor* raw = inner.get();
-  return std::shared_ptr<monitor::WindowMonitor>(raw,
-                                                 [inner, keep](monitor::WindowMonitor*) mutable {
-                                                   inner.reset();
-                                                   keep.reset();
-                                                 });
 }
 
 void bind_monitor(py::module_& module) {
@@ -825,6 +808,13 @@ void bind_monitor(py::module_& module) {
         return py::make_tuple(native->gpu_indices(), measurement_to_python(std::move(measurement)));
       },
       py::arg("monitor"), py::arg("key"));
+  // The check the optimizers make, for the Python constructors that read the monitor first.
+  module.def(
+      "_check_window_monitor",
+      [](py::handle monitor, const std::string& parameter) {
+        static_cast<void>(window_monitor_from_python(monitor, parameter));
+      },
+      py::arg("monitor"), py::arg("parameter") = "monitor");
 
   // ---- Power sampler ----
   py::class_<PySampler>(module, "PowerSampler",

@@ -153,8 +153,7 @@ class GlobalPowerLimitOptimizer(Callback):
                 "optimum_selector must be an OptimumSelector or None, not "
                 f"{type(optimum_selector).__name__}"
             )
-        if not isinstance(monitor, _zeus.WindowMonitor):
-            raise TypeError(f"monitor must be a ZeusMonitor, not {type(monitor).__name__}")
+        _zeus._check_window_monitor(monitor, "monitor")
 
         gpu_indices = list(monitor.gpu_indices)
         reducer = TorchDistributedReducer() if is_distributed() else None

@@ -74,8 +74,7 @@ class BatchSizeOptimizer(Callback):
     """
 
     def __init__(self, monitor, server_url: str, job: JobSpec, rank: int = 0) -> None:
-        if not isinstance(monitor, _zeus.WindowMonitor):
-            raise TypeError(f"monitor must be a ZeusMonitor, not {type(monitor).__name__}")
+        _zeus._check_window_monitor(monitor, "monitor")
         check_str("server_url", server_url, non_empty=True)
         if not isinstance(job, JobSpec):
             raise TypeError(f"job must be a JobSpec, not {type(job).__name__}")
