@@ -18,7 +18,7 @@ from zeus_cpp.callback import Callback  # noqa: E402
 from zeus_cpp.device import get_gpus  # noqa: E402
 from zeus_cpp.monitor import ZeusMonitor  # noqa: E402
 from zeus_cpp.optimizer.batch_size.client import BatchSizeOptimizer  # noqa: E402
-from zeus_cpp.optimizer.batch_size.common import CreatedJob, JobSpec  # noqa: E402
+from zeus_cpp.optimizer.batch_size.common import CreatedJob, JobSpec, JobSpecFromClient  # noqa: E402
 from zeus_cpp.optimizer.batch_size.exceptions import (  # noqa: E402
     ZeusBSOBadOperationError,
     ZeusBSOConfigError,
@@ -71,6 +71,10 @@ def test_a_converging_trial(make_client):
     max_w = get_gpus().get_power_management_limit_constraints(0)[1] // 1000
     assert (bso.job.max_power, bso.job.number_of_gpus) == (max_w, 1)
     assert bso.job.gpu_model == get_gpus().get_name(0)
+    # job_spec: what the client sent (the reference's attribute): the spec and the GPU config.
+    assert type(bso.job_spec) is JobSpecFromClient
+    assert bso.job_spec.job_id == job().job_id and bso.job_spec.batch_sizes == [32, 64, 128]
+    assert (bso.job_spec.max_power, bso.job_spec.gpu_model) == (max_w, get_gpus().get_name(0))
     assert bso.current_batch_size == 0
 
     batch_size = bso.get_batch_size()

@@ -37,7 +37,13 @@ import weakref
 
 from zeus_cpp import _zeus
 from zeus_cpp.callback import Callback
-from zeus_cpp.optimizer.batch_size.common import CreatedJob, JobSpec, ReportResponse, _job_wire_dict
+from zeus_cpp.optimizer.batch_size.common import (
+    CreatedJob,
+    JobSpec,
+    JobSpecFromClient,
+    ReportResponse,
+    _job_wire_dict,
+)
 from zeus_cpp.optimizer.batch_size.exceptions import (
     ZeusBSOBadOperationError,
     ZeusBSOOperationOrderError,
@@ -95,6 +101,11 @@ class BatchSizeOptimizer(Callback):
             monitor, server_url, json.dumps(_job_wire_dict(job)), rank=rank
         )
         self.job = CreatedJob.from_dict(json.loads(self._impl.job_json))
+        # What was sent to POST /jobs, as the reference keeps it: the spec as given (job_id as the
+        # user set it, None when the server made one) and the monitored GPUs' configuration.
+        self.job_spec = JobSpecFromClient.parse_obj(
+            {**job.dict(), **{k: getattr(self.job, k) for k in ("max_power", "number_of_gpus", "gpu_model")}}
+        )
         self._last_response: ReportResponse | None = None
         # on_train_begin() came before the trial was known: measuring starts once it is.
         self._begin_pending = False
