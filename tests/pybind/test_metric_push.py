@@ -12,11 +12,13 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -355,3 +357,20 @@ def test_close_stops_at_once_and_the_thread_restarts_per_run(gateway):
     gauge.begin_window("w")
     gauge.close()
     assert gauge.open_windows() == []
+
+
+def test_a_real_prometheus_scrapes_what_the_classes_push():
+    """tests/metrics/pushgateway_server_test.py with the Python classes (the CTest entry of the
+    sanitizer build runs it with the C++ driver only)."""
+    import zeus_cpp
+
+    script = Path(__file__).resolve().parents[1] / "metrics" / "pushgateway_server_test.py"
+    package = str(Path(zeus_cpp.__file__).resolve().parents[1])
+    done = subprocess.run(
+        [sys.executable, str(script), "--python", package],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    if done.returncode == 77:
+        pytest.skip(done.stdout.strip())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "py: instant power per GPU is an H200's" in done.stdout
