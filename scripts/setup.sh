@@ -40,7 +40,7 @@ test_packages=(
   postgresql libpq-dev
   python3-httpx python3-pydantic python3-pytest
   pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pip
-  prometheus chromium
+  prometheus prometheus-pushgateway chromium
 )
 packages=("${demo_packages[@]}")
 if [ "$purpose" = test ]; then
