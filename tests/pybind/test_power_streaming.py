@@ -155,7 +155,7 @@ def test_a_401_ends_the_stream(daemons, caplog) -> None:
     assert "CPU SSE connection to" in caplog.text
 
 
-# ---- Hostile peers --------------------------------------------------------------------------------
+# ---- Hostile peers -------------------------------------------------------------------------------
 
 
 def stub_with_stream(stream_route) -> StubServer:

@@ -172,7 +172,8 @@ def test_a_refusal_is_a_zeusd_error_with_the_body(daemons) -> None:
 
 def test_a_read_only_daemon(daemons) -> None:
     client = ZeusdClient(daemons(enable="gpu-read").config())
-    assert [client.can_read_gpu, client.can_control_gpu, client.can_read_cpu] == [True, False, False]
+    assert [client.can_read_gpu, client.can_control_gpu, client.can_read_cpu] == [
+        True, False, False]  # fmt: skip
     assert client.cpu_ids == []
     require_capabilities(client, read_gpu=True, gpu_ids=[1])
     with pytest.raises(ZeusdCapabilityError) as error:
@@ -187,7 +188,7 @@ def test_a_read_only_daemon(daemons) -> None:
         client.set_power_limit([0], 200_000)
 
 
-# ---- Tokens ---------------------------------------------------------------------------------------
+# ---- Tokens --------------------------------------------------------------------------------------
 
 
 def test_auth_without_a_token(daemons) -> None:
@@ -209,7 +210,8 @@ def test_auth_with_a_scoped_token(daemons) -> None:
     assert client.auth_error is None
     assert client.granted_scopes == frozenset({"gpu-read"})
     assert client._whoami_sub == "bob"
-    assert [client.can_read_gpu, client.can_control_gpu, client.can_read_cpu] == [True, False, False]
+    assert [client.can_read_gpu, client.can_control_gpu, client.can_read_cpu] == [
+        True, False, False]  # fmt: skip
     assert client.get_power_limit() == {0: MAX_POWER_MW, 1: MAX_POWER_MW}
     with pytest.raises(ZeusdCapabilityError, match=r"Token lacks required scope 'gpu-control' "
                                                    r"\(granted: \['gpu-read'\]\)"):  # fmt: skip
@@ -237,7 +239,7 @@ def test_auth_with_a_rejected_token(daemons) -> None:
         require_capabilities(client)
 
 
-# ---- Hostile peers ---------------------------------------------------------------------------------
+# ---- Hostile peers -------------------------------------------------------------------------------
 
 
 def test_a_peer_that_never_answers_times_out(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:

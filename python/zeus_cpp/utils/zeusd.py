@@ -137,33 +137,20 @@ class ZeusdConfig:
     cpu_indices: Optional[List[int]] = None
 
     @classmethod
-    def tcp(
-        cls,
-        host: str,
-        port: int,
-        *,
-        token: Optional[str] = None,
-        gpu_indices: Optional[List[int]] = None,
-        cpu_indices: Optional[List[int]] = None,
-    ) -> "ZeusdConfig":
+    def tcp(cls, host: str, port: int, *, token: Optional[str] = None,
+            gpu_indices: Optional[List[int]] = None,
+            cpu_indices: Optional[List[int]] = None) -> "ZeusdConfig":  # fmt: skip
         """A daemon listening on TCP ``host:port``."""
-        return cls(
-            host_port=f"{host}:{port}", token=token, gpu_indices=gpu_indices, cpu_indices=cpu_indices
-        )
+        return cls(host_port=f"{host}:{port}", token=token, gpu_indices=gpu_indices,
+                   cpu_indices=cpu_indices)  # fmt: skip
 
     @classmethod
-    def uds(
-        cls,
-        socket_path: str,
-        *,
-        token: Optional[str] = None,
-        gpu_indices: Optional[List[int]] = None,
-        cpu_indices: Optional[List[int]] = None,
-    ) -> "ZeusdConfig":
+    def uds(cls, socket_path: str, *, token: Optional[str] = None,
+            gpu_indices: Optional[List[int]] = None,
+            cpu_indices: Optional[List[int]] = None) -> "ZeusdConfig":  # fmt: skip
         """A daemon on the Unix socket ``socket_path``."""
-        return cls(
-            socket_path=socket_path, token=token, gpu_indices=gpu_indices, cpu_indices=cpu_indices
-        )
+        return cls(socket_path=socket_path, token=token, gpu_indices=gpu_indices,
+                   cpu_indices=cpu_indices)  # fmt: skip
 
     @classmethod
     def from_env(cls) -> Optional["ZeusdConfig"]:
