@@ -308,3 +308,49 @@ def test_success_is_exactly_200() -> None:
             client.get_power_limit()
     finally:
         stub.close()
+
+
+# ---- The reference's signatures -------------------------------------------------------------------
+
+REFERENCE_METHODS = {
+    "get_gpu_energy": ["gpu_ids"],
+    "get_gpu_power": ["gpu_ids"],
+    "set_power_limit": ["gpu_ids", "power_limit_mw", "block"],
+    "set_persistence_mode": ["gpu_ids", "enabled", "block"],
+    "get_persistence_mode": ["gpu_ids"],
+    "get_power_limit": ["gpu_ids"],
+    "get_power_limit_constraints": ["gpu_ids"],
+    "set_gpu_locked_clocks": ["gpu_ids", "min_clock_mhz", "max_clock_mhz", "block"],
+    "reset_gpu_locked_clocks": ["gpu_ids", "block"],
+    "reset_locked_clocks": ["gpu_ids", "block"],
+    "set_mem_locked_clocks": ["gpu_ids", "min_clock_mhz", "max_clock_mhz", "block"],
+    "reset_mem_locked_clocks": ["gpu_ids", "block"],
+    "get_cpu_energy": ["cpu_ids", "cpu", "dram"],
+    "get_cpu_power": ["cpu_ids"],
+    "get_time": [],
+    "make_client": [],
+    "url": ["path"],
+}
+
+
+def test_the_reference_signatures() -> None:
+    import inspect
+
+    for name, expected in REFERENCE_METHODS.items():
+        parameters = list(inspect.signature(getattr(ZeusdClient, name)).parameters)[1:]
+        assert parameters == expected, name
+    assert list(inspect.signature(require_capabilities).parameters) == [
+        "client", "read_gpu", "control_gpu", "read_cpu", "gpu_ids", "cpu_ids"]  # fmt: skip
+    for constructor in (ZeusdConfig.tcp, ZeusdConfig.uds):
+        assert list(inspect.signature(constructor).parameters)[-3:] == [
+            "token", "gpu_indices", "cpu_indices"]  # fmt: skip
+    assert [f.name for f in dataclasses.fields(ZeusdConfig)] == [
+        "host_port", "socket_path", "token", "gpu_indices", "cpu_indices"]  # fmt: skip
+    for attribute in ("endpoint", "gpus", "gpu_ids", "cpus", "cpu_ids", "dram_available",
+                      "auth_required", "auth_error", "granted_scopes", "can_read_gpu",
+                      "can_control_gpu", "can_read_cpu"):  # fmt: skip
+        assert isinstance(getattr(ZeusdClient, attribute), property), attribute
+    from zeus_cpp.monitor.power_streaming import PowerStreamingClient
+
+    assert [(p.name, p.default) for p in inspect.signature(PowerStreamingClient).parameters.values()
+            ] == [("servers", inspect.Parameter.empty), ("reconnect_delay_s", 1.0)]  # fmt: skip
