@@ -328,3 +328,48 @@ def test_reference_files(run: Run, reference_tree: Path, tmp_path: Path):
                 bad = sorted(n for n, o in cases.items() if o != "passed")[:5]
                 problems.append(f"{file}::{name} must pass: {bad or 'not run'}")
     assert not problems, where + "\n".join(problems) + "\n" + tail
+
+
+# Reference signatures that zeus_cpp's differ from, and why (reference_signatures.py).
+SIGNATURE_DIFFERENCES = {
+    "zeus_cpp.device.gpu.common.GPU.__init__": "built by get_gpus(), not by users",
+    "zeus_cpp.device.gpu.common.GPUs.__init__": "built by get_gpus(), not by users",
+    "zeus_cpp.device.cpu.common.CPU.__init__": "built by get_cpus(), not by users",
+    "zeus_cpp.device.cpu.common.CPUs.__init__": "built by get_cpus(), not by users",
+}
+# Signatures that must stay exactly the reference's.
+SAME_SIGNATURES = [
+    "zeus_cpp.device.gpu.get_gpus",
+    "zeus_cpp.device.cpu.get_cpus",
+    "zeus_cpp.monitor.energy.ZeusMonitor.__init__",
+    "zeus_cpp.monitor.energy.ZeusMonitor.begin_window",
+    "zeus_cpp.monitor.energy.ZeusMonitor.end_window",
+    "zeus_cpp.monitor.power.PowerMonitor.__init__",
+    "zeus_cpp.optimizer.power_limit.GlobalPowerLimitOptimizer.__init__",
+    "zeus_cpp.optimizer.power_limit.HFGlobalPowerLimitOptimizer.__init__",
+    "zeus_cpp.optimizer.batch_size.client.BatchSizeOptimizer.__init__",
+    "zeus_cpp.optimizer.batch_size.client.BatchSizeOptimizer.get_batch_size",
+    "zeus_cpp.optimizer.batch_size.client.BatchSizeOptimizer.on_train_begin",
+    "zeus_cpp.optimizer.batch_size.client.BatchSizeOptimizer.on_evaluate",
+    "zeus_cpp.utils.testing.ReplayZeusMonitor.__init__",
+]
+MIN_SAME_SIGNATURES = 120
+MIN_COMPATIBLE_SIGNATURES = 130  # same + extended
+
+
+def test_reference_signatures():
+    """The reference's public functions and methods that zeus_cpp has take the same parameters
+    (zeus_cpp may add optional ones), compared on the reference's source text."""
+    import reference_signatures
+
+    result = reference_signatures.compare_tree(_reference() / "zeus")
+    print(
+        f"signatures: {len(result.same)} same, {len(result.extended)} extended, "
+        f"{len(result.different)} different, {len(result.no_signature)} without one (native)"
+    )
+    unexpected = {n: r for n, r in result.different.items() if n not in SIGNATURE_DIFFERENCES}
+    assert not unexpected, f"signatures that differ from the reference's: {unexpected}"
+    missing = [n for n in SAME_SIGNATURES if n not in result.same]
+    assert not missing, f"no longer the reference's signature: {missing}"
+    assert len(result.same) >= MIN_SAME_SIGNATURES, result.same
+    assert len(result.same) + len(result.extended) >= MIN_COMPATIBLE_SIGNATURES
