@@ -39,7 +39,7 @@ test_packages=(
   libtomlplusplus-dev
   postgresql libpq-dev
   python3-httpx python3-pydantic python3-pytest
-  pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pip
+  pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pip python3-venv patchelf
   prometheus prometheus-pushgateway chromium
 )
 packages=("${demo_packages[@]}")

@@ -33,7 +33,8 @@ if ! command -v patchelf >/dev/null; then
 fi
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 cmake --preset release >/dev/null
-cmake --build --preset release
+# Build output on stderr: stdout carries only the paths of what was built.
+cmake --build --preset release >&2
 mkdir -p "$out"
 # The backend builds the two package targets (up to date by now) and packs the wheel. The
 # interpreter is the one the release build's extension is for (src/python/CMakeLists.txt).

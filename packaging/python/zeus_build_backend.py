@@ -197,7 +197,13 @@ def _build_dir(source: Path, config_settings: ConfigSettings) -> Path:
 
 def _run(command: List[str], cwd: Path) -> None:
     print("zeus_build_backend:", " ".join(command), file=sys.stderr, flush=True)
-    subprocess.run(command, cwd=cwd, check=True)
+    # The build's output on stderr: stdout is for what the caller prints (scripts/wheel.sh: the
+    # wheel's path).
+    try:
+        stdout: Optional[int] = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # a stderr without a descriptor: inherit
+        stdout = None
+    subprocess.run(command, cwd=cwd, check=True, stdout=stdout)
 
 
 def _cmake_build(source: Path, build_dir: Path, config_settings: ConfigSettings) -> bool:
