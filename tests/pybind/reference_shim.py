@@ -118,15 +118,22 @@ def _stand_in_pynvml() -> types.ModuleType:
 
 
 def install() -> None:
+    """The alias and the stand-ins, for this process. Only the reference-suite subprocesses
+    (ZEUS_SHIM_INSTALL=1) do this: the test that starts them imports this module for BsoServer
+    and must leave `zeus`, `pynvml` and `pytest_mock` unimportable in the tests/pybind process."""
     if not any(isinstance(finder, ZeusAliasFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, ZeusAliasFinder())
     try:
         import pynvml  # noqa: F401
     except ImportError:
         sys.modules["pynvml"] = _stand_in_pynvml()
-
-
-install()
+    try:
+        import pytest_mock  # noqa: F401
+    except ImportError:
+        # Some reference files import MockerFixture at module level (for annotations only).
+        stand_in = types.ModuleType("pytest_mock")
+        stand_in.MockerFixture = _MiniMocker
+        sys.modules["pytest_mock"] = stand_in
 
 
 # ---- mocker, when pytest-mock is not installed ----
@@ -175,21 +182,19 @@ class _MiniMocker:
             self._patches.pop().stop()
 
 
-try:
-    import pytest_mock  # noqa: F401
-except ImportError:
-    # Some reference files import MockerFixture at module level (for annotations only).
-    _stand_in_pytest_mock = types.ModuleType("pytest_mock")
-    _stand_in_pytest_mock.MockerFixture = _MiniMocker
-    sys.modules["pytest_mock"] = _stand_in_pytest_mock
+if os.environ.get("ZEUS_SHIM_INSTALL") == "1":
+    if importlib.util.find_spec("pytest_mock") is None:
 
-    @pytest.fixture
-    def mocker():
-        fixture = _MiniMocker()
-        try:
-            yield fixture
-        finally:
-            fixture.stopall()
+        @pytest.fixture
+        def mocker():
+            """pytest-mock's fixture, the part the reference's tests use."""
+            fixture = _MiniMocker()
+            try:
+                yield fixture
+            finally:
+                fixture.stopall()
+
+    install()
 
 
 # ---- the skip table ----

@@ -28,10 +28,23 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-sys.path.insert(0, str(REPO / "tests" / "python"))
-from reference_checkout import reference_src  # noqa: E402
 
 import reference_shim  # noqa: E402
+
+
+def _load_reference_checkout():
+    """tests/python/reference_checkout.py (the ZEUS_REFERENCE_SRC lookup the other reference
+    tests use), loaded by path: tests/python is not on this directory's import path."""
+    import importlib.util
+
+    path = REPO / "tests" / "python" / "reference_checkout.py"
+    spec = importlib.util.spec_from_file_location("reference_checkout", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+reference_src = _load_reference_checkout().reference_src
 
 RUN_TIMEOUT_S = 540
 
@@ -258,6 +271,7 @@ def _environment(run: Run, results: Path) -> dict:
     env["ZEUS_SIMULATED_GPUS"] = run.gpus
     env["ZEUS_SHIM_PROFILE_MODEL"] = run.profile_model
     env["ZEUS_SHIM_RESULTS"] = str(results)
+    env["ZEUS_SHIM_INSTALL"] = "1"
     if "ZEUS_CLI" not in env:
         for preset in ("release", "asan", "debug"):
             candidate = REPO / "build" / preset / "src" / "cli" / "zeus"
