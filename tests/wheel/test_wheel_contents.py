@@ -18,8 +18,6 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List, Set, Tuple
 
-import pytest
-
 from conftest import REPO, clean_environment, run
 
 import zeus_elf

@@ -206,6 +206,47 @@ def test_postgresql_is_refused_with_what_to_do(venv: Venv, outside: Path) -> Non
     assert "without PostgreSQL support" in result.stderr and "sqlite:///" in result.stderr
 
 
+def system_copies(stems: Set[str]) -> List[str]:
+    """The files of this machine's own copies of the shipped libraries."""
+    found: Set[str] = set()
+    for folder in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"):
+        for stem in stems:
+            for path in Path(folder).glob(f"{stem}.so*"):
+                if path.exists():
+                    found.add(str(path.resolve()))
+    return sorted(found)
+
+
+def test_runs_with_the_build_libraries_hidden(venv: Venv, outside: Path) -> None:
+    """In a private mount namespace, this machine's copies of the shipped libraries are replaced
+    by empty files (a Linux without the build's libraries, as far as the wheel can tell), and the
+    CLI, the console script and the package still work. Python's own libraries (libz) stay."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare(1) for a private mount namespace")
+    stems = {path.name.rsplit("-", 1)[0] for path in (venv.site / "zeus_cpp.libs").iterdir()}
+    python_needs = run(["ldd", os.path.realpath(venv.python)]).stdout
+    everything = system_copies(stems)
+    beside_python = [path for path in everything
+                     if Path(path).name.split(".so")[0] + ".so" not in python_needs]
+    assert any("libspdlog" in path for path in everything), everything
+    script = "\n".join([
+        "set -e",
+        *(f"mount --bind /dev/null {path}" for path in everything),
+        f"{venv.site}/zeus_cpp/_bin/zeus show-env --json > /dev/null",
+        *(f"umount {path}" for path in everything if path not in beside_python),
+        f"{venv.bin}/zeus show-env --json > /dev/null",
+        f"{venv.python} -c 'import zeus_cpp.monitor as m; "
+        "w = m.ZeusMonitor(cpu_indices=[], sync_execution_with=lambda i: None); "
+        "w.begin_window(\"a\"); print(sorted(w.end_window(\"a\").gpu_energy))'",
+        # the hiding worked: the system's spdlog cannot be loaded any more
+        f"! {venv.python} -c 'import ctypes; ctypes.CDLL(\"libspdlog.so.1.10\")' 2>/dev/null",
+    ])
+    result = run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                 env=clean_environment(ZEUS_SIMULATED_GPUS="2:h200"), cwd=outside)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "[0, 1]"
+
+
 def test_uninstall_leaves_nothing_behind(venv: Venv, outside: Path) -> None:
     result = run([str(venv.python), "-m", "pip", "uninstall", "-y", "zeus-cpp"],
                  env=clean_environment(), cwd=outside)
