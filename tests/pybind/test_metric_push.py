@@ -374,3 +374,27 @@ def test_a_real_prometheus_scrapes_what_the_classes_push():
         pytest.skip(done.stdout.strip())
     assert done.returncode == 0, done.stdout + done.stderr
     assert "py: instant power per GPU is an H200's" in done.stdout
+
+
+def test_bad_grouping_keys_and_timeouts_are_value_errors():
+    for key in [{"job": "x"}, {"9lives": "x"}, {"__name": "x"}, {"a-b": "x"}]:
+        with pytest.raises(ValueError, match="grouping label name"):
+            PowerGauge([0], 1, "http://127.0.0.1:9091", "j", grouping_key=key)
+    with pytest.raises(TypeError, match="grouping_key"):
+        PowerGauge([0], 1, "http://127.0.0.1:9091", "j", grouping_key=[("a", "b")])
+    for timeout in [0, -1, math.nan]:
+        with pytest.raises(ValueError, match="timeout"):
+            EnergyHistogram([], [0], "http://127.0.0.1:9091", "j", timeout=timeout)
+
+
+def test_the_reference_defaults_synchronise_through_torch(gateway):
+    pytest.importorskip("torch")
+    histogram = EnergyHistogram([], [0], gateway, "hist-sync")
+    histogram.begin_window("d")  # sync_execution=True, as in the reference
+    time.sleep(0.02)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert histogram.end_window("d").time > 0
+    counter = EnergyCumulativeCounter(None, None, 0.05, gateway, "counter-sync")
+    counter.begin_window("d", sync_execution=True)
+    counter.end_window("d", sync_execution=True)
