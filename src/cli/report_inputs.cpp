@@ -380,7 +380,8 @@ SimResults read_simulation(const fs::path& dir) {
   try {
     summary = nlohmann::json::parse(text::read_file(summary_path));
   } catch (const nlohmann::json::parse_error& parse_error) {
-    throw bad_input(summary_path, fmt::format("not valid JSON: {}", parse_error.what()));
+    throw bad_input(summary_path,
+                    fmt::format("not valid JSON: {}", text::json_error_text(parse_error.what())));
   }
   if (!summary.is_object()) {
     throw bad_input(summary_path, "expected a JSON object, as `zeus sim --out` writes");
@@ -480,7 +481,8 @@ void read_one(const fs::path& path, const optimizer::OptimumSelector& selector, 
     try {
       json = nlohmann::json::parse(file);
     } catch (const nlohmann::json::parse_error& parse_error) {
-      throw bad_input(path, fmt::format("not valid JSON ({}); {}", parse_error.what(), kKinds));
+      throw bad_input(path, fmt::format("not valid JSON ({}); {}",
+                                        text::json_error_text(parse_error.what()), kKinds));
     }
     if (json.is_object() && json.contains("measurements")) {
       inputs.profiles.push_back(read_profile(path, selector));

@@ -131,6 +131,15 @@ std::string_view without_utf8_bom(std::string_view text) {
   return text.starts_with(kUtf8Bom) ? text.substr(kUtf8Bom.size()) : text;
 }
 
+std::string_view json_error_text(std::string_view what) {
+  constexpr std::string_view kPrefix = "[json.exception.";
+  if (!what.starts_with(kPrefix)) {
+    return what;
+  }
+  const std::size_t end = what.find("] ");
+  return end == std::string_view::npos ? what : what.substr(end + 2);
+}
+
 std::string read_file(const std::filesystem::path& path, std::string_view description) {
   const std::string name = naming(path, description);
   off_t size_bytes = 0;

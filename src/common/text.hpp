@@ -44,6 +44,10 @@ void require_regular_file(const std::filesystem::path& path, std::string_view de
 // `text` without a leading UTF-8 byte-order mark (spreadsheets write one before a CSV header).
 std::string_view without_utf8_bom(std::string_view text);
 
+// A JSON library message (nlohmann's what()) without its "[json.exception.type_error.302] "
+// identifier, for error messages meant for users: "type must be number, but is string".
+std::string_view json_error_text(std::string_view what);
+
 // FNV-1a hashes (32 and 64 bits), for stable, seedable names-to-numbers (simulated UUIDs,
 // deterministic noise). Not for security.
 template <typename Hash>

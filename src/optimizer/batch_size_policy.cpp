@@ -5,6 +5,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "common/text.hpp"
 #include "optimizer/policy_common.hpp"
 #include "zeus/common/error.hpp"
 
@@ -307,8 +308,8 @@ BatchSizePolicy BatchSizePolicy::restore(const std::string& text) {
     }
     return policy;
   } catch (const json::exception& error) {
-    throw Error(ErrorKind::kInvalidArgument,
-                std::string("malformed saved batch-size policy: ") + error.what());
+    throw Error(ErrorKind::kInvalidArgument, std::string("malformed saved batch-size policy: ") +
+                                                 std::string(text::json_error_text(error.what())));
   }
 }
 

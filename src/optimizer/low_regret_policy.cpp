@@ -5,6 +5,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "common/text.hpp"
 #include "optimizer/policy_common.hpp"
 #include "zeus/common/error.hpp"
 
@@ -576,8 +577,8 @@ LowRegretPolicy LowRegretPolicy::restore(const std::string& text) {
     policy.rng_ = Rng::restore(in.at("rng").get<std::string>());
     return policy;
   } catch (const json::exception& error) {
-    throw Error(ErrorKind::kInvalidArgument,
-                std::string("malformed saved low-regret policy: ") + error.what());
+    throw Error(ErrorKind::kInvalidArgument, std::string("malformed saved low-regret policy: ") +
+                                                 std::string(text::json_error_text(error.what())));
   }
 }
 

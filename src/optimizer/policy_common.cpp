@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/text.hpp"
 #include "zeus/optimizer/batch_size_policy.hpp"
 #include "zeus/optimizer/low_regret_policy.hpp"
 
@@ -169,8 +170,8 @@ std::unique_ptr<BatchSizeSearch> restore_batch_size_search(const std::string& te
       policy = in.at("policy").get<std::string>();
     }
   } catch (const nlohmann::json::exception& error) {
-    throw Error(ErrorKind::kInvalidArgument,
-                std::string("malformed saved batch-size policy: ") + error.what());
+    throw Error(ErrorKind::kInvalidArgument, std::string("malformed saved batch-size policy: ") +
+                                                 std::string(text::json_error_text(error.what())));
   }
   check_batch_size_policy_name(policy);
   if (policy == "low-regret") {

@@ -18,7 +18,9 @@ PowerLimitProfile load_power_limit_profile(const std::filesystem::path& path) {
   try {
     document = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& error) {
-    throw Error(ErrorKind::kInvalidArgument, where + "not valid JSON (" + error.what() + ")");
+    throw Error(
+        ErrorKind::kInvalidArgument,
+        where + "not valid JSON (" + std::string(zeus::text::json_error_text(error.what())) + ")");
   }
   if (!document.is_object() || !document.contains("measurements") ||
       !document["measurements"].is_array()) {

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <limits>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "common/dynamic_library.hpp"
@@ -102,6 +103,26 @@ TEST(DynamicLibrary, FindsSymbolsAndReportsMissingOnesAsNull) {
 TEST(ErrorKindName, IsStable) {
   EXPECT_EQ(zeus::error_kind_name(zeus::ErrorKind::kNoPermission), "no_permission");
   EXPECT_EQ(zeus::error_kind_name(zeus::ErrorKind::kGpuLost), "gpu_lost");
+}
+
+TEST(JsonErrorText, DropsTheLibrarysIdentifier) {
+  try {
+    (void)nlohmann::json::parse("{\"a\": \"x\"}").at("a").get<int>();
+    FAIL() << "no type error";
+  } catch (const nlohmann::json::exception& error) {
+    ASSERT_TRUE(std::string_view(error.what()).starts_with("[json.exception.type_error."));
+    EXPECT_EQ(zeus::text::json_error_text(error.what()), "type must be number, but is string");
+  }
+  try {
+    const nlohmann::json unfinished = nlohmann::json::parse("{");
+    FAIL() << "no parse error: " << unfinished.dump();
+  } catch (const nlohmann::json::exception& error) {
+    EXPECT_TRUE(
+        zeus::text::json_error_text(error.what()).starts_with("parse error at line 1, column 2"))
+        << error.what();
+  }
+  EXPECT_EQ(zeus::text::json_error_text("plain text"), "plain text");
+  EXPECT_EQ(zeus::text::json_error_text("[json.exception.no end"), "[json.exception.no end");
 }
 
 TEST(Utf8, AcceptsWellFormedTextAndFindsTheFirstBadByte) {
