@@ -64,7 +64,7 @@ class ZeusAliasFinder(importlib.abc.MetaPathFinder):
         try:
             module = importlib.import_module(target_name)
         except ModuleNotFoundError as error:
-            if error.name is not None and (
+            if error.name is not None and error.name.startswith("zeus_cpp.") and (
                 error.name == target_name or target_name.startswith(error.name + ".")
             ):
                 return None  # we have no such module: "No module named 'zeus....'"
