@@ -459,6 +459,12 @@ class _PeriodicPush(Metric):
         """The windows being pushed now."""
         return list(self._native.open_windows())
 
+    @property
+    def window_state(self) -> dict[str, None]:
+        """{open window: None}: the reference's per-window process states, whose keys are the
+        open windows (here one thread serves them all, so there is no per-window state)."""
+        return dict.fromkeys(self._native.open_windows())
+
     def push_stats(self) -> dict:
         """Pushes attempted and failed so far, device reads that failed, and the last error."""
         return dict(self._native.stats())

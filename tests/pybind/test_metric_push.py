@@ -258,6 +258,7 @@ def test_counter_pushes_growing_totals_every_period_and_stops_at_end(gateway):
     counter = EnergyCumulativeCounter([], [0, 1], 0.05, gateway, "counter")
     counter.begin_window("epoch")
     assert counter.open_windows() == ["epoch"]
+    assert "epoch" in counter.window_state  # the reference's attribute
 
     def pushed():
         return samples(
@@ -273,7 +274,7 @@ def test_counter_pushes_growing_totals_every_period_and_stops_at_end(gateway):
     counter.end_window("epoch")
     final = pushed()
     assert final and final[0] >= first[0]
-    assert counter.open_windows() == []
+    assert counter.open_windows() == [] and "epoch" not in counter.window_state
     stats = counter.push_stats()
     time.sleep(0.2)
     assert counter.push_stats()["pushes"] == stats["pushes"], "no pushes after the last end"
