@@ -92,7 +92,9 @@ PowerSampler::PowerSampler(const device::Gpus& gpus, PowerSamplerOptions options
     : clock_(options.clock ? options.clock : steady_clock()),
       max_samples_(std::max<std::size_t>(1, options.max_samples_per_series)),
       overflow_(options.overflow),
-      on_sweep_(std::move(options.on_sweep)) {
+      on_sweep_(std::move(options.on_sweep)),
+      temperature_(options.temperature),
+      on_temperature_change_(std::move(options.on_temperature_change)) {
   if (options.gpu_indices.empty()) {
     for (int i = 0; i < static_cast<int>(gpus.size()); ++i) {
       options.gpu_indices.push_back(i);
@@ -102,8 +104,9 @@ PowerSampler::PowerSampler(const device::Gpus& gpus, PowerSamplerOptions options
     throw Error(ErrorKind::kInvalidArgument,
                 "the power sampler needs at least one GPU, and no GPU is available");
   }
-  if (options.domains.empty()) {
-    throw Error(ErrorKind::kInvalidArgument, "the power sampler needs at least one power domain");
+  if (options.domains.empty() && !options.temperature) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "the power sampler needs at least one power domain, or temperature");
   }
   for (const PowerDomain domain : options.domains) {
     if (std::find(domains_.begin(), domains_.end(), domain) == domains_.end()) {
@@ -134,6 +137,18 @@ PowerSampler::PowerSampler(const device::Gpus& gpus, PowerSamplerOptions options
       }
     }
   }
+  if (temperature_) {
+    for (std::size_t i = 0; i < gpus_.size(); ++i) {
+      try {
+        (void)gpus_[i]->temperature_c();
+      } catch (const Error& error) {
+        throw Error(error.kind(), "GPU " + std::to_string(gpu_indices_[i]) + " (" +
+                                      gpus_[i]->name() +
+                                      ") cannot report its temperature: " + error.what());
+      }
+    }
+    temperatures_.resize(gpus_.size());
+  }
   series_.resize(domains_.size() * gpu_indices_.size());
   if (options.period_s) {
     if (!(*options.period_s >= kMinSamplingPeriodS)) {
@@ -142,6 +157,8 @@ PowerSampler::PowerSampler(const device::Gpus& gpus, PowerSamplerOptions options
                                                    " s is below the minimum of 1 ms");
     }
     period_s_ = *options.period_s;
+  } else if (domains_.empty()) {
+    period_s_ = kDefaultTemperaturePeriodS;
   } else {
     std::set<std::string> models;
     period_s_ = 0.1;
@@ -241,8 +258,14 @@ void PowerSampler::sample_once() {
       }
     }
   }
+  if (temperature_ && !read_temperatures(now_ns)) {
+    return;
+  }
   {
     std::lock_guard lock(mutex_);
+    if (!store_temperatures_locked()) {
+      return;
+    }
     // sweep_ holds one sample per series, in series_ order.
     for (std::size_t k = 0; k < sweep_.size(); ++k) {
       const PowerSample& sample = sweep_[k];
@@ -273,9 +296,102 @@ void PowerSampler::sample_once() {
       target.entries.push_back({sample.time_ns, sample.power_w, energy_j});
     }
   }
-  if (on_sweep_) {
+  if (on_sweep_ && !sweep_.empty()) {
     on_sweep_(sweep_);
   }
+  if (on_temperature_change_ && !temperature_sweep_.empty()) {
+    on_temperature_change_(temperature_sweep_);
+  }
+}
+
+bool PowerSampler::read_temperatures(std::int64_t now_ns) {
+  temperature_sweep_.clear();
+  for (std::size_t i = 0; i < gpus_.size(); ++i) {
+    int temperature_c = 0;
+    try {
+      temperature_c = gpus_[i]->temperature_c();
+    } catch (const Error& error) {
+      record_error(std::make_exception_ptr(
+          Error(error.kind(), "power sampler: reading the temperature of GPU " +
+                                  std::to_string(gpu_indices_[i]) + " failed: " + error.what())));
+      return false;
+    }
+    // Only changes are kept; temperatures_ is read without the lock here, which is safe because
+    // only sweeps (serialized by sweep_mutex_) modify it.
+    const std::deque<TemperatureSample>& series = temperatures_[i];
+    if (series.empty() || series.back().temperature_c != temperature_c) {
+      temperature_sweep_.push_back({now_ns, gpu_indices_[i], temperature_c});
+    }
+  }
+  return true;
+}
+
+bool PowerSampler::store_temperatures_locked() {
+  for (const TemperatureSample& sample : temperature_sweep_) {
+    const auto at = std::find(gpu_indices_.begin(), gpu_indices_.end(), sample.gpu_index);
+    std::deque<TemperatureSample>& series =
+        temperatures_[static_cast<std::size_t>(at - gpu_indices_.begin())];
+    if (!series.empty() && sample.time_ns < series.back().time_ns) {
+      continue;  // a clock that went backwards; keep the series ordered
+    }
+    if (series.size() >= max_samples_) {
+      if (overflow_ == OverflowPolicy::kError) {
+        error_ = std::make_exception_ptr(Error(
+            ErrorKind::kMemory,
+            "power sampler: the temperature timeline of GPU " + std::to_string(sample.gpu_index) +
+                " is full at " + std::to_string(max_samples_) +
+                " samples; raise max_samples_per_series or use the drop-oldest policy"));
+        return false;
+      }
+      series.pop_front();
+      ++dropped_;
+    }
+    series.push_back(sample);
+  }
+  return true;
+}
+
+const std::deque<TemperatureSample>& PowerSampler::temperature_series(int gpu_index) const {
+  const auto gpu_at = std::find(gpu_indices_.begin(), gpu_indices_.end(), gpu_index);
+  if (!temperature_ || gpu_at == gpu_indices_.end()) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "the power sampler does not sample the temperature "
+                "of GPU " +
+                    std::to_string(gpu_index));
+  }
+  return temperatures_[static_cast<std::size_t>(gpu_at - gpu_indices_.begin())];
+}
+
+std::vector<TemperatureSample> PowerSampler::temperature_timeline(
+    int gpu_index, std::optional<std::int64_t> start_ns, std::optional<std::int64_t> end_ns) const {
+  std::lock_guard lock(mutex_);
+  std::vector<TemperatureSample> samples;
+  for (const TemperatureSample& sample : temperature_series(gpu_index)) {
+    if ((start_ns && sample.time_ns < *start_ns) || (end_ns && sample.time_ns > *end_ns)) {
+      continue;
+    }
+    samples.push_back(sample);
+  }
+  return samples;
+}
+
+std::optional<int> PowerSampler::temperature_c(int gpu_index,
+                                               std::optional<std::int64_t> time_ns) const {
+  std::lock_guard lock(mutex_);
+  const std::deque<TemperatureSample>& series = temperature_series(gpu_index);
+  if (series.empty()) {
+    return std::nullopt;
+  }
+  if (!time_ns) {
+    return series.back().temperature_c;
+  }
+  const auto after = std::upper_bound(
+      series.begin(), series.end(), *time_ns,
+      [](std::int64_t time, const TemperatureSample& sample) { return time < sample.time_ns; });
+  if (after == series.begin()) {
+    return std::nullopt;
+  }
+  return std::prev(after)->temperature_c;
 }
 
 const PowerSampler::Series& PowerSampler::series(PowerDomain domain, int gpu_index) const {

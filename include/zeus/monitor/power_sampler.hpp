@@ -1,6 +1,7 @@
 // The background power sampler: one thread per sampler polls GPU power in one or more domains
 // at a fixed period, keeps a bounded timeline per (domain, GPU), and integrates each series as a
-// sample-and-hold signal into a cumulative energy counter.
+// sample-and-hold signal into a cumulative energy counter. The same sweep can read each GPU's
+// temperature (kept only when it changes: temperature moves in whole degrees, slowly).
 #pragma once
 
 #include <atomic>
@@ -50,9 +51,20 @@ struct PowerSample {
   double power_w = 0.0;
 };
 
+// One temperature reading that differs from the one before it (or the first).
+struct TemperatureSample {
+  std::int64_t time_ns = 0;  // on the sampler's clock
+  int gpu_index = 0;
+  int temperature_c = 0;
+};
+
 struct PowerSamplerOptions {
   std::vector<int> gpu_indices;  // indices into the Gpus given; empty = all
+  // May be empty when `temperature` is on (a temperature-only sampler).
   std::vector<PowerDomain> domains = {PowerDomain::kDeviceInstant};
+  // Also read Gpu::temperature_c in every sweep; a temperature-only sampler without period_s
+  // polls once a second.
+  bool temperature = false;
   // Sampling period; nullopt infers it from how often the readings change. Must be >= 1 ms.
   std::optional<double> period_s;
   std::size_t max_samples_per_series = 1 << 16;
@@ -63,7 +75,12 @@ struct PowerSamplerOptions {
   // Called from the sampler thread after every sweep with that sweep's samples (for streaming a
   // timeline to a file without keeping it in memory). Must be quick and must not throw.
   std::function<void(const std::vector<PowerSample>&)> on_sweep;
+  // The same for the temperatures that changed in a sweep (only called when one did).
+  std::function<void(const std::vector<TemperatureSample>&)> on_temperature_change;
 };
+
+// The period of a temperature-only sampler when none is given.
+inline constexpr double kDefaultTemperaturePeriodS = 1.0;
 
 // The minimum period accepted.
 inline constexpr double kMinSamplingPeriodS = 0.001;
@@ -104,6 +121,17 @@ class PowerSampler {
                                     std::optional<std::int64_t> end_ns = std::nullopt) const;
   std::uint64_t dropped_samples() const;
 
+  bool samples_temperature() const { return temperature_; }
+  // The temperature changes of `gpu_index` in [start_ns, end_ns] (either bound open), oldest
+  // first. Throws Error(kInvalidArgument) when temperature or that GPU is not sampled.
+  std::vector<TemperatureSample> temperature_timeline(
+      int gpu_index, std::optional<std::int64_t> start_ns = std::nullopt,
+      std::optional<std::int64_t> end_ns = std::nullopt) const;
+  // The temperature in force at `time_ns` (the last change at or before it; the latest when
+  // nullopt), or nullopt before the first reading.
+  std::optional<int> temperature_c(int gpu_index,
+                                   std::optional<std::int64_t> time_ns = std::nullopt) const;
+
   // Rethrows the error that stopped sampling (a device failing, overflow with kError), on every
   // call once it happened: later readings would be stale.
   void rethrow_if_failed() const;
@@ -126,6 +154,11 @@ class PowerSampler {
   static std::optional<std::size_t> entry_at(const Series& series, std::int64_t time_ns);
   void record_error(std::exception_ptr error);
   const Series& series(PowerDomain domain, int gpu_index) const;
+  const std::deque<TemperatureSample>& temperature_series(int gpu_index) const;
+  // Reads every GPU's temperature into temperature_sweep_ (false after recording an error).
+  bool read_temperatures(std::int64_t now_ns);
+  // Appends the sweep's changes under mutex_ (false after recording an overflow error).
+  bool store_temperatures_locked();
   void run();
 
   std::vector<std::shared_ptr<device::Gpu>> gpus_;  // parallel to gpu_indices_
@@ -136,14 +169,18 @@ class PowerSampler {
   std::size_t max_samples_;
   OverflowPolicy overflow_;
   std::function<void(const std::vector<PowerSample>&)> on_sweep_;
+  bool temperature_ = false;
+  std::function<void(const std::vector<TemperatureSample>&)> on_temperature_change_;
 
-  mutable std::mutex mutex_;    // guards series_, dropped_, error_; held only briefly
+  mutable std::mutex mutex_;    // guards series_, temperatures_, dropped_, error_; held briefly
   std::vector<Series> series_;  // domain-major: series_[d * gpus + g]
+  std::vector<std::deque<TemperatureSample>> temperatures_;  // per GPU, bounded by max_samples_
   std::uint64_t dropped_ = 0;
   std::exception_ptr error_;
 
   std::mutex sweep_mutex_;          // serializes sweeps (the thread and sample_once callers)
   std::vector<PowerSample> sweep_;  // reused between sweeps
+  std::vector<TemperatureSample> temperature_sweep_;  // the changes of one sweep
 
   std::mutex stop_mutex_;
   std::condition_variable stop_cv_;
