@@ -412,6 +412,7 @@ class _PeriodicPush(Metric):
 
     _kind = ""
     _native: Any
+    _closed = False
 
     def _duplicate(self, name: str) -> str:
         return f"{self._kind} window '{name}' is already open; end it first"
@@ -422,6 +423,8 @@ class _PeriodicPush(Metric):
     def _begin(self, name: str, sync_execution: bool) -> None:
         if not isinstance(name, str):
             raise TypeError(f"name must be a str, not {type(name).__name__}")
+        if self._closed:
+            raise RuntimeError(f"this {self._kind} was closed; create a new one")
         if name in self._native.open_windows():
             raise ValueError(self._duplicate(name))
         _sync(sync_execution, self.gpu_indices)
@@ -474,7 +477,9 @@ class _PeriodicPush(Metric):
         return self._native.render()
 
     def close(self) -> None:
-        """Stops the thread at once without a final push (also what garbage collection does)."""
+        """Stops the thread at once without a final push (also what garbage collection does);
+        the object cannot begin windows afterwards."""
+        self._closed = True
         self._native.close()
 
 

@@ -56,6 +56,10 @@ void WindowPusher::begin_window(const std::string& name) {
   const std::lock_guard lifecycle(lifecycle_mutex_);
   {
     const std::lock_guard lock(mutex_);
+    if (shutting_down_) {
+      throw Error(ErrorKind::kUnavailable,
+                  fmt::format("cannot begin window '{}': this pusher was shut down", name));
+    }
     if (windows_.count(name) != 0) {
       throw Error(
           ErrorKind::kAlreadyExists,

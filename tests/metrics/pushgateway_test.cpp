@@ -394,6 +394,15 @@ TEST(WindowPusher, DestroyingARunningPusherWithAHungGatewayIsPrompt) {
   EXPECT_LT(Seconds(std::chrono::steady_clock::now() - start).count(), 5.0);
 }
 
+TEST(WindowPusher, NoWindowBeginsAfterShutdown) {
+  const device::Gpus gpus = simulated_gpus(1);
+  PowerGaugePusher pusher(gpus, {0}, 1.0, client_for("h:9091"));
+  pusher.shutdown();
+  pusher.shutdown();  // idempotent
+  expect_error([&] { pusher.begin_window("w"); }, ErrorKind::kUnavailable, {"shut down"});
+  EXPECT_TRUE(pusher.open_windows().empty());
+}
+
 TEST(PowerGaugePusher, PushesEachGpusInstantPowerPerWindow) {
   RecordingGateway gateway;
   const device::Gpus gpus = simulated_gpus(2);

@@ -358,6 +358,8 @@ def test_close_stops_at_once_and_the_thread_restarts_per_run(gateway):
     gauge.begin_window("w")
     gauge.close()
     assert gauge.open_windows() == []
+    with pytest.raises(RuntimeError, match="closed"):
+        gauge.begin_window("w")
 
 
 def test_a_real_prometheus_scrapes_what_the_classes_push():

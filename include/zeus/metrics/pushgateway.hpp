@@ -124,7 +124,7 @@ class WindowPusher {
   WindowPusher(const WindowPusher&) = delete;
   WindowPusher& operator=(const WindowPusher&) = delete;
 
-  // Throws Error(kAlreadyExists) when `name` is open.
+  // Throws Error(kAlreadyExists) when `name` is open, Error(kUnavailable) after shutdown().
   void begin_window(const std::string& name);
   // Throws Error(kNotFound) when `name` is not open. Returns whether the final push succeeded.
   bool end_window(const std::string& name);
