@@ -59,6 +59,7 @@ def test_simulated_nvml_records_the_optimizers_limit_changes():
 
     gpus = get_gpus()
     low, high = gpus.get_power_management_limit_constraints(0)
+    before = [gpus.get_power_management_limit(i) for i in range(len(gpus))]
     mocker = reference_shim._MiniMocker()
     try:
         nvml = reference_shim.simulated_nvml(mocker)
@@ -79,6 +80,8 @@ def test_simulated_nvml_records_the_optimizers_limit_changes():
         plo.close()
     finally:
         mocker.stopall()
+        for index, limit in enumerate(before):  # the process's GPUs are shared with other tests
+            gpus.set_power_management_limit(index, limit)
     assert GlobalPowerLimitOptimizer.on_step_begin.__name__ == "on_step_begin"  # unpatched
 
 
