@@ -63,10 +63,16 @@ class Failure(Exception):
     pass
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+def free_ports(count: int) -> list[int]:
+    """Distinct free loopback ports (all probes held open together, so none repeats)."""
+    probes = [socket.socket() for _ in range(count)]
+    try:
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
+    finally:
+        for probe in probes:
+            probe.close()
 
 
 class Prometheus:
@@ -169,7 +175,7 @@ def run(driver: str | None, package: str | None, work: Path) -> None:
         return process
 
     try:
-        gateway_port, prometheus_port = free_port(), free_port()
+        gateway_port, prometheus_port = free_ports(2)
         gateway_url = f"http://127.0.0.1:{gateway_port}"
         start("pushgateway", ["prometheus-pushgateway",
                               f"--web.listen-address=127.0.0.1:{gateway_port}"])  # fmt: skip
