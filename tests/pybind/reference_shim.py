@@ -315,6 +315,27 @@ def simulated_nvml(mocker) -> mock.MagicMock:
     return nvml
 
 
+# ---- the RAPL zone folders, listed as the reference's test globs them ----
+
+
+def listdir_from_glob(glob_mock):
+    """A ``mock.patch("os.listdir", ...)`` that lists a folder from the reference test's
+    replacement of ``glob`` (zeus_cpp lists the powercap folder with os.listdir; the reference
+    globs ``intel-rapl:*``). Other folders are listed for real."""
+    real_listdir = os.listdir
+
+    def listdir(folder="."):
+        folder = os.fspath(folder).rstrip("/")
+        names = [
+            os.path.basename(path)
+            for path in glob_mock(os.path.join(folder, "intel-rapl:*"))
+            if os.path.dirname(path) == folder
+        ]
+        return names if names else real_listdir(folder)
+
+    return mock.patch("os.listdir", side_effect=listdir)
+
+
 # ---- our BSO server, for the reference's client and server tests ----
 
 

@@ -54,6 +54,7 @@ BSO_SERVER = "tests/optimizer/batch_size/test_server.py"
 BSO_CONFTEST = "tests/optimizer/batch_size/conftest.py"
 STREAMING = "tests/monitor/test_power_streaming.py"
 ZEUSD = "tests/utils/test_zeusd.py"
+SOCKET = "tests/device/cpu/test_socket_detection.py"
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,21 @@ REWRITES = [
         "reference_shim.httpx_make_client(failing_make_client))",
         "as above",
     ),
+    Rewrite(SOCKET, "    CONTAINER_RAPL_DIR,\n", "", "a private constant of the reference"),
+    Rewrite(
+        SOCKET,
+        "    get_current_rapl_zone_id,\n)\n",
+        "    get_current_rapl_zone_id,\n)\nimport reference_shim\n\n"
+        'CONTAINER_RAPL_DIR = "/zeus_sys/class/powercap/intel-rapl"  # zeus_shim\n',
+        "the reference's container mount of powercap, which ours also looks at",
+    ),
+    Rewrite(
+        SOCKET,
+        'patch("zeus.device.cpu.rapl.glob", side_effect=mock_glob),',
+        "reference_shim.listdir_from_glob(mock_glob),",
+        "ours lists the powercap folder with os.listdir where the reference globs it: the "
+        "test's fake zones are listed through its glob replacement",
+    ),
 ]
 
 
@@ -169,7 +185,7 @@ class Run:
 
 
 RUNS = [
-    Run("v100", "2:v100", "V100", (PLO, STREAMING, ZEUSD)),
+    Run("v100", "2:v100", "V100", (PLO, STREAMING, ZEUSD, SOCKET)),
     # The reference's BSO client test mocks four GPUs of 300 W: four simulated A40s.
     Run("a40", "4:a40", "A40", (PLO, BSO_CLIENT, BSO_SERVER)),
 ]
@@ -192,6 +208,8 @@ EXPECTED = {
     ("a40", BSO_SERVER): Expect(8),
     ("v100", STREAMING): Expect(18),
     ("v100", ZEUSD): Expect(79),
+    # test_get_current_rapl_zone_id_linux skips where the machine has no RAPL.
+    ("v100", SOCKET): Expect(1, ("test_get_current_rapl_zone_id",)),
 }
 
 # Reference test files that are not run, and why.
@@ -216,8 +234,6 @@ NOT_RUN = {
     "tests/device/cpu/test_rapl.py": "mocks the reference's RAPL file readers and their "
     "wraparound process; zeus_cpp reads RAPL in C++",
     "tests/device/cpu/test_emi.py": "zeus_cpp has no zeus.device.cpu.emi",
-    "tests/device/cpu/test_socket_detection.py": "imports the private CONTAINER_RAPL_DIR and "
-    "mocks builtins.open; tests/pybind/test_rapl_zone_id.py runs ours on fake procfs/sysfs trees",
     "tests/device/soc/apple/test_apple.py": "zeus_cpp has no Apple silicon support",
     "tests/device/test_deprecated_alias.py": "imports the private DeprecatedAliasABCMeta",
     "tests/utils/test_env.py": "zeus_cpp has no zeus.utils.env (get_env)",
@@ -260,7 +276,10 @@ def test_every_reference_file_is_decided():
 
 def _environment(run: Run, results: Path) -> dict:
     env = dict(os.environ)
-    for name in ("CUDA_VISIBLE_DEVICES", "ZEUSD_SOCK_PATH", "ZEUSD_HOST_PORT", "ZEUSD_TOKEN"):
+    for name in (
+        "CUDA_VISIBLE_DEVICES", "ZEUSD_SOCK_PATH", "ZEUSD_HOST_PORT", "ZEUSD_TOKEN",
+        "ZEUS_POWERCAP_ROOT",
+    ):  # fmt: skip
         env.pop(name, None)
     import zeus_cpp
 
