@@ -270,8 +270,10 @@ def test_every_reference_file_is_decided():
     source = _reference()
     files = {str(p.relative_to(source)) for p in (source / "tests").rglob("test_*.py")}
     run = {f for r in RUNS for f in r.files}
-    assert not (files - run - set(NOT_RUN)), "reference test files neither run nor in NOT_RUN"
-    assert not (run - files), "files in RUNS that the reference no longer has"
+    undecided = sorted(files - run - set(NOT_RUN))
+    assert not undecided, f"reference test files neither in RUNS nor in NOT_RUN: {undecided}"
+    gone = sorted(run - files)
+    assert not gone, f"files in RUNS that the reference no longer has: {gone}"
 
 
 def _environment(run: Run, results: Path) -> dict:
