@@ -821,8 +821,9 @@ void bind_monitor(py::module_& module) {
                         "Native part of zeus_cpp.monitor.PowerMonitor (a background thread).")
       .def(py::init([](std::optional<std::vector<int>> gpu_indices,
                        const std::vector<std::string>& domains, std::optional<double> period_s,
-                       std::optional<std::size_t> max_samples) {
+                       std::optional<std::size_t> max_samples, bool temperature) {
              monitor::PowerSamplerOptions options;
+             options.temperature = temperature;
              if (gpu_indices) {
                options.gpu_indices = *gpu_indices;
              }
@@ -843,7 +844,8 @@ void bind_monitor(py::module_& module) {
                  std::make_unique<monitor::PowerSampler>(device::get_gpus(), std::move(options));
              return result;
            }),
-           py::arg("gpu_indices"), py::arg("domains"), py::arg("period_s"), py::arg("max_samples"))
+           py::arg("gpu_indices"), py::arg("domains"), py::arg("period_s"), py::arg("max_samples"),
+           py::arg("temperature") = false)
       .def_property_readonly("period_s",
                              [](const PySampler& self) { return self.sampler->period_s(); })
       .def_property_readonly("gpu_indices",
@@ -917,6 +919,41 @@ void bind_monitor(py::module_& module) {
           },
           py::arg("domain"), py::arg("gpu_index"), py::arg("start_time"), py::arg("end_time"),
           "Energy (J) of the held power signal over [start_time, end_time].")
+      .def(
+          "temperature_timeline",
+          [](const PySampler& self, int gpu_index, std::optional<double> start_time,
+             std::optional<double> end_time) {
+            self.sampler->rethrow_if_failed();
+            std::optional<std::int64_t> start_ns;
+            std::optional<std::int64_t> end_ns;
+            if (start_time) {
+              start_ns = self.to_steady_ns(*start_time);
+            }
+            if (end_time) {
+              end_ns = self.to_steady_ns(*end_time);
+            }
+            py::list result;
+            for (const monitor::TemperatureSample& sample :
+                 self.sampler->temperature_timeline(gpu_index, start_ns, end_ns)) {
+              result.append(py::make_tuple(self.to_wall_s(sample.time_ns), sample.temperature_c));
+            }
+            return result;
+          },
+          py::arg("gpu_index"), py::arg("start_time") = py::none(),
+          py::arg("end_time") = py::none(),
+          "The temperature changes as a list of (time.time() seconds, degrees C).")
+      .def(
+          "temperature",
+          [](const PySampler& self, int gpu_index, std::optional<double> time) {
+            self.sampler->rethrow_if_failed();
+            std::optional<std::int64_t> time_ns;
+            if (time) {
+              time_ns = self.to_steady_ns(*time);
+            }
+            return self.sampler->temperature_c(gpu_index, time_ns);
+          },
+          py::arg("gpu_index"), py::arg("time") = py::none(),
+          "The temperature (degrees C) in force at `time` (the latest when None), or None.")
       .def("sample_once", [](PySampler& self) { self.sampler->sample_once(); })
       .def(
           "stop",

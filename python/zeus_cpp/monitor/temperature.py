@@ -1,0 +1,123 @@
+"""TemperatureMonitor: GPU temperature timelines, as the reference's ``zeus.monitor.temperature``.
+
+The temperatures are read by the C++ power sampler's background thread (one thread, no spawned
+process, so nothing re-imports your main module), and only changes are kept: a timeline is the
+list of ``(time.time() seconds, degrees C)`` at which each GPU's reading changed.
+
+    from zeus_cpp.monitor.temperature import TemperatureMonitor
+
+    with TemperatureMonitor(update_period=0.5) as monitor:
+        train()
+        print(monitor.get_temperature())            # {0: 71, 1: 69}
+        timeline = monitor.get_temperature_timeline(gpu_index=0)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from zeus_cpp import _zeus
+from zeus_cpp.monitor import _checks
+
+__all__ = ["TemperatureMonitor", "TemperatureSample"]
+
+
+@dataclass(frozen=True)
+class TemperatureSample:
+    """One temperature change: when (``time.time()`` seconds), which GPU, how hot (degrees C)."""
+
+    timestamp: float
+    gpu_index: int
+    temperature_c: int
+
+
+class TemperatureMonitor:
+    """Samples the temperature of GPUs in the background.
+
+    Args:
+        gpu_indices: GPUs to monitor (None: every visible GPU; ``[]`` is a ValueError, as in the
+            reference).
+        update_period: Seconds between readings (default 1.0; at least 0.001).
+        max_samples_per_gpu: Bound on each GPU's timeline of changes; the oldest are forgotten
+            first. None: a large default (65536) rather than the reference's unbounded list.
+
+    The thread stops with :meth:`stop`, at the end of a ``with`` block, or when the monitor is
+    garbage collected; what was collected stays queryable after :meth:`stop`.
+    """
+
+    def __init__(
+        self,
+        gpu_indices: Optional[Sequence[int]] = None,
+        update_period: float = 1.0,
+        max_samples_per_gpu: Optional[int] = None,
+    ) -> None:
+        gpus = _checks.index_list("gpu_indices", gpu_indices)
+        if gpus is not None and not gpus:
+            raise ValueError("`gpu_indices` must be either `None` or non-empty")
+        period = _checks.optional_number("update_period", update_period)
+        if period is None or not period > 0:
+            raise ValueError(f"update_period must be a positive number of seconds, not {update_period!r}")
+        if max_samples_per_gpu is not None and (
+            isinstance(max_samples_per_gpu, bool) or not isinstance(max_samples_per_gpu, int)
+        ):
+            raise TypeError(
+                "max_samples_per_gpu must be an int or None, not "
+                f"{type(max_samples_per_gpu).__name__}"
+            )
+        if max_samples_per_gpu is not None and max_samples_per_gpu <= 0:
+            raise ValueError(f"max_samples_per_gpu must be positive, not {max_samples_per_gpu}")
+        if len(_zeus.get_gpus()) == 0:
+            raise ValueError("No GPUs available.")
+        self._sampler = _zeus.PowerSampler(gpus, [], period, max_samples_per_gpu, temperature=True)
+        self.gpu_indices: List[int] = list(self._sampler.gpu_indices)
+        self.update_period: float = self._sampler.period_s
+
+    def _gpus(self, gpu_index: Optional[int]) -> List[int]:
+        if gpu_index is None:
+            return self.gpu_indices
+        if isinstance(gpu_index, bool) or not isinstance(gpu_index, int):
+            raise TypeError(f"gpu_index must be an int or None, not {type(gpu_index).__name__}")
+        if gpu_index not in self.gpu_indices:
+            raise ValueError(
+                f"GPU index {gpu_index} is not being monitored. Monitored GPUs: {self.gpu_indices}"
+            )
+        return [gpu_index]
+
+    def get_temperature_timeline(
+        self,
+        gpu_index: Optional[int] = None,
+        start_time: Optional[float] = None,
+        end_time: Optional[float] = None,
+    ) -> Dict[int, List[Tuple[float, int]]]:
+        """{GPU index: [(time, degrees C), ...]} of the changes with start_time <= time <= end_time."""
+        start = _checks.optional_number("start_time", start_time)
+        end = _checks.optional_number("end_time", end_time)
+        return {gpu: self._sampler.temperature_timeline(gpu, start, end) for gpu in self._gpus(gpu_index)}
+
+    def get_temperature(self, time: Optional[float] = None) -> Optional[Dict[int, int]]:  # noqa: A002
+        """{GPU index: degrees C} in force at ``time`` (the latest when None): the last change at or
+        before it. None when any GPU has no reading by then, as in the reference."""
+        when = _checks.optional_number("time", time)
+        result: Dict[int, int] = {}
+        for gpu in self.gpu_indices:
+            value = self._sampler.temperature(gpu, when)
+            if value is None:
+                return None
+            result[gpu] = value
+        return result
+
+    def stop(self) -> None:
+        """Stops sampling (idempotent)."""
+        self._sampler.stop()
+
+    def __enter__(self) -> "TemperatureMonitor":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def __del__(self) -> None:
+        sampler = getattr(self, "_sampler", None)
+        if sampler is not None:
+            sampler.stop()
