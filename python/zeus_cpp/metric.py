@@ -233,9 +233,11 @@ class Metric(abc.ABC):
 
 
 def _index_list(name: str, value: Any) -> Optional[list[int]]:
+    # Not zeus_cpp.monitor's check: importing that package needs numpy, which PowerGauge and
+    # EnergyCumulativeCounter do not.
     if value is None:
         return None
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise TypeError(f"{name} must be a list of int or None, not {type(value).__name__}")
     indices = [check_int(f"{name}[{i}]", v, minimum=0) for i, v in enumerate(value)]
     if len(set(indices)) != len(indices):
