@@ -84,7 +84,8 @@ class TimelineWriter {
         wall_start_us_(std::chrono::duration_cast<std::chrono::microseconds>(
                            std::chrono::system_clock::now().time_since_epoch())
                            .count()) {
-    file_.stream() << "timestamp,device,domain,watts\n";
+    // celsius: only on the temperature rows (domain "temperature", watts empty).
+    file_.stream() << "timestamp,device,domain,watts,celsius\n";
   }
 
   // Called on the sampler thread; must not throw.
@@ -94,9 +95,27 @@ class TimelineWriter {
       for (const monitor::PowerSample& sample : sweep) {
         const std::int64_t wall_us = wall_start_us_ + units::microseconds_from_nanoseconds(
                                                           sample.time_ns - steady_start_ns_);
-        fmt::format_to(std::back_inserter(buffer_), "{}.{:06},gpu{},{},{:.3f}\n",
+        fmt::format_to(std::back_inserter(buffer_), "{}.{:06},gpu{},{},{:.3f},\n",
                        wall_us / 1'000'000, wall_us % 1'000'000, sample.gpu_index,
                        monitor::power_domain_name(sample.domain), sample.power_w);
+      }
+      file_.stream().write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+    } catch (...) {
+      failed_ = true;
+    }
+  }
+
+  // The temperatures that changed in a sweep; the sampler thread, must not throw. The same
+  // sweep's power rows come first (the sampler calls on_sweep before on_temperature_change).
+  void write(const std::vector<monitor::TemperatureSample>& changes) noexcept {
+    try {
+      buffer_.clear();
+      for (const monitor::TemperatureSample& sample : changes) {
+        const std::int64_t wall_us = wall_start_us_ + units::microseconds_from_nanoseconds(
+                                                          sample.time_ns - steady_start_ns_);
+        fmt::format_to(std::back_inserter(buffer_), "{}.{:06},gpu{},temperature,,{}\n",
+                       wall_us / 1'000'000, wall_us % 1'000'000, sample.gpu_index,
+                       sample.temperature_c);
       }
       file_.stream().write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
     } catch (...) {
@@ -121,6 +140,22 @@ class TimelineWriter {
   std::string buffer_;
   bool failed_ = false;
 };
+
+// Whether every GPU of `indices` reports its temperature; other errors than kNotSupported
+// propagate.
+bool temperature_supported(const device::Gpus& gpus, const std::vector<int>& indices) {
+  for (const int index : indices) {
+    try {
+      (void)gpus.at(index).temperature_c();
+    } catch (const Error& error) {
+      if (error.kind() == ErrorKind::kNotSupported) {
+        return false;
+      }
+      throw;
+    }
+  }
+  return true;
+}
 
 // Whether every GPU of `indices` can read `domain`; other errors than kNotSupported propagate.
 bool domain_supported(const device::Gpus& gpus, const std::vector<int>& indices,
@@ -463,6 +498,12 @@ int run(const MonitorArgs& args) {
           [writer = timeline.get()](const std::vector<monitor::PowerSample>& sweep) {
             writer->write(sweep);
           };
+      // Temperature rows when every monitored GPU reports one (changes only).
+      sampler_options.temperature = temperature_supported(gpus, gpu_indices);
+      sampler_options.on_temperature_change =
+          [writer = timeline.get()](const std::vector<monitor::TemperatureSample>& changes) {
+            writer->write(changes);
+          };
       sampler = std::make_unique<monitor::PowerSampler>(gpus, std::move(sampler_options));
     }
   }
@@ -571,7 +612,8 @@ void add_monitor(CLI::App& app, Action& action) {
       ->capture_default_str();
   command->add_option("--timeline", args->timeline,
                       "Write the sampled GPU power to this CSV file "
-                      "(timestamp,device,domain,watts), and the measured window to "
+                      "(timestamp,device,domain,watts,celsius; temperature rows have only "
+                      "celsius), and the measured window to "
                       "FILE.windows.csv (ZeusMonitor's log format)");
   command->add_flag("--json", args->as_json, "Print the summary as one JSON object");
   command->add_option("-o,--output", args->output,

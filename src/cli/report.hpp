@@ -41,7 +41,9 @@ struct Timeline {
   double start_s = 0.0;  // the earliest timestamp
   double end_s = 0.0;
   std::vector<PowerSeries> series;  // in order of first appearance
-  std::vector<Window> windows;      // from <path>.windows.csv, when present
+  // The temperature rows (domain "temperature", points (Unix time s, degrees C)), one per device.
+  std::vector<PowerSeries> temperatures;
+  std::vector<Window> windows;  // from <path>.windows.csv, when present
   std::filesystem::path windows_path;
 };
 

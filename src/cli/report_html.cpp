@@ -234,6 +234,25 @@ void timeline_section(Page& page, const Timeline& timeline,
                     averaged ? fmt::format(" (long series averaged to {} points)", kMaxSeriesPoints)
                              : std::string()));
   }
+  if (!timeline.temperatures.empty()) {
+    // Temperature changes, held until the next one (zeus monitor writes changes only).
+    json spec{
+        {"kind", "timeline"}, {"title", "GPU temperature"}, {"y_title", "Temperature (\u00b0C)"},
+        {"stepped", true},    {"series", json::array()},    {"bands", bands}};
+    for (const PowerSeries& series : timeline.temperatures) {
+      json points = json::array();
+      for (const auto& [time, celsius] : series.points) {
+        points.push_back({round_to(time - timeline.start_s, 1e-6), round_to(celsius, 1e-3)});
+      }
+      // The last reading holds to the end of the timeline.
+      if (!series.points.empty() && series.points.back().first < timeline.end_s) {
+        points.push_back({round_to(timeline.end_s - timeline.start_s, 1e-6),
+                          round_to(series.points.back().second, 1e-3)});
+      }
+      spec["series"].push_back({{"label", series.device}, {"points", std::move(points)}});
+    }
+    page.chart(std::move(spec), "GPU temperature over time (each change, held until the next).");
+  }
   window_table(page, windows);
   page.html("</section>\n");
 }

@@ -264,18 +264,45 @@ Timeline parse_timeline(CsvReader& reader) {
   timeline.path = csv.path;
   timeline.start_s = std::numeric_limits<double>::infinity();
   timeline.end_s = -std::numeric_limits<double>::infinity();
+  // Since temperature rows were added, a fifth column: celsius (empty on the power rows).
+  const auto celsius_at = std::find(csv.header.begin(), csv.header.end(), "celsius");
+  const std::optional<std::size_t> celsius_column =
+      celsius_at == csv.header.end()
+          ? std::nullopt
+          : std::optional<std::size_t>(static_cast<std::size_t>(celsius_at - csv.header.begin()));
   std::map<std::pair<std::string, std::string>, std::size_t> index;
+  std::map<std::string, std::size_t> temperature_index;
   Row row;
   while (reader.next(row)) {
     const double time = csv.unix_time(row, columns[0]);
     const std::string& device = row.second.at(columns[1]);
     const std::string& domain = row.second.at(columns[2]);
-    const double watts = csv.number(row, columns[3]);
-    const auto [found, inserted] = index.try_emplace({device, domain}, timeline.series.size());
-    if (inserted) {
-      timeline.series.push_back(PowerSeries{device, domain, {}, 0});
+    if (domain == "temperature") {
+      if (!celsius_column) {
+        throw bad_input(csv.path, fmt::format("line {}: a temperature row, but the header has no "
+                                              "celsius column (timestamp,device,domain,watts,"
+                                              "celsius)",
+                                              row.first));
+      }
+      const double celsius = csv.number(row, *celsius_column);
+      if (celsius < -273.15 || celsius > 1000.0) {
+        throw bad_input(csv.path, fmt::format("line {}: celsius {} is not a GPU temperature",
+                                              row.first, row.second.at(*celsius_column)));
+      }
+      const auto [found, inserted] =
+          temperature_index.try_emplace(device, timeline.temperatures.size());
+      if (inserted) {
+        timeline.temperatures.push_back(PowerSeries{device, domain, {}, 0});
+      }
+      timeline.temperatures[found->second].points.emplace_back(time, celsius);
+    } else {
+      const double watts = csv.number(row, columns[3]);
+      const auto [found, inserted] = index.try_emplace({device, domain}, timeline.series.size());
+      if (inserted) {
+        timeline.series.push_back(PowerSeries{device, domain, {}, 0});
+      }
+      timeline.series[found->second].points.emplace_back(time, watts);
     }
-    timeline.series[found->second].points.emplace_back(time, watts);
     timeline.start_s = std::min(timeline.start_s, time);
     timeline.end_s = std::max(timeline.end_s, time);
   }
@@ -284,11 +311,13 @@ Timeline parse_timeline(CsvReader& reader) {
                     "the power timeline is empty (no samples after the header); measure for longer "
                     "than one sampling period, or pass a shorter --interval to zeus monitor");
   }
-  for (PowerSeries& series : timeline.series) {
-    std::stable_sort(series.points.begin(), series.points.end(),
-                     [](const auto& a, const auto& b) { return a.first < b.first; });
-    series.samples = series.points.size();
-    series.points = downsample(std::move(series.points), kMaxSeriesPoints);
+  for (std::vector<PowerSeries>* kind : {&timeline.series, &timeline.temperatures}) {
+    for (PowerSeries& series : *kind) {
+      std::stable_sort(series.points.begin(), series.points.end(),
+                       [](const auto& a, const auto& b) { return a.first < b.first; });
+      series.samples = series.points.size();
+      series.points = downsample(std::move(series.points), kMaxSeriesPoints);
+    }
   }
   // `zeus monitor --timeline T` records its window in T.windows.csv.
   fs::path windows_path = csv.path;

@@ -94,13 +94,13 @@
   var builders = {
     timeline: function (spec) {
       var config = base(spec, { x: axis('Time since the first sample (s)', { bounds: 'data' }),
-        y: axis('Power (W)', { beginAtZero: true }) }, spec.bands);
+        y: axis(spec.y_title || 'Power (W)', { beginAtZero: !spec.y_title }) }, spec.bands);
       config.type = 'line';
       config.options.normalized = true;  // each series is sorted by time
       spec.series.forEach(function (series, i) {
         config.data.datasets.push({ label: series.label, data: xy(series.points, 0, 1),
           borderColor: palette[i % palette.length], backgroundColor: palette[i % palette.length],
-          borderWidth: 1.5, pointRadius: 0, tension: 0 });
+          borderWidth: 1.5, pointRadius: 0, tension: 0, stepped: spec.stepped ? 'after' : false });
       });
       return config;
     },

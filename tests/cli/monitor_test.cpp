@@ -603,7 +603,7 @@ TEST_F(CliMonitor, TheCommandGetsNoDescriptorOfZeus) {
   EXPECT_EQ(result.exit_code, 0) << result.err;
   EXPECT_EQ(result.out, "");
   EXPECT_FALSE(contains(read_file(path("t.csv")), "LEAKED"));
-  EXPECT_TRUE(read_file(path("t.csv")).starts_with("timestamp,device,domain,watts\n"));
+  EXPECT_TRUE(read_file(path("t.csv")).starts_with("timestamp,device,domain,watts,celsius\n"));
   EXPECT_FALSE(contains(read_file(path("s.txt")), "LEAKED"));
   EXPECT_TRUE(contains(read_file(path("s.txt")), "(exit 0)"));
 }
@@ -632,18 +632,25 @@ TEST_F(CliMonitor, TimelineIsACsvOfEveryGpuAndDomain) {
   std::ifstream csv(path("sub/timeline.csv"));
   std::string line;
   ASSERT_TRUE(std::getline(csv, line));
-  EXPECT_EQ(line, "timestamp,device,domain,watts");
+  EXPECT_EQ(line, "timestamp,device,domain,watts,celsius");
   const double now_s = static_cast<double>(std::time(nullptr));
   std::map<std::pair<std::string, std::string>, int> rows;
   while (std::getline(csv, line)) {
     std::stringstream fields(line);
-    std::string timestamp, device, domain, watts;
+    std::string timestamp, device, domain, watts, celsius;
     ASSERT_TRUE(std::getline(fields, timestamp, ','));
     ASSERT_TRUE(std::getline(fields, device, ','));
     ASSERT_TRUE(std::getline(fields, domain, ','));
     ASSERT_TRUE(std::getline(fields, watts, ','));
+    std::getline(fields, celsius, ',');  // empty on power rows (the line ends with the comma)
     ASSERT_EQ(timestamp.size() - timestamp.find('.'), 7u) << line;  // microseconds
     EXPECT_NEAR(std::stod(timestamp), now_s, 60.0) << line;
+    if (domain == "temperature") {
+      EXPECT_EQ(watts, "") << line;
+      EXPECT_GT(std::stoi(celsius), 20) << line;  // an idle simulated H200
+    } else {
+      EXPECT_EQ(celsius, "") << line;
+    }
     if (domain == "device_instant") {
       EXPECT_DOUBLE_EQ(std::stod(watts), kH200IdleW) << line;
     }
@@ -653,8 +660,10 @@ TEST_F(CliMonitor, TimelineIsACsvOfEveryGpuAndDomain) {
     for (const std::string domain : {"device_instant", "device_average", "memory_average"}) {
       EXPECT_GE((rows[{device, domain}]), 3) << device << " " << domain;
     }
+    // Only changes: an idle GPU's temperature is written once.
+    EXPECT_EQ((rows[{device, "temperature"}]), 1) << device;
   }
-  EXPECT_EQ(rows.size(), 6u);
+  EXPECT_EQ(rows.size(), 8u);
 }
 
 // -o and --timeline by docs/cli.md's "Input and output files": never the same file, links

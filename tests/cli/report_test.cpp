@@ -166,17 +166,17 @@ TEST_F(ReportCli, WritesOneSelfContainedPageWithAChartPerPlot) {
   EXPECT_LE(urls, 2U) << "only Chart.js's banner comment names its homepage";
   EXPECT_TRUE(contains(html, "Chart.js v3.")) << "Chart.js is embedded";
 
-  // One canvas per plot: a timeline per GPU, three plots per simulated (workload, GPU), one per
-  // profile.
-  EXPECT_EQ(count(html, "<canvas id=\"chart-"), 6U);
-  EXPECT_EQ(count(html, "data-chart=\"timeline\""), 2U);
+  // One canvas per plot: a timeline per GPU and one of the GPUs' temperatures, three plots per
+  // simulated (workload, GPU), one per profile.
+  EXPECT_EQ(count(html, "<canvas id=\"chart-"), 7U);
+  EXPECT_EQ(count(html, "data-chart=\"timeline\""), 3U);
   EXPECT_EQ(count(html, "data-chart=\"sim-cost\""), 1U);
   EXPECT_EQ(count(html, "data-chart=\"sim-choice\""), 1U);
   EXPECT_EQ(count(html, "data-chart=\"sim-scatter\""), 1U);
   EXPECT_EQ(count(html, "data-chart=\"profile\""), 1U);
 
   const json data = page_data(html);
-  ASSERT_EQ(data["charts"].size(), 6U);
+  ASSERT_EQ(data["charts"].size(), 7U);
   for (const auto& [id, spec] : data["charts"].items()) {
     EXPECT_TRUE(contains(html, "<canvas id=\"" + id + "\"")) << id;
   }
@@ -200,7 +200,7 @@ TEST_F(ReportCli, WritesOneSelfContainedPageWithAChartPerPlot) {
   EXPECT_GE(timeline["series"].size(), 1U);
   EXPECT_GT(timeline["series"][0]["points"].size(), 3U);
   // The scatter marks Default, the oracle and Zeus's final choice, and draws the Pareto front.
-  const json& scatter = data["charts"]["chart-5"];
+  const json& scatter = data["charts"]["chart-6"];
   EXPECT_EQ(scatter["kind"], "sim-scatter");
   std::vector<std::string> markers;
   for (const json& marker : scatter["markers"]) {
@@ -212,7 +212,7 @@ TEST_F(ReportCli, WritesOneSelfContainedPageWithAChartPerPlot) {
   EXPECT_GE(scatter["pareto"].size(), 1U);
   // The default selector is ZeusCost(eta=0.5), as the optimizer's: 0.5 E + 0.5 x 300 W x T is
   // lowest at 250 W (885 J).
-  const json& profile = data["charts"]["chart-6"];
+  const json& profile = data["charts"]["chart-7"];
   EXPECT_EQ(profile["kind"], "profile");
   EXPECT_EQ(profile["chosen"], 250);
   EXPECT_TRUE(contains(profile["selector"].get<std::string>(), "0.5"));
@@ -263,6 +263,31 @@ TEST_F(ReportCli, WindowLogShadesATimeline) {
   EXPECT_DOUBLE_EQ(chart["bands"][0]["to"].get<double>(), 1.5);
 }
 
+// `zeus monitor --timeline` writes temperature changes beside power (a fifth column, celsius):
+// the page plots them as held steps on their own chart; timelines without them still read.
+TEST_F(ReportCli, TemperatureRowsGetTheirOwnChart) {
+  write_file(dir_ / "t.csv",
+             "timestamp,device,domain,watts,celsius\n"
+             "1700000000.0,gpu0,device_instant,100.000,\n1700000000.0,gpu0,temperature,,40\n"
+             "1700000001.0,gpu0,device_instant,300.000,\n1700000001.0,gpu0,temperature,,55\n"
+             "1700000003.0,gpu0,device_instant,300.000,\n");
+  const Result report = run_zeus(dir_, "report t.csv --out r.html");
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  const json charts = page_data(read_file(dir_ / "r.html"))["charts"];
+  ASSERT_EQ(charts.size(), 2U) << charts.dump();
+  const json& power = charts["chart-1"];
+  ASSERT_EQ(power["series"].size(), 1U) << "temperature is not a power domain";
+  EXPECT_EQ(power["series"][0]["label"], "device_instant");
+  const json& temperature = charts["chart-2"];
+  EXPECT_EQ(temperature["title"], "GPU temperature");
+  EXPECT_TRUE(temperature["stepped"].get<bool>());
+  ASSERT_EQ(temperature["series"].size(), 1U);
+  EXPECT_EQ(temperature["series"][0]["label"], "gpu0");
+  // Each change, then the last one held to the end of the timeline (3 s).
+  EXPECT_EQ(temperature["series"][0]["points"],
+            json::parse("[[0.0, 40.0], [1.0, 55.0], [3.0, 55.0]]"));
+}
+
 // Every bad input: exit code 2 and a message that names the file and what was expected.
 struct BadInput {
   const char* name;
@@ -311,6 +336,20 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"ShortRow", "t.csv", "timestamp,device,domain,watts\n1,gpu0,100\n",
                  "line 2: expected 4 fields"},
         BadInput{"UnknownCsv", "x.csv", "a,b,c\n1,2,3\n", "expected a `zeus monitor --timeline`"},
+        BadInput{"TemperatureWithoutCelsiusColumn", "t.csv",
+                 "timestamp,device,domain,watts\n1,gpu0,temperature,40\n",
+                 "line 2: a temperature row, but the header has no celsius column"},
+        BadInput{"TemperatureNotANumber", "t.csv",
+                 "timestamp,device,domain,watts,celsius\n1,gpu0,instant,100,\n"
+                 "1,gpu0,temperature,,hot\n",
+                 "line 3: celsius is not a number"},
+        BadInput{"TemperatureOutOfRange", "t.csv",
+                 "timestamp,device,domain,watts,celsius\n1,gpu0,instant,100,\n"
+                 "1,gpu0,temperature,,1e9\n",
+                 "line 3: celsius 1e9 is not a GPU temperature"},
+        BadInput{"PowerRowWithoutWatts", "t.csv",
+                 "timestamp,device,domain,watts,celsius\n1,gpu0,instant,,40\n",
+                 "line 2: watts is not a number"},
         // A file's content quoted in an error cannot drive the terminal or print mojibake.
         BadInput{"ControlCharactersEscaped", "x.csv", "a\x1b[2J\xff,b\n1,2\n",
                  "first line \"a\\x1b[2J\\xff,b\""},
