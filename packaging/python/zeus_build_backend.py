@@ -102,6 +102,11 @@ def build_wheel(
             (staging / NAME / "_bin").mkdir()
             shutil.copy2(cli, staging / NAME / "_bin" / "zeus")
             binaries.append(staging / NAME / "_bin" / "zeus")
+        # The local symbol tables (about a fifth of each file) serve only debuggers; the dynamic
+        # symbols that loading needs stay. Only the staged copies: the build tree keeps its own.
+        if shutil.which("strip"):
+            for binary in binaries:
+                _run(["strip", "--strip-unneeded", str(binary)], source)
         shipped: Dict[str, Path] = {}
         if repair:
             repair_tools = zeus_wheel_repair
