@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 import sys
+import time
 from importlib import metadata
 from typing import Callable, Dict, List, Optional, TextIO
 
@@ -143,7 +145,41 @@ def _zeusd_lines() -> List[str]:
     if not configured:
         return ["  not configured (ZEUSD_SOCK_PATH and ZEUSD_HOST_PORT unset): GPUs and CPUs "
                 "are read and controlled directly by this process."]
-    return [f"  {name}={value}: GPU settings go through zeusd there" for name, value in configured]
+    lines = [f"  {name}={value}: GPU settings go through zeusd there" for name, value in configured]
+    # What the daemon itself says (the reference's report): discovery, auth, clock, capabilities.
+    from zeus_cpp.utils.zeusd import ZeusdClient, ZeusdConfig
+
+    try:
+        config = ZeusdConfig.from_env()
+        if config is None:
+            return lines
+        lines.append(f"  Endpoint: {config.endpoint}")
+        client = ZeusdClient(config)
+    except Exception as error:  # noqa: BLE001  (a report, not a failure)
+        return lines + [f"  Error: {type(error).__name__}: {error}"]
+    lines.append(f"  GPUs: {[(gpu.id, gpu.name) for gpu in client.gpus]}")
+    lines.append(f"  CPU IDs: {client.cpu_ids} (DRAM available: {client.dram_available})")
+    lines.append(f"  Auth required: {client.auth_required}")
+    if client.auth_required:
+        if client.auth_error is not None:
+            lines.append(f"  Auth error: {client.auth_error}")
+        else:
+            lines.append(f"  Granted scopes: {sorted(client.granted_scopes)}")
+    offsets = []
+    try:
+        for _ in range(5):
+            before_s = time.time()
+            daemon_s = client.get_time()
+            after_s = time.time()
+            offsets.append((before_s + after_s) / 2.0 - daemon_s)
+        lines.append(f"  Clock offset: {statistics.median(offsets):+.4f} s (this host - daemon)")
+    except Exception as error:  # noqa: BLE001
+        lines.append(f"  Clock offset: unavailable ({type(error).__name__}: {error})")
+    lines.append(
+        f"  can_read_gpu: {client.can_read_gpu}, can_control_gpu: {client.can_control_gpu}, "
+        f"can_read_cpu: {client.can_read_cpu}"
+    )
+    return lines
 
 
 def _watts(milliwatts: object) -> str:

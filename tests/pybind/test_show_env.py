@@ -8,6 +8,7 @@ import sys
 from typing import Dict, Optional
 
 from conftest import PYTHON_PATH
+from zeusd_daemon import daemons  # noqa: F401  (the fixture)
 
 
 def run_module(args: list, env: Optional[Dict[str, Optional[str]]] = None,
@@ -69,3 +70,36 @@ def test_show_env_reports_a_configured_zeusd() -> None:
                                                    "ZEUS_SIMULATED_GPUS": "1:v100"})
     assert with_zeusd.returncode == 0, with_zeusd.stderr
     assert "ZEUSD_SOCK_PATH=/nonexistent/zeusd.sock" in with_zeusd.stdout
+
+
+def test_show_env_asks_a_running_zeusd(daemons) -> None:  # noqa: F811
+    """With ZEUSD_SOCK_PATH set, the report says what the daemon itself answers (its GPUs, auth,
+    clock offset, capabilities), as the reference's show_env does."""
+    daemon = daemons(auth=True)
+    token = daemon.token("gpu-read", "cpu-read")
+    result = run_module(["zeus_cpp.show_env"], {"ZEUSD_SOCK_PATH": str(daemon.socket_path),
+                                               "ZEUSD_TOKEN": token, "ZEUSD_HOST_PORT": None,
+                                               "ZEUS_SIMULATED_GPUS": "2:a100"})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert f"  Endpoint: {daemon.socket_path}" in out, out
+    assert "  GPUs: [(0, 'NVIDIA A100" in out, out
+    assert "  Auth required: True" in out and "  Granted scopes: ['cpu-read', 'gpu-read']" in out
+    assert "  Clock offset: " in out and " s (this host - daemon)" in out
+    assert "can_read_gpu: True, can_control_gpu: False, can_read_cpu: True" in out, out
+
+    bad = run_module(["zeus_cpp.show_env"], {"ZEUSD_SOCK_PATH": str(daemon.socket_path),
+                                            "ZEUSD_TOKEN": "not-a-token", "ZEUSD_HOST_PORT": None,
+                                            "ZEUS_SIMULATED_GPUS": "2:a100"})  # fmt: skip
+    assert bad.returncode == 0, bad.stderr
+    assert "  Auth error: " in bad.stdout, bad.stdout
+    assert "can_read_gpu: False" in bad.stdout
+
+
+def test_show_env_reports_an_unreachable_zeusd_without_failing(tmp_path) -> None:
+    result = run_module(["zeus_cpp.show_env"], {"ZEUSD_SOCK_PATH": str(tmp_path / "none.sock"),
+                                               "ZEUSD_HOST_PORT": None,
+                                               "ZEUS_SIMULATED_GPUS": "1:v100"})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "  Error: ZeusdConnectionError: " in result.stdout, result.stdout
+    assert "Traceback" not in result.stderr
