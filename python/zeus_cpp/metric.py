@@ -121,11 +121,9 @@ class PrometheusExporter:
         if not isinstance(host, str) or not host:
             raise TypeError(f"host must be a non-empty str, not {host!r}")
         interval = check_float("interval", interval, minimum=0.001)
-        if monitor is not None and not isinstance(monitor, _zeus.WindowMonitor):
-            raise TypeError(
-                f"monitor must be a ZeusMonitor (or another WindowMonitor), "
-                f"not {type(monitor).__name__}"
-            )
+        if monitor is not None:
+            # Any monitor the optimizers take (docs/python.md, "Monitors of your own").
+            _zeus._check_window_monitor(monitor, "monitor")
         self._monitor = monitor
         self._native = _zeus.PrometheusExporter(
             gpu_indices=_indices("gpu_indices", gpu_indices),
@@ -164,12 +162,19 @@ class PrometheusExporter:
     def begin_window(self, name: str, sync_execution: bool = True) -> None:
         """Begins window `name` on the monitor given at construction."""
         self._require_monitor("begin_window")
-        self._monitor.begin_window(name, sync_execution)
+        if sync_execution:
+            self._monitor.begin_window(name)
+        else:
+            self._monitor.begin_window(name, sync_execution=False)
 
     def end_window(self, name: str, sync_execution: bool = True) -> Any:
         """Ends window `name` on the monitor, observes it, and returns its Measurement."""
         self._require_monitor("end_window")
-        measurement = self._monitor.end_window(name, sync_execution)
+        if sync_execution:
+            result = self._monitor.end_window(name)
+        else:
+            result = self._monitor.end_window(name, sync_execution=False)
+        measurement = _zeus._as_measurement(result, f"monitor.end_window({name!r})")
         self.observe(name, measurement)
         return measurement
 

@@ -88,6 +88,11 @@ struct PyGpus {
 std::shared_ptr<monitor::WindowMonitor> window_monitor_from_python(
     py::handle object, std::string_view parameter = "monitor");
 
+// What a monitor's end_window returned, as a C++ measurement: a zeus_cpp Measurement, or any
+// object with the reference's Measurement fields (time, gpu_energy, and optionally cpu_energy,
+// dram_energy). Throws py::type_error starting with `where` (e.g. "monitor.end_window('k')").
+monitor::Measurement measurement_like(py::handle result, const std::string& where);
+
 // Holds a Python object in C++ objects that may be released on any thread: the reference is
 // dropped with the GIL held (and not at all once the interpreter is gone).
 std::shared_ptr<py::object> keep_python(py::object object);

@@ -815,6 +815,13 @@ void bind_monitor(py::module_& module) {
         static_cast<void>(window_monitor_from_python(monitor, parameter));
       },
       py::arg("monitor"), py::arg("parameter") = "monitor");
+  module.def(
+      "_as_measurement",
+      [](py::handle result, const std::string& where) {
+        return measurement_to_python(measurement_like(result, where));
+      },
+      py::arg("result"), py::arg("where"),
+      "A monitor's end_window result as a Measurement (see measurement_like in bindings.hpp).");
 
   // ---- Power sampler ----
   py::class_<PySampler>(module, "PowerSampler",

@@ -58,8 +58,8 @@ void read_energy(py::handle mapping, const std::string& what, monitor::EnergyByI
   }
 }
 
-// What a duck-typed end_window returned: a zeus_cpp Measurement, or any object with the
-// reference's Measurement fields (time, gpu_energy, and optionally cpu_energy, dram_energy).
+}  // namespace
+
 monitor::Measurement measurement_like(py::handle result, const std::string& where) {
   if (is_measurement(result)) {
     return measurement_from_python(result);
@@ -86,6 +86,8 @@ monitor::Measurement measurement_like(py::handle result, const std::string& wher
   }
   return measurement;
 }
+
+namespace {
 
 class PythonObjectMonitor final : public monitor::WindowMonitor {
  public:

@@ -102,3 +102,34 @@ def test_observe_and_windows_check_their_arguments():
             exporter.observe(3, _one())
         with pytest.raises(ValueError, match="monitor="):
             exporter.begin_window("w")
+
+
+class _DuckMonitor:
+    """A monitor of the user's own: the reference's method names, fields in a plain object."""
+
+    gpu_indices = [0]
+
+    def __init__(self) -> None:
+        self.calls = []
+
+    def begin_window(self, key):
+        self.calls.append(("begin", key))
+
+    def end_window(self, key, sync_execution=True):
+        self.calls.append(("end", key, sync_execution))
+        return type("Plain", (), {"time": 1.5, "gpu_energy": {0: 75.0}})()
+
+
+def test_any_monitor_with_the_window_methods_is_observed():
+    monitor = _DuckMonitor()
+    with PrometheusExporter(port=0, monitor=monitor, cpu_indices=[]) as exporter:
+        exporter.begin_window("step")
+        measurement = exporter.end_window("step")
+        assert measurement.gpu_energy == {0: 75.0} and measurement.time == 1.5
+        monitor.end_window = lambda key, sync_execution=True: None
+        exporter.begin_window("bad")
+        with pytest.raises(TypeError, match=r"monitor.end_window\('bad'\) returned NoneType"):
+            exporter.end_window("bad")
+        text = exporter.render()
+        assert value(text, 'energy_monitor_gpu_energy_joules_sum{window="step",index="0"}') == 75.0
+    assert monitor.calls[:2] == [("begin", "step"), ("end", "step", True)]
