@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "common/text.hpp"
 #include "device/clock_range.hpp"
 #include "zeus/common/error.hpp"
 
@@ -212,7 +213,7 @@ void ZeusdConnection::fetch_discover_locked() {
     }
   } catch (const json::exception& error) {
     throw Error(ErrorKind::kIo, where + " sent a /discover reply this client cannot read (" +
-                                    std::string(error.what()) + ")");
+                                    std::string(text::json_error_text(error.what())) + ")");
   }
   impl_->discovered = std::move(parsed);
 }
@@ -372,7 +373,8 @@ std::uint64_t ZeusdCpu::read_energy_uj(bool dram) {
   } catch (const json::exception& error) {
     throw Error(ErrorKind::kIo,
                 "the zeusd daemon at " + daemon_->config().describe() + " sent a reply without " +
-                    field + " for CPU " + id + " (" + error.what() + "): " + body_text(body),
+                    field + " for CPU " + id + " (" +
+                    std::string(text::json_error_text(error.what())) + "): " + body_text(body),
                 ErrorSubject::kCpu);
   }
 }
