@@ -109,13 +109,12 @@ def build_wheel(
                 _run(["strip", "--strip-unneeded", str(binary)], source)
         shipped: Dict[str, Path] = {}
         if repair:
-            repair_tools = zeus_wheel_repair
-            shipped = repair_tools.bundle(staging, binaries)
-            found = repair_tools.problems(staging)
+            shipped = zeus_wheel_repair.bundle(staging, binaries)
+            found = zeus_wheel_repair.problems(staging)
             if found:
                 raise RuntimeError("zeus_cpp: the repaired wheel would not load elsewhere:\n  "
                                    + "\n  ".join(found))
-            platform, why = repair_tools.platform_tag(staging, _machine())
+            platform, why = zeus_wheel_repair.platform_tag(staging, _machine())
             print(f"zeus_build_backend: platform tag {platform} ({why}); shipped "
                   f"{', '.join(sorted(shipped)) or 'nothing'}", file=sys.stderr, flush=True)
         else:
