@@ -137,6 +137,7 @@ def test_lr_scalers_take_floats_and_zero(name):
     ("zeus_cpp.device.cpu.common", ["CPU", "CPUs", "CpuDramMeasurement", "ZeusCPUInitError"]),
     ("zeus_cpp.device.gpu.nvidia", ["nvml_is_available"]),
     ("zeus_cpp.device.gpu.amd", ["amdsmi_is_available"]),
+    ("zeus_cpp.device.gpu", ["nvml_is_available", "amdsmi_is_available"]),  # re-exported there
     ("zeus_cpp.device.cpu.rapl", ["rapl_is_available"]),
 ])
 def test_device_module_paths(module, names):

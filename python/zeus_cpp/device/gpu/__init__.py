@@ -88,6 +88,10 @@ def get_gpus(ensure_homogeneous: bool = False) -> GPUs:
     return _zeus.get_gpus(ensure_homogeneous)
 
 
-__all__ = ["get_gpus", "GPUs", "GPU"] + sorted(
+# The reference's availability probes, at its path too (zeus.device.gpu.nvml_is_available).
+from zeus_cpp.device.gpu.amd import amdsmi_is_available  # noqa: E402
+from zeus_cpp.device.gpu.nvidia import nvml_is_available  # noqa: E402
+
+__all__ = ["get_gpus", "GPUs", "GPU", "nvml_is_available", "amdsmi_is_available"] + sorted(
     name for name in dir() if name.startswith("Zeus") and name.endswith("Error")
 )
