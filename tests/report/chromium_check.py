@@ -122,9 +122,10 @@ def main():
         print(f"charts: {charts}, painted: {nonempty}, errors: {errors}")
         if errors != 0:
             failures.append(f"{errors} error(s) on the page: {finder.status_text.strip()}")
-        if charts != finder.canvases or charts != 6:
-            failures.append(f"expected 6 charts (2 timelines, 3 simulation plots, 1 profile), "
-                            f"the page has {finder.canvases} and reports {charts}")
+        if charts != finder.canvases or charts != 7:
+            failures.append(f"expected 7 charts (2 power timelines, 1 of the GPUs' temperatures, "
+                            f"3 simulation plots, 1 profile), the page has {finder.canvases} and "
+                            f"reports {charts}")
         if nonempty != charts:
             failures.append(f"only {nonempty} of {charts} charts have painted pixels")
     if not os.path.exists(screenshot) or os.path.getsize(screenshot) < 10_000:
