@@ -265,11 +265,12 @@ Timeline parse_timeline(CsvReader& reader) {
   timeline.start_s = std::numeric_limits<double>::infinity();
   timeline.end_s = -std::numeric_limits<double>::infinity();
   // Since temperature rows were added, a fifth column: celsius (empty on the power rows).
+  // (An index, not an optional: GCC 12 -O3 warns falsely of an uninitialised optional here.)
+  constexpr std::size_t kNoColumn = std::numeric_limits<std::size_t>::max();
   const auto celsius_at = std::find(csv.header.begin(), csv.header.end(), "celsius");
-  const std::optional<std::size_t> celsius_column =
-      celsius_at == csv.header.end()
-          ? std::nullopt
-          : std::optional<std::size_t>(static_cast<std::size_t>(celsius_at - csv.header.begin()));
+  const std::size_t celsius_column =
+      celsius_at == csv.header.end() ? kNoColumn
+                                     : static_cast<std::size_t>(celsius_at - csv.header.begin());
   std::map<std::pair<std::string, std::string>, std::size_t> index;
   std::map<std::string, std::size_t> temperature_index;
   Row row;
@@ -278,16 +279,16 @@ Timeline parse_timeline(CsvReader& reader) {
     const std::string& device = row.second.at(columns[1]);
     const std::string& domain = row.second.at(columns[2]);
     if (domain == "temperature") {
-      if (!celsius_column) {
+      if (celsius_column == kNoColumn) {
         throw bad_input(csv.path, fmt::format("line {}: a temperature row, but the header has no "
                                               "celsius column (timestamp,device,domain,watts,"
                                               "celsius)",
                                               row.first));
       }
-      const double celsius = csv.number(row, *celsius_column);
+      const double celsius = csv.number(row, celsius_column);
       if (celsius < -273.15 || celsius > 1000.0) {
         throw bad_input(csv.path, fmt::format("line {}: celsius {} is not a GPU temperature",
-                                              row.first, row.second.at(*celsius_column)));
+                                              row.first, row.second.at(celsius_column)));
       }
       const auto [found, inserted] =
           temperature_index.try_emplace(device, timeline.temperatures.size());
