@@ -117,7 +117,7 @@ GpuDiscovery discover_local_gpus(const DiscoveryOptions& options, const EnvLooku
 
   if (const auto simulated = env("ZEUS_SIMULATED_GPUS"); simulated && !simulated->empty()) {
     const SimulatedGpusSpec spec = parse_simulated_gpus_spec(*simulated);
-    const SimulatedGpuModel& model = simulated_gpu_model(spec.model_key);
+    const SimulatedGpuModel model = spec.model();  // with the ":thermal" option
     auto provider = make_simulated_provider(spec.count, model, options.clock);
     BackendProbe probe;
     probe.backend = "simulated";

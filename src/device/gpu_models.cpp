@@ -6,7 +6,17 @@ namespace zeus::device {
 
 const std::vector<GpuModelEntry>& gpu_models() {
   // Boards: power-limit ranges are the real boards' (nvidia-smi -q); idle and memory power are
-  // typical. Workload-model parameters: docs/workload-models.md explains how they were chosen.
+  // typical.
+  // Thermal constants (used only with thermal_enabled) are our estimates, not datasheet
+  // figures: NVIDIA's product briefs give board power and cooling type but no thermal
+  // resistance or time constant. Ambient 30 C: a warm data-centre inlet (ASHRAE class A1 allows
+  // 15-32 C). Thermal resistance 55 C / peak W, so that full load settles at 85 C, where the
+  // instantaneous model puts it, below the boards' slowdown temperatures (high 80s C). Time
+  // constant: 30 s for SXM boards (large heatsinks, forced air), 40 s for passively cooled PCIe
+  // boards (estimates of heatsink-dominated warm-up; tests depend only on the model's own
+  // values). Leakage: 1 % of idle power per degree above ambient, a linearised stand-in for
+  // leakage that grows roughly exponentially with temperature.
+  // Workload-model parameters: docs/workload-models.md explains how they were chosen.
   // The order is the reference's order of its power traces, then the newer boards.
   static const std::vector<GpuModelEntry> models = {
       {.key = "v100",
@@ -22,7 +32,9 @@ const std::vector<GpuModelEntry>& gpu_models() {
                                   {877},
                                   1380,
                                   135,
-                                  true},
+                                  true,
+                                  SimulatedThermalModel{30.0, 0.22, 40.0, 0.01},
+                                  false},
        .workload = WorkloadGpuModel{{100, 125, 150, 175, 200, 225, 250}, 40.0, 230.0, 1.0, 3.5},
        .public_traces = true},
       {.key = "a40",
@@ -38,7 +50,9 @@ const std::vector<GpuModelEntry>& gpu_models() {
                                   {7251, 5001, 405},
                                   1740,
                                   210,
-                                  true},
+                                  true,
+                                  SimulatedThermalModel{30.0, 0.183, 40.0, 0.01},
+                                  false},
        .workload =
            WorkloadGpuModel{{100, 125, 150, 175, 200, 225, 250, 275, 300}, 75.0, 215.0, 1.3, 4.0},
        .public_traces = true},
@@ -60,6 +74,8 @@ const std::vector<GpuModelEntry>& gpu_models() {
                                   {715},
                                   1328,
                                   544,
+                                  false,
+                                  SimulatedThermalModel{30.0, 0.22, 40.0, 0.01},
                                   false},
        .workload = WorkloadGpuModel{{125, 150, 175, 200, 225, 250}, 32.0, 150.0, 0.55, 4.5},
        .public_traces = true},
@@ -76,7 +92,9 @@ const std::vector<GpuModelEntry>& gpu_models() {
                                   {1593},
                                   1410,
                                   210,
-                                  true},
+                                  true,
+                                  SimulatedThermalModel{30.0, 0.1375, 30.0, 0.01},
+                                  false},
        .workload = std::nullopt,
        .public_traces = false},
       {.key = "h100",
@@ -92,7 +110,9 @@ const std::vector<GpuModelEntry>& gpu_models() {
                                   {2619},
                                   1980,
                                   345,
-                                  true},
+                                  true,
+                                  SimulatedThermalModel{30.0, 0.0786, 30.0, 0.01},
+                                  false},
        .workload = std::nullopt,
        .public_traces = false},
       {.key = "h200",
@@ -108,7 +128,9 @@ const std::vector<GpuModelEntry>& gpu_models() {
                                   {3201},
                                   1980,
                                   345,
-                                  true},
+                                  true,
+                                  SimulatedThermalModel{30.0, 0.0786, 30.0, 0.01},
+                                  false},
        .workload = std::nullopt,
        .public_traces = false},
   };

@@ -77,21 +77,76 @@ SimulatedGpu::SimulatedGpu(SimulatedGpuModel model, int physical_index,
   history_.emplace_back(last_update_ns_, 0.0);
 }
 
-double SimulatedGpu::draw_mw_locked() const {
+double SimulatedGpu::demand_mw_locked() const {
   const double idle = model_.idle_power_mw;
   double clock_factor = 1.0;
   if (locked_max_graphics_mhz_ != 0) {
     clock_factor = std::min(1.0, static_cast<double>(locked_max_graphics_mhz_) /
                                      static_cast<double>(model_.max_graphics_clock_mhz));
   }
-  const double demand = idle + utilization_ * (model_.peak_power_mw - idle) * clock_factor *
-                                   clock_factor * clock_factor;
-  return std::max(idle, std::min(demand, static_cast<double>(power_limit_mw_)));
+  return idle +
+         utilization_ * (model_.peak_power_mw - idle) * clock_factor * clock_factor * clock_factor;
+}
+
+double SimulatedGpu::leakage_mw_locked() const {
+  if (!model_.thermal_enabled) {
+    return 0.0;
+  }
+  return model_.idle_power_mw * model_.thermal.leakage_per_c * heat_c_;
+}
+
+double SimulatedGpu::draw_mw_locked() const {
+  const double idle = model_.idle_power_mw;
+  const double leak = leakage_mw_locked();
+  return std::max(idle + leak,
+                  std::min(demand_mw_locked() + leak, static_cast<double>(power_limit_mw_)));
+}
+
+// Between two control changes the demand is constant, so the temperature obeys a linear ODE:
+// with x = T - ambient, draw = demand + a * x (a = leakage mW per degree) and
+// tau * dx/dt = r * draw - x (r = K per mW). Unclamped, x relaxes exponentially toward
+// r * demand / (1 - r * a) with rate (1 - r * a) / tau, and the energy has a closed form. Where
+// the power limit clamps the draw, the draw is constant and x relaxes toward r * limit. Steps of
+// tau / 100 bound the error of switching between the two regimes mid-step.
+void SimulatedGpu::advance_thermal_locked(double dt_s) const {
+  const double tau_s = std::max(1e-3, model_.thermal.time_constant_s);
+  const double r_c_per_mw = model_.thermal.thermal_resistance_c_per_w / 1000.0;  // K/W -> K/mW
+  const double a_mw_per_c = model_.idle_power_mw * model_.thermal.leakage_per_c;
+  const double idle = model_.idle_power_mw;
+  const double limit = power_limit_mw_;
+  const double demand = demand_mw_locked();
+  const double max_step_s = tau_s / 100.0;
+  double left_s = dt_s;
+  while (left_s > 0.0) {
+    const double step_s = std::min(left_s, max_step_s);
+    left_s -= step_s;
+    const double x0 = heat_c_;
+    const double unclamped = demand + a_mw_per_c * x0;
+    const double stiffness = 1.0 - r_c_per_mw * a_mw_per_c;
+    if (unclamped < limit && stiffness > 1e-9) {
+      const double rate = stiffness / tau_s;
+      const double x_inf = r_c_per_mw * demand / stiffness;
+      const double decay = std::exp(-rate * step_s);
+      heat_c_ = x_inf + (x0 - x_inf) * decay;
+      energy_mj_ +=
+          demand * step_s + a_mw_per_c * (x_inf * step_s + (x0 - x_inf) * (1.0 - decay) / rate);
+    } else {
+      const double draw = std::max(idle + a_mw_per_c * x0, std::min(unclamped, limit));
+      const double x_inf = r_c_per_mw * draw;
+      heat_c_ = x_inf + (x0 - x_inf) * std::exp(-step_s / tau_s);
+      energy_mj_ += draw * step_s;
+    }
+  }
 }
 
 void SimulatedGpu::advance_locked() const {
   const std::int64_t now_ns = clock_->now_ns();
   if (now_ns <= last_update_ns_) {
+    return;
+  }
+  if (model_.thermal_enabled) {
+    advance_thermal_locked(units::seconds_from_nanoseconds(now_ns - last_update_ns_));
+    last_update_ns_ = now_ns;
     return;
   }
   energy_mj_ += units::millijoules_at(draw_mw_locked(), now_ns - last_update_ns_);
@@ -121,6 +176,9 @@ double SimulatedGpu::utilization() const {
 
 double SimulatedGpu::relative_speed() const {
   std::lock_guard lock(mutex_);
+  if (model_.thermal_enabled) {
+    advance_locked();
+  }
   double clock_factor = 1.0;
   if (locked_max_graphics_mhz_ != 0) {
     clock_factor = std::min(1.0, static_cast<double>(locked_max_graphics_mhz_) /
@@ -132,7 +190,8 @@ double SimulatedGpu::relative_speed() const {
   if (dynamic_demand <= 0.0) {
     return clock_factor;
   }
-  const double dynamic_draw = draw_mw_locked() - idle;
+  // Leakage takes its share of the power limit first (a warm GPU is slower under a limit).
+  const double dynamic_draw = draw_mw_locked() - idle - leakage_mw_locked();
   return clock_factor * std::cbrt(std::max(0.0, dynamic_draw) / dynamic_demand);
 }
 
@@ -258,6 +317,9 @@ std::optional<std::pair<std::uint32_t, std::uint32_t>> SimulatedGpu::locked_memo
 
 std::uint32_t SimulatedGpu::instant_power_mw() {
   std::lock_guard lock(mutex_);
+  if (model_.thermal_enabled) {
+    advance_locked();
+  }
   return static_cast<std::uint32_t>(std::lround(draw_mw_locked()));
 }
 
@@ -304,8 +366,16 @@ std::uint64_t SimulatedGpu::total_energy_mj() {
 }
 
 int SimulatedGpu::temperature_c() {
+  return static_cast<int>(std::lround(exact_temperature_c()));
+}
+
+double SimulatedGpu::exact_temperature_c() const {
   std::lock_guard lock(mutex_);
-  return static_cast<int>(std::lround(30.0 + 55.0 * draw_mw_locked() / model_.peak_power_mw));
+  if (model_.thermal_enabled) {
+    advance_locked();
+    return model_.thermal.ambient_c + heat_c_;
+  }
+  return 30.0 + 55.0 * draw_mw_locked() / model_.peak_power_mw;
 }
 
 namespace {
@@ -344,6 +414,12 @@ std::shared_ptr<GpuProvider> make_simulated_provider(int count, const SimulatedG
   return std::make_shared<SimulatedProvider>(count, model, std::move(clock));
 }
 
+SimulatedGpuModel SimulatedGpusSpec::model() const {
+  SimulatedGpuModel result = simulated_gpu_model(model_key);
+  result.thermal_enabled = thermal;
+  return result;
+}
+
 SimulatedGpusSpec parse_simulated_gpus_spec(const std::string& value) {
   const std::string quoted = "ZEUS_SIMULATED_GPUS=\"" + value + "\"";
   const std::size_t colon = value.find(':');
@@ -352,7 +428,7 @@ SimulatedGpusSpec parse_simulated_gpus_spec(const std::string& value) {
   if (count_text.empty() || count_text.size() > 4 ||
       count_text.find_first_not_of("0123456789") != std::string::npos) {
     throw Error(ErrorKind::kInvalidArgument,
-                quoted + " is malformed: expected <count>[:<model>], e.g. \"4:h200\"",
+                quoted + " is malformed: expected <count>[:<model>[:thermal]], e.g. \"4:h200\"",
                 ErrorSubject::kGpu);
   }
   spec.count = std::stoi(count_text);
@@ -361,7 +437,19 @@ SimulatedGpusSpec parse_simulated_gpus_spec(const std::string& value) {
                 ErrorSubject::kGpu);
   }
   if (colon != std::string::npos) {
-    spec.model_key = lower(value.substr(colon + 1));
+    std::string model_text = value.substr(colon + 1);
+    if (const std::size_t option = model_text.find(':'); option != std::string::npos) {
+      if (lower(model_text.substr(option + 1)) != "thermal") {
+        throw Error(ErrorKind::kInvalidArgument,
+                    quoted +
+                        " is malformed: the only option after the model is \"thermal\", e.g. "
+                        "\"2:h200:thermal\"",
+                    ErrorSubject::kGpu);
+      }
+      spec.thermal = true;
+      model_text.resize(option);
+    }
+    spec.model_key = lower(model_text);
     try {
       simulated_gpu_model(spec.model_key);
     } catch (const Error& error) {

@@ -6,6 +6,15 @@
 // Energy is the exact integral of draw over the injected clock's time (the draw is piecewise
 // constant between calls that change utilization or the limit). Throughput under a limit follows
 // the cube-root DVFS law: relative_speed = ((draw - idle) / (demand - idle))^(1/3).
+//
+// Opt-in thermal model (SimulatedGpuModel::thermal_enabled, or
+// ZEUS_SIMULATED_GPUS="2:h200:thermal"): the die temperature follows power with a first-order lag,
+//   tau * dT/dt = ambient + R * draw - T,
+// and leakage power grows linearly with the temperature above ambient,
+//   leak_mw = idle_mw * leakage_per_c * (T - ambient),
+// which is added to the demand (and counts against the power limit). Temperature and energy are
+// integrated on the injected clock. Off (the default), temperature_c() is the instantaneous
+// 30 + 55 * draw / peak and there is no leakage term.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +33,14 @@
 
 namespace zeus::device {
 
+// Thermal constants of one board (device/gpu_models.cpp says where each comes from).
+struct SimulatedThermalModel {
+  double ambient_c = 30.0;                  // inlet air / idle die temperature
+  double thermal_resistance_c_per_w = 0.0;  // steady-state rise per watt drawn
+  double time_constant_s = 30.0;            // first-order response of die + heatsink
+  double leakage_per_c = 0.0;  // extra power per degree above ambient, as a fraction of idle
+};
+
 struct SimulatedGpuModel {
   std::string key;           // "h200"
   std::string name;          // "NVIDIA H200"
@@ -38,6 +55,8 @@ struct SimulatedGpuModel {
   std::uint32_t max_graphics_clock_mhz;
   std::uint32_t min_graphics_clock_mhz;
   bool energy_counter;  // false models a pre-Volta GPU
+  SimulatedThermalModel thermal{};
+  bool thermal_enabled = false;  // opt-in: the default keeps the instantaneous temperature
 };
 
 // Built-in models: v100, a40, a100, h100, h200 (and p100 without an energy counter).
@@ -56,6 +75,8 @@ class SimulatedGpu final : public Gpu {
   double relative_speed() const;
   // Exact modelled energy in joules (the counter reports it truncated to mJ).
   double exact_energy_j() const;
+  // Exact modelled die temperature (thermal model) or the instantaneous one, in degrees C.
+  double exact_temperature_c() const;
   const SimulatedGpuModel& model() const { return model_; }
   // The clocks the simulated driver locked (a requested range snapped to supported clocks, as
   // NVML does); nullopt when not locked.
@@ -94,6 +115,10 @@ class SimulatedGpu final : public Gpu {
   void advance_locked() const;
   void record_breakpoint_locked();
   double draw_mw_locked() const;
+  double demand_mw_locked() const;  // without leakage, before the power limit
+  double leakage_mw_locked() const;
+  // Advances heat_c_ and energy_mj_ by `dt_s` under the thermal model; must hold mutex_.
+  void advance_thermal_locked(double dt_s) const;
 
   const SimulatedGpuModel model_;
   const std::shared_ptr<Clock> clock_;
@@ -103,6 +128,7 @@ class SimulatedGpu final : public Gpu {
   mutable std::mutex mutex_;
   mutable std::int64_t last_update_ns_;
   mutable double energy_mj_ = 0.0;
+  mutable double heat_c_ = 0.0;  // thermal model: temperature above ambient
   double utilization_ = 0.0;
   std::uint32_t power_limit_mw_;
   bool persistence_mode_ = false;
@@ -120,9 +146,12 @@ std::shared_ptr<GpuProvider> make_simulated_provider(int count, const SimulatedG
 struct SimulatedGpusSpec {
   int count = 0;
   std::string model_key = "a100";
+  bool thermal = false;  // ":thermal" suffix: the opt-in thermal model
+  // The catalogue model with the spec's options applied.
+  SimulatedGpuModel model() const;
 };
-// Parses ZEUS_SIMULATED_GPUS ("<count>[:<model>]", e.g. "4:h200"). Throws
-// Error(kInvalidArgument) quoting the value when malformed.
+// Parses ZEUS_SIMULATED_GPUS ("<count>[:<model>[:thermal]]", e.g. "4:h200" or "2:h200:thermal").
+// Throws Error(kInvalidArgument) quoting the value when malformed.
 SimulatedGpusSpec parse_simulated_gpus_spec(const std::string& value);
 
 }  // namespace zeus::device
