@@ -1,0 +1,303 @@
+// The ElectricityMaps-compatible carbon intensity client: bounded time per request (connect and
+// read timeouts), a bounded number of attempts with backoff on the injected clock, a cache by
+// hour, and a fallback so that a failing service never blocks or aborts a measurement when any
+// value is known (docs/carbon.md).
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <utility>
+
+#include "zeus/common/error.hpp"
+#include "zeus/monitor/carbon.hpp"
+
+namespace zeus::monitor {
+namespace {
+
+constexpr double kHourS = 3600.0;
+
+std::int64_t hour_of(double unix_s) {
+  return static_cast<std::int64_t>(std::floor(unix_s / kHourS)) * 3600;
+}
+
+std::chrono::microseconds to_duration(double seconds) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+      std::chrono::duration<double>(seconds));
+}
+
+// A failure worth retrying (network, timeout, 5xx, 429) or not (4xx, bad body).
+struct FetchError {
+  bool retry = false;
+  std::string message;
+};
+
+}  // namespace
+
+struct ElectricityMapsClient::Impl {
+  ElectricityMapsOptions options;
+  std::string scheme_host_port;  // "http://127.0.0.1:8080"
+  std::string path_prefix;       // "/v3"
+  mutable std::mutex mutex;
+  std::map<std::int64_t, double> cache;  // hour start -> intensity
+  std::optional<std::int64_t> last_failure_ns;
+  int requests = 0;
+  std::string fallback_reason;
+
+  std::string query() const {
+    httplib::Params params;
+    if (!options.zone.empty()) {
+      params.emplace("zone", options.zone);
+    } else {
+      params.emplace("lat", fmt::format("{}", *options.latitude));
+      params.emplace("lon", fmt::format("{}", *options.longitude));
+    }
+    params.emplace("disableEstimations", options.estimate ? "false" : "true");
+    params.emplace("emissionFactorType", options.emission_factor_type);
+    return httplib::detail::params_to_query_str(params);
+  }
+
+  // One GET with retries. Returns the parsed body or throws Error(kUnavailable) / (kNotFound).
+  nlohmann::json get(const std::string& endpoint) {
+    const std::string path = path_prefix + "/carbon-intensity/" + endpoint + "?" + query();
+    std::string last;
+    double backoff_s = options.backoff_initial_s;
+    for (int attempt = 1; attempt <= options.max_attempts; ++attempt) {
+      FetchError failure;
+      try {
+        return attempt_get(path, endpoint);
+      } catch (const FetchError& error) {
+        failure = error;
+      }
+      last = failure.message;
+      if (!failure.retry) {
+        break;
+      }
+      if (attempt < options.max_attempts) {
+        options.clock->sleep_for_s(backoff_s);
+        backoff_s *= 2.0;
+      }
+    }
+    throw Error(ErrorKind::kUnavailable,
+                fmt::format("carbon intensity service {}{}: {}", scheme_host_port, path, last));
+  }
+
+  nlohmann::json attempt_get(const std::string& path, const std::string& endpoint) {
+    httplib::Client client(scheme_host_port);
+    client.set_connection_timeout(to_duration(options.connect_timeout_s));
+    client.set_read_timeout(to_duration(options.read_timeout_s));
+    client.set_write_timeout(to_duration(options.read_timeout_s));
+    client.set_keep_alive(false);
+    httplib::Headers headers;
+    if (!options.auth_token.empty()) {
+      headers.emplace("auth-token", options.auth_token);
+    }
+    {
+      const std::lock_guard lock(mutex);
+      ++requests;
+    }
+    const httplib::Result result = client.Get(path, headers);
+    if (!result) {
+      throw FetchError{true,
+                       fmt::format("request failed ({})", httplib::to_string(result.error()))};
+    }
+    const int status = result->status;
+    if (status != 200) {
+      const bool retry = status >= 500 || status == 429;
+      throw FetchError{retry, fmt::format("HTTP {} from the {} endpoint", status, endpoint)};
+    }
+    try {
+      return nlohmann::json::parse(result->body);
+    } catch (const nlohmann::json::exception&) {
+      // A proxy's error page or a truncated body: the service is not answering properly.
+      throw FetchError{true, fmt::format("the {} response is not valid JSON", endpoint)};
+    }
+  }
+};
+
+ElectricityMapsClient::ElectricityMapsClient(ElectricityMapsOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  if (!options.clock) {
+    options.clock = system_clock();
+  }
+  if (options.zone.empty() && (!options.latitude || !options.longitude)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "ElectricityMaps client: give a zone (e.g. \"DE\") or both latitude and longitude");
+  }
+  if (options.emission_factor_type != "direct" && options.emission_factor_type != "lifecycle") {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("ElectricityMaps client: emission_factor_type '{}' is not 'direct' "
+                            "or 'lifecycle'",
+                            options.emission_factor_type));
+  }
+  if (options.max_attempts < 1 || !(options.connect_timeout_s > 0) ||
+      !(options.read_timeout_s > 0) || !(options.backoff_initial_s >= 0)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "ElectricityMaps client: max_attempts must be >= 1, timeouts > 0, backoff >= 0");
+  }
+  if (options.fallback_gco2eq_per_kwh &&
+      (!std::isfinite(*options.fallback_gco2eq_per_kwh) || *options.fallback_gco2eq_per_kwh < 0)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "ElectricityMaps client: the fallback intensity must be a finite value >= 0");
+  }
+  const std::string& url = options.base_url;
+  const std::size_t scheme_end = url.find("://");
+  const std::string scheme = scheme_end == std::string::npos ? "" : url.substr(0, scheme_end);
+  if (scheme != "http" && scheme != "https") {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("ElectricityMaps client: base URL '{}' must start with http:// or "
+                            "https://",
+                            url));
+  }
+  const std::size_t path_start = url.find('/', scheme_end + 3);
+  impl_->scheme_host_port = url.substr(0, path_start);
+  impl_->path_prefix = path_start == std::string::npos ? "" : url.substr(path_start);
+  while (!impl_->path_prefix.empty() && impl_->path_prefix.back() == '/') {
+    impl_->path_prefix.pop_back();
+  }
+  impl_->options = std::move(options);
+}
+
+ElectricityMapsClient::~ElectricityMapsClient() = default;
+
+double ElectricityMapsClient::fetch_latest() {
+  const nlohmann::json body = impl_->get("latest");
+  if (!body.is_object() || !body.contains("carbonIntensity") ||
+      !body["carbonIntensity"].is_number()) {
+    throw Error(ErrorKind::kNotFound,
+                "carbon intensity service: the latest response has no number 'carbonIntensity'");
+  }
+  return body["carbonIntensity"].get<double>();
+}
+
+std::map<std::int64_t, double> ElectricityMapsClient::fetch_history() {
+  const nlohmann::json body = impl_->get("history");
+  if (!body.is_object() || !body.contains("history") || !body["history"].is_array()) {
+    throw Error(ErrorKind::kNotFound,
+                "carbon intensity service: the history response has no 'history' array");
+  }
+  std::map<std::int64_t, double> hours;
+  for (const nlohmann::json& entry : body["history"]) {
+    // Hours the service could not compute come as null: skipped, not an error.
+    if (!entry.is_object() || !entry.contains("datetime") || !entry["datetime"].is_string() ||
+        !entry.contains("carbonIntensity") || !entry["carbonIntensity"].is_number()) {
+      continue;
+    }
+    const std::optional<double> when = parse_timestamp(entry["datetime"].get<std::string>());
+    const double value = entry["carbonIntensity"].get<double>();
+    if (when && std::isfinite(value) && value >= 0) {
+      hours[hour_of(*when)] = value;
+    }
+  }
+  return hours;
+}
+
+std::map<std::int64_t, double> ElectricityMapsClient::cached() const {
+  const std::lock_guard lock(impl_->mutex);
+  return impl_->cache;
+}
+
+int ElectricityMapsClient::requests_sent() const {
+  const std::lock_guard lock(impl_->mutex);
+  return impl_->requests;
+}
+
+std::string ElectricityMapsClient::last_fallback_reason() const {
+  const std::lock_guard lock(impl_->mutex);
+  return impl_->fallback_reason;
+}
+
+std::vector<CarbonIntensityPiece> ElectricityMapsClient::intensity_over(double start_unix_s,
+                                                                        double end_unix_s) {
+  if (!std::isfinite(start_unix_s) || !std::isfinite(end_unix_s) || end_unix_s < start_unix_s) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("carbon intensity: bad interval [{}, {}]", start_unix_s, end_unix_s));
+  }
+  Impl& impl = *impl_;
+  const std::int64_t first_hour = hour_of(start_unix_s);
+  const std::int64_t last_hour = hour_of(end_unix_s);
+  const auto missing = [&] {
+    const std::lock_guard lock(impl.mutex);
+    for (std::int64_t hour = first_hour; hour <= last_hour; hour += 3600) {
+      if (impl.cache.count(hour) == 0) {
+        return true;
+      }
+    }
+    return false;
+  };
+  const auto may_fetch = [&] {
+    const std::lock_guard lock(impl.mutex);
+    return !impl.last_failure_ns ||
+           impl.options.clock->now_ns() - *impl.last_failure_ns >=
+               units::nanoseconds_from_seconds(impl.options.retry_after_failure_s);
+  };
+  std::string failure;
+  const auto fetch = [&](auto&& body) {
+    try {
+      body();
+    } catch (const Error& error) {
+      failure = error.what();
+      const std::lock_guard lock(impl.mutex);
+      impl.last_failure_ns = impl.options.clock->now_ns();
+    }
+  };
+  if (missing() && may_fetch()) {
+    fetch([&] {
+      const std::map<std::int64_t, double> hours = fetch_history();
+      const std::lock_guard lock(impl.mutex);
+      for (const auto& [hour, value] : hours) {
+        impl.cache[hour] = value;
+      }
+    });
+  }
+  // The current hour is often not in the history yet: ask for the latest value.
+  const std::int64_t now_hour = hour_of(impl.options.clock->now_s());
+  bool want_latest = false;
+  {
+    const std::lock_guard lock(impl.mutex);
+    want_latest = last_hour >= now_hour && impl.cache.count(now_hour) == 0;
+  }
+  if (want_latest && failure.empty() && may_fetch()) {
+    fetch([&] {
+      const double value = fetch_latest();
+      const std::lock_guard lock(impl.mutex);
+      impl.cache[now_hour] = value;
+    });
+  }
+
+  const std::lock_guard lock(impl.mutex);
+  std::vector<CarbonIntensityPiece> pieces;
+  for (std::int64_t hour = first_hour; hour <= last_hour; hour += 3600) {
+    const double piece_start = std::max(start_unix_s, static_cast<double>(hour));
+    const double piece_end = std::min(end_unix_s, static_cast<double>(hour) + kHourS);
+    if (piece_end < piece_start || (piece_end == piece_start && !pieces.empty())) {
+      continue;
+    }
+    double value = 0.0;
+    const auto found = impl.cache.find(hour);
+    if (found != impl.cache.end()) {
+      value = found->second;
+    } else if (!impl.cache.empty()) {
+      // The last known value: the nearest earlier hour, else the nearest later one.
+      auto next = impl.cache.upper_bound(hour);
+      value = next == impl.cache.begin() ? next->second : std::prev(next)->second;
+      impl.fallback_reason =
+          fmt::format("hour {} not known ({}); used the last known value", hour,
+                      failure.empty() ? "not in the service's answers" : failure);
+    } else if (impl.options.fallback_gco2eq_per_kwh) {
+      value = *impl.options.fallback_gco2eq_per_kwh;
+      impl.fallback_reason = fmt::format("no value known ({}); used the fallback constant",
+                                         failure.empty() ? "no data" : failure);
+    } else {
+      throw Error(ErrorKind::kUnavailable,
+                  fmt::format("no carbon intensity known for {} ({}); give a fallback intensity "
+                              "or use an offline series",
+                              hour, failure.empty() ? "the service returned no data" : failure));
+    }
+    pieces.push_back({piece_start, piece_end, value});
+  }
+  return pieces;
+}
+
+}  // namespace zeus::monitor

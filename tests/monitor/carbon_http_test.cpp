@@ -1,0 +1,278 @@
+// The ElectricityMaps client against a real HTTP server on loopback, started by the test: the
+// documented response shapes, then the failures (timeout, 500, malformed JSON, server gone).
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "support/expect_error.hpp"
+#include "zeus/monitor/carbon.hpp"
+
+namespace zeus::monitor {
+namespace {
+
+using zeus::testing::expect_error;
+
+constexpr double kT0 = 1764626400.0;  // 2025-12-01T22:00:00Z
+
+enum class Mode { kOk, kStatus500, kMalformed, kSlow, kNullHistory };
+
+class FakeElectricityMaps {
+ public:
+  FakeElectricityMaps() {
+    server_.Get("/v3/carbon-intensity/latest",
+                [this](const httplib::Request& request, httplib::Response& response) {
+                  if (!serve(request, response)) {
+                    return;
+                  }
+                  response.set_content(R"({"zone":"DE","carbonIntensity":321,)"
+                                       R"("datetime":"2025-12-01T22:00:00.000Z"})",
+                                       "application/json");
+                });
+    server_.Get("/v3/carbon-intensity/history",
+                [this](const httplib::Request& request, httplib::Response& response) {
+                  if (!serve(request, response)) {
+                    return;
+                  }
+                  if (mode_ == Mode::kNullHistory) {
+                    response.set_content(R"({"zone":"DE","history":[
+            {"datetime":"2025-12-01T20:00:00.000Z","carbonIntensity":null}]})",
+                                         "application/json");
+                    return;
+                  }
+                  // The last hours before kT0 (22:00), as the service answers: 20:00 and 21:00.
+                  response.set_content(R"({"zone":"DE","history":[
+          {"carbonIntensity":100,"datetime":"2025-12-01T20:00:00.000Z","isEstimated":false},
+          {"carbonIntensity":200,"datetime":"2025-12-01T21:00:00.000Z","isEstimated":false}]})",
+                                       "application/json");
+                });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  ~FakeElectricityMaps() { stop(); }
+
+  void stop() {
+    server_.stop();
+    if (thread_.joinable()) {
+      thread_.join();
+    }
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v3"; }
+  void set_mode(Mode mode) { mode_ = mode; }
+  int hits() const { return hits_; }
+  std::string last_query() {
+    const std::lock_guard lock(mutex_);
+    return last_query_;
+  }
+  std::string last_token() {
+    const std::lock_guard lock(mutex_);
+    return last_token_;
+  }
+
+ private:
+  // Records the request; answers the failure modes. False when the response is complete.
+  bool serve(const httplib::Request& request, httplib::Response& response) {
+    ++hits_;
+    {
+      const std::lock_guard lock(mutex_);
+      last_query_.clear();
+      for (const auto& [key, value] : request.params) {
+        last_query_ += key + "=" + value + ";";
+      }
+      last_token_ = request.get_header_value("auth-token");
+    }
+    switch (mode_.load()) {
+      case Mode::kStatus500:
+        response.status = 500;
+        response.set_content("internal error", "text/plain");
+        return false;
+      case Mode::kMalformed:
+        response.set_content(R"({"history": [ {"carbonIntensity": 1)", "application/json");
+        return false;
+      case Mode::kSlow:
+        std::this_thread::sleep_for(std::chrono::milliseconds(700));
+        return true;
+      default:
+        return true;
+    }
+  }
+
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+  std::atomic<Mode> mode_{Mode::kOk};
+  std::atomic<int> hits_{0};
+  std::mutex mutex_;
+  std::string last_query_;
+  std::string last_token_;
+};
+
+struct ClientRig {
+  FakeElectricityMaps server;
+  std::shared_ptr<ManualClock> clock =
+      std::make_shared<ManualClock>(units::nanoseconds_from_seconds(kT0 + 600));  // 22:10
+
+  ElectricityMapsOptions options() {
+    ElectricityMapsOptions options;
+    options.base_url = server.url();
+    options.zone = "DE";
+    options.auth_token = "secret";
+    options.connect_timeout_s = 0.5;
+    options.read_timeout_s = 0.3;
+    options.clock = clock;
+    return options;
+  }
+};
+
+TEST(ElectricityMapsClient, SendsTheReferenceQueryAndReadsBothEndpoints) {
+  ClientRig rig;
+  ElectricityMapsClient client(rig.options());
+  EXPECT_EQ(client.fetch_latest(), 321.0);
+  EXPECT_EQ(rig.server.last_token(), "secret");
+  EXPECT_EQ(rig.server.last_query(), "disableEstimations=true;emissionFactorType=direct;zone=DE;");
+  const auto history = client.fetch_history();
+  ASSERT_EQ(history.size(), 2u);
+  EXPECT_EQ(history.at(static_cast<std::int64_t>(kT0) - 7200), 100.0);
+
+  ElectricityMapsOptions by_location = rig.options();
+  by_location.zone.clear();
+  by_location.latitude = 48.1;
+  by_location.longitude = 11.5;
+  by_location.estimate = true;
+  by_location.emission_factor_type = "lifecycle";
+  ElectricityMapsClient located(by_location);
+  located.fetch_latest();
+  EXPECT_EQ(rig.server.last_query(),
+            "disableEstimations=false;emissionFactorType=lifecycle;lat=48.1;lon=11.5;");
+}
+
+TEST(ElectricityMapsClient, SplitsByHourAndCachesEachHour) {
+  ClientRig rig;
+  ElectricityMapsClient client(rig.options());
+  // 20:30 to 22:10: 30 min at 100, 60 min at 200, 10 min at the latest value (321).
+  const auto pieces = client.intensity_over(kT0 - 5400, kT0 + 600);
+  ASSERT_EQ(pieces.size(), 3u);
+  EXPECT_EQ(pieces[0].gco2eq_per_kwh, 100.0);
+  EXPECT_EQ(pieces[0].end_unix_s, kT0 - 3600);
+  EXPECT_EQ(pieces[1].gco2eq_per_kwh, 200.0);
+  EXPECT_EQ(pieces[2].gco2eq_per_kwh, 321.0);
+  EXPECT_EQ(pieces[2].end_unix_s, kT0 + 600);
+  EXPECT_EQ(client.requests_sent(), 2);  // history, then latest for the current hour
+  EXPECT_EQ(client.intensity_at(kT0 - 4000), 100.0);
+  EXPECT_EQ(client.intensity_over(kT0 - 7200, kT0 + 600).size(), 3u);
+  EXPECT_EQ(client.requests_sent(), 2);  // all cached
+  EXPECT_EQ(client.last_fallback_reason(), "");
+}
+
+TEST(ElectricityMapsClient, Status500IsRetriedWithBackoffThenAClearError) {
+  ClientRig rig;
+  rig.server.set_mode(Mode::kStatus500);
+  ElectricityMapsClient client(rig.options());
+  expect_error([&] { client.fetch_latest(); }, ErrorKind::kUnavailable, {"HTTP 500", "latest"});
+  EXPECT_EQ(rig.server.hits(), 3);
+  EXPECT_EQ(rig.clock->sleeps(), 2);
+  EXPECT_EQ(rig.clock->slept_ns(), units::nanoseconds_from_seconds(1.5));  // 0.5 + 1.0
+  // Through the provider interface: nothing known and no fallback -> a clear error, quickly.
+  expect_error([&] { client.intensity_over(kT0, kT0 + 60); }, ErrorKind::kUnavailable,
+               {"no carbon intensity known", "fallback"});
+}
+
+TEST(ElectricityMapsClient, FallbackConstantWhenNothingIsKnown) {
+  ClientRig rig;
+  rig.server.set_mode(Mode::kStatus500);
+  ElectricityMapsOptions options = rig.options();
+  options.fallback_gco2eq_per_kwh = 450.0;
+  ElectricityMapsClient client(options);
+  EXPECT_EQ(client.intensity_at(kT0 + 60), 450.0);
+  EXPECT_NE(client.last_fallback_reason().find("fallback constant"), std::string::npos);
+  // Right after a failure, no new request is sent (retry_after_failure_s).
+  const int hits = rig.server.hits();
+  EXPECT_EQ(client.intensity_at(kT0 + 120), 450.0);
+  EXPECT_EQ(rig.server.hits(), hits);
+  // Once the service answers again and the wait is over, real values come back.
+  rig.server.set_mode(Mode::kOk);
+  rig.clock->advance_s(61);
+  EXPECT_EQ(client.intensity_at(kT0 - 60), 200.0);
+}
+
+TEST(ElectricityMapsClient, TimeoutIsBoundedAndRetried) {
+  ClientRig rig;
+  rig.server.set_mode(Mode::kSlow);
+  ElectricityMapsOptions options = rig.options();
+  options.max_attempts = 2;
+  ElectricityMapsClient client(options);
+  const auto start = std::chrono::steady_clock::now();
+  expect_error([&] { client.fetch_latest(); }, ErrorKind::kUnavailable, {"request failed"});
+  const double elapsed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(elapsed_s, 3.0);  // two attempts of a 0.3 s read timeout, not the 0.7 s answer each
+  EXPECT_EQ(rig.server.hits(), 2);
+}
+
+TEST(ElectricityMapsClient, MalformedJsonAndMissingValues) {
+  ClientRig rig;
+  rig.server.set_mode(Mode::kMalformed);
+  ElectricityMapsClient client(rig.options());
+  expect_error([&] { client.fetch_history(); }, ErrorKind::kUnavailable, {"not valid JSON"});
+  rig.server.set_mode(Mode::kNullHistory);
+  EXPECT_TRUE(client.fetch_history().empty());  // null hours are skipped
+}
+
+TEST(ElectricityMapsClient, ServerGoneMidRunFallsBackToTheLastKnownValue) {
+  ClientRig rig;
+  ElectricityMapsClient client(rig.options());
+  EXPECT_EQ(client.intensity_at(kT0 + 60), 321.0);
+  rig.server.stop();
+  // Two hours later, the service is gone: the last known value stands in.
+  rig.clock->advance_s(7200);
+  const auto pieces = client.intensity_over(kT0 + 7200, kT0 + 7800);
+  ASSERT_EQ(pieces.size(), 1u);
+  EXPECT_EQ(pieces[0].gco2eq_per_kwh, 321.0);
+  EXPECT_NE(client.last_fallback_reason().find("last known"), std::string::npos);
+}
+
+TEST(ElectricityMapsClient, RejectsBadOptions) {
+  ElectricityMapsOptions options;
+  expect_error([&] { ElectricityMapsClient client(options); }, ErrorKind::kInvalidArgument,
+               {"zone"});
+  options.zone = "DE";
+  options.base_url = "ftp://x";
+  expect_error([&] { ElectricityMapsClient client(options); }, ErrorKind::kInvalidArgument,
+               {"http://"});
+  options.base_url = "http://127.0.0.1:1";
+  options.emission_factor_type = "indirect";
+  expect_error([&] { ElectricityMapsClient client(options); }, ErrorKind::kInvalidArgument,
+               {"indirect"});
+}
+
+TEST(ElectricityMapsClient, FeedsTheCarbonMonitor) {
+  ClientRig rig;
+  class OneKwh final : public WindowMonitor {
+   public:
+    void begin_window(const std::string&, BeginWindowOptions) override {}
+    Measurement end_window(const std::string&, EndWindowOptions) override {
+      Measurement measurement;
+      measurement.gpu_energy_j.set(0, 3.6e6);
+      return measurement;
+    }
+    const std::vector<int>& gpu_indices() const override { return gpus_; }
+
+   private:
+    std::vector<int> gpus_{0};
+  };
+  // The window's wall clock and the client's clock are the same manual clock.
+  auto client = std::make_shared<ElectricityMapsClient>(rig.options());
+  CarbonEmissionMonitor monitor(std::make_shared<OneKwh>(), client, rig.clock);
+  monitor.begin_window("w");
+  rig.clock->advance_s(600);  // 22:10 -> 22:20, all in the current hour (latest: 321)
+  EXPECT_DOUBLE_EQ(monitor.end_window("w").gpu_carbon_emission_g.at(0), 321.0);
+}
+
+}  // namespace
+}  // namespace zeus::monitor
