@@ -1,0 +1,124 @@
+// Thermally stable profiling (the reference's zeus.profile): how long to measure a workload, and
+// how long to let the GPU cool before each measurement, so that energy per iteration is
+// reproducible instead of following the GPU's temperature.
+//
+// A trial: sleep the cooldown (the GPU idles) -> warm-up iterations -> read the mean GPU
+// temperature -> a window "__zeus_profile_run_trial" over ceil(measurement / iteration time)
+// iterations -> read the temperature again. A sweep runs `num_warmup_trials + num_trials` trials
+// per candidate duration, ascending, and a candidate is valid when the sample standard deviation
+// of energy per iteration over the counted trials, relative to their mean, is below
+// `trial_stddev_threshold` (relative, so that one threshold fits any workload size; the
+// reference compares its threshold with the plain standard deviation).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "zeus/common/clock.hpp"
+#include "zeus/device/gpus.hpp"
+#include "zeus/monitor/window_monitor.hpp"
+
+namespace zeus::monitor {
+
+// What is profiled. `iteration` runs one iteration of the workload (and returns when the work is
+// done, or the monitor's sync hook makes it so). `gpus` is used only to read temperatures of the
+// monitor's GPUs; without it temperatures are NaN. `clock` times the sweeps and sleeps the
+// cooldowns (the steady clock when null; a ManualClock in tests makes them instant).
+struct ProfileTarget {
+  std::function<void()> iteration{};
+  WindowMonitor* monitor = nullptr;
+  const device::Gpus* gpus = nullptr;
+  std::shared_ptr<Clock> clock{};
+};
+
+struct TrialResult {
+  double measurement_duration_s = 0.0;  // asked for
+  double cooldown_duration_s = 0.0;
+  std::int64_t iterations = 0;
+  double energy_j = 0.0;  // GPU energy of the window
+  double time_s = 0.0;    // window time
+  double energy_per_iteration_j = 0.0;
+  double time_per_iteration_s = 0.0;
+  double temperature_before_c = 0.0;  // mean over the monitor's GPUs, before the window
+  double temperature_after_c = 0.0;
+};
+
+struct MeasureOptions {
+  double measurement_duration_s = 10.0;
+  double cooldown_duration_s = 10.0;
+  int num_warmup_iterations = 10;
+  // Time of one iteration; when unset, measured over num_calibration_iterations first.
+  std::optional<double> iteration_duration_s{};
+  int num_calibration_iterations = 100;
+};
+
+// Called after each trial of a sweep: the candidate, the trial's index (warm-up trials first)
+// and its result. For progress bars.
+using TrialObserver =
+    std::function<void(double candidate_s, int trial, int trials, const TrialResult&)>;
+
+struct SweepOptions {
+  // Candidate durations in seconds, tried in ascending order. Empty: 1, 2, ..., 10.
+  std::vector<double> search_range_s{};
+  // The other duration, held fixed during the sweep: the cooldown when sweeping the measurement
+  // duration, the measurement duration when sweeping the cooldown.
+  double fixed_duration_s = 10.0;
+  int num_trials = 10;
+  int num_warmup_trials = 2;
+  double trial_stddev_threshold = 0.01;
+  int num_warmup_iterations = 10;
+  int num_calibration_iterations = 100;
+  std::optional<double> iteration_duration_s{};
+  // Stop at the first valid candidate (false: try them all, for a full report).
+  bool stop_at_first_valid = true;
+  TrialObserver on_trial{};
+};
+
+struct SweepResult {
+  double candidate_s = 0.0;
+  std::vector<TrialResult> trials;  // the counted ones (warm-up trials dropped)
+  double mean_energy_per_iteration_j = 0.0;
+  double stddev_energy_per_iteration_j = 0.0;  // sample standard deviation
+  double relative_stddev = 0.0;                // stddev / mean
+  bool valid = false;
+};
+
+struct SweepReport {
+  std::vector<SweepResult> sweep;     // in the order tried
+  std::optional<double> chosen_s;     // the smallest valid candidate
+  double iteration_duration_s = 0.0;  // given or calibrated
+};
+
+struct ProfileParameters {
+  double measurement_duration_s = 0.0;
+  double cooldown_duration_s = 0.0;
+  SweepReport measurement_report;
+  SweepReport cooldown_report;
+};
+
+// One trial. Throws Error(kInvalidArgument) for a target without iteration or monitor, negative
+// durations or non-positive counts.
+TrialResult measure(const ProfileTarget& target, const MeasureOptions& options = {});
+
+// The time of one iteration, measured over `iterations` iterations in a window.
+double calibrate_iteration_duration(const ProfileTarget& target, int iterations);
+
+// Sweeps the measurement duration with the cooldown fixed at options.fixed_duration_s.
+SweepReport profile_measurement_duration(const ProfileTarget& target,
+                                         const SweepOptions& options = {});
+// Sweeps the cooldown with the measurement duration fixed at options.fixed_duration_s.
+SweepReport profile_cooldown_duration(const ProfileTarget& target,
+                                      const SweepOptions& options = {});
+
+// The measurement duration (cooldown fixed at measurement.fixed_duration_s), then the cooldown
+// with that measurement duration (cooldown.fixed_duration_s is ignored). Throws
+// Error(kUnavailable) naming the search range when a sweep finds no valid candidate.
+ProfileParameters profile_parameters(const ProfileTarget& target,
+                                     const SweepOptions& measurement = {},
+                                     const SweepOptions& cooldown = {});
+
+}  // namespace zeus::monitor

@@ -1,0 +1,252 @@
+#include "zeus/monitor/profile.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "zeus/common/error.hpp"
+
+namespace zeus::monitor {
+namespace {
+
+constexpr const char* kTrialWindow = "__zeus_profile_run_trial";
+constexpr const char* kCalibrationWindow = "__zeus_profile_calibrate";
+
+void check_target(const ProfileTarget& target) {
+  if (!target.iteration) {
+    throw Error(ErrorKind::kInvalidArgument, "profile: the target has no iteration function");
+  }
+  if (target.monitor == nullptr) {
+    throw Error(ErrorKind::kInvalidArgument, "profile: the target has no monitor");
+  }
+}
+
+void check_duration(const char* what, double value_s) {
+  if (!std::isfinite(value_s) || value_s < 0.0) {
+    throw Error(ErrorKind::kInvalidArgument, std::string("profile: ") + what +
+                                                 " must be a finite number of seconds >= 0, got " +
+                                                 std::to_string(value_s));
+  }
+}
+
+Clock& clock_of(const ProfileTarget& target) {
+  return target.clock ? *target.clock : *steady_clock();
+}
+
+double mean_temperature_c(const ProfileTarget& target) {
+  if (target.gpus == nullptr) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  const std::vector<int>& indices = target.monitor->gpu_indices();
+  if (indices.empty()) {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  double sum_c = 0.0;
+  for (const int index : indices) {
+    sum_c += target.gpus->at(index).temperature_c();
+  }
+  return sum_c / static_cast<double>(indices.size());
+}
+
+void run_iterations(const ProfileTarget& target, std::int64_t count) {
+  for (std::int64_t i = 0; i < count; ++i) {
+    target.iteration();
+  }
+}
+
+std::string format_range(const std::vector<double>& values_s) {
+  std::ostringstream out;
+  out << "[";
+  for (std::size_t i = 0; i < values_s.size(); ++i) {
+    out << (i == 0 ? "" : ", ") << values_s[i];
+  }
+  out << "] s";
+  return out.str();
+}
+
+TrialResult run_trial(const ProfileTarget& target, double measurement_s, double cooldown_s,
+                      int warmup_iterations, double iteration_s) {
+  clock_of(target).sleep_for_s(cooldown_s);
+  run_iterations(target, warmup_iterations);
+  TrialResult trial;
+  trial.measurement_duration_s = measurement_s;
+  trial.cooldown_duration_s = cooldown_s;
+  trial.iterations =
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(measurement_s / iteration_s)));
+  // The window's begin syncs (the monitor's hook) before the temperature is read, so that the
+  // warm-up work has finished.
+  target.monitor->begin_window(kTrialWindow, {.sync_execution = true, .restart = true});
+  trial.temperature_before_c = mean_temperature_c(target);
+  run_iterations(target, trial.iterations);
+  const Measurement measured = target.monitor->end_window(kTrialWindow);
+  trial.temperature_after_c = mean_temperature_c(target);
+  trial.energy_j = measured.total_energy_j();
+  trial.time_s = measured.time_s;
+  trial.energy_per_iteration_j = trial.energy_j / static_cast<double>(trial.iterations);
+  trial.time_per_iteration_s = trial.time_s / static_cast<double>(trial.iterations);
+  return trial;
+}
+
+void summarise(SweepResult& result, double threshold) {
+  const auto n = static_cast<double>(result.trials.size());
+  double sum_j = 0.0;
+  for (const TrialResult& trial : result.trials) {
+    sum_j += trial.energy_per_iteration_j;
+  }
+  result.mean_energy_per_iteration_j = sum_j / n;
+  double squares = 0.0;
+  for (const TrialResult& trial : result.trials) {
+    const double d = trial.energy_per_iteration_j - result.mean_energy_per_iteration_j;
+    squares += d * d;
+  }
+  result.stddev_energy_per_iteration_j = n > 1.0 ? std::sqrt(squares / (n - 1.0)) : 0.0;
+  result.relative_stddev =
+      result.mean_energy_per_iteration_j > 0.0
+          ? result.stddev_energy_per_iteration_j / result.mean_energy_per_iteration_j
+          : std::numeric_limits<double>::infinity();
+  result.valid = result.relative_stddev < threshold;
+}
+
+enum class Swept { kMeasurement, kCooldown };
+
+SweepReport sweep(const ProfileTarget& target, const SweepOptions& options, Swept swept) {
+  check_target(target);
+  if (options.num_trials < 2) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "profile: num_trials must be at least 2 (a spread needs two trials), got " +
+                    std::to_string(options.num_trials));
+  }
+  if (options.num_warmup_trials < 0 || options.num_warmup_iterations < 0) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "profile: num_warmup_trials and num_warmup_iterations must be >= 0");
+  }
+  if (!(options.trial_stddev_threshold > 0.0)) {
+    throw Error(ErrorKind::kInvalidArgument, "profile: trial_stddev_threshold must be > 0");
+  }
+  std::vector<double> candidates_s = options.search_range_s;
+  if (candidates_s.empty()) {
+    for (int s = 1; s <= 10; ++s) {
+      candidates_s.push_back(s);
+    }
+  }
+  for (const double candidate_s : candidates_s) {
+    check_duration("a search-range value", candidate_s);
+  }
+  check_duration("the fixed duration", options.fixed_duration_s);
+  std::sort(candidates_s.begin(), candidates_s.end());
+
+  SweepReport report;
+  report.iteration_duration_s =
+      options.iteration_duration_s
+          ? *options.iteration_duration_s
+          : calibrate_iteration_duration(target, options.num_calibration_iterations);
+  if (!(report.iteration_duration_s > 0.0)) {
+    throw Error(ErrorKind::kInvalidArgument, "profile: the iteration duration must be > 0 s");
+  }
+  const int total_trials = options.num_warmup_trials + options.num_trials;
+  for (const double candidate_s : candidates_s) {
+    const double measurement_s =
+        swept == Swept::kMeasurement ? candidate_s : options.fixed_duration_s;
+    const double cooldown_s = swept == Swept::kCooldown ? candidate_s : options.fixed_duration_s;
+    SweepResult result;
+    result.candidate_s = candidate_s;
+    for (int trial = 0; trial < total_trials; ++trial) {
+      TrialResult outcome = run_trial(target, measurement_s, cooldown_s,
+                                      options.num_warmup_iterations, report.iteration_duration_s);
+      if (options.on_trial) {
+        options.on_trial(candidate_s, trial, total_trials, outcome);
+      }
+      if (trial >= options.num_warmup_trials) {
+        result.trials.push_back(outcome);
+      }
+    }
+    summarise(result, options.trial_stddev_threshold);
+    report.sweep.push_back(std::move(result));
+    if (report.sweep.back().valid && !report.chosen_s) {
+      report.chosen_s = candidate_s;
+      if (options.stop_at_first_valid) {
+        break;
+      }
+    }
+  }
+  return report;
+}
+
+double chosen_or_throw(const SweepReport& report, const SweepOptions& options, const char* what) {
+  if (report.chosen_s) {
+    return *report.chosen_s;
+  }
+  std::vector<double> tried_s;
+  double best = std::numeric_limits<double>::infinity();
+  for (const SweepResult& result : report.sweep) {
+    tried_s.push_back(result.candidate_s);
+    best = std::min(best, result.relative_stddev);
+  }
+  throw Error(ErrorKind::kUnavailable,
+              std::string("profile: no ") + what + " in " + format_range(tried_s) +
+                  " gave a relative spread of energy per iteration below " +
+                  std::to_string(options.trial_stddev_threshold) + " (best " +
+                  std::to_string(best) + "); try longer durations or a larger threshold");
+}
+
+}  // namespace
+
+double calibrate_iteration_duration(const ProfileTarget& target, int iterations) {
+  check_target(target);
+  if (iterations < 1) {
+    throw Error(
+        ErrorKind::kInvalidArgument,
+        "profile: num_calibration_iterations must be >= 1, got " + std::to_string(iterations));
+  }
+  target.monitor->begin_window(kCalibrationWindow, {.sync_execution = true, .restart = true});
+  run_iterations(target, iterations);
+  const Measurement measured = target.monitor->end_window(kCalibrationWindow);
+  return measured.time_s / static_cast<double>(iterations);
+}
+
+TrialResult measure(const ProfileTarget& target, const MeasureOptions& options) {
+  check_target(target);
+  check_duration("measurement_duration", options.measurement_duration_s);
+  check_duration("cooldown_duration", options.cooldown_duration_s);
+  if (options.num_warmup_iterations < 0) {
+    throw Error(ErrorKind::kInvalidArgument, "profile: num_warmup_iterations must be >= 0");
+  }
+  const double iteration_s =
+      options.iteration_duration_s
+          ? *options.iteration_duration_s
+          : calibrate_iteration_duration(target, options.num_calibration_iterations);
+  if (!(iteration_s > 0.0)) {
+    throw Error(ErrorKind::kInvalidArgument, "profile: the iteration duration must be > 0 s");
+  }
+  return run_trial(target, options.measurement_duration_s, options.cooldown_duration_s,
+                   options.num_warmup_iterations, iteration_s);
+}
+
+SweepReport profile_measurement_duration(const ProfileTarget& target, const SweepOptions& options) {
+  return sweep(target, options, Swept::kMeasurement);
+}
+
+SweepReport profile_cooldown_duration(const ProfileTarget& target, const SweepOptions& options) {
+  return sweep(target, options, Swept::kCooldown);
+}
+
+ProfileParameters profile_parameters(const ProfileTarget& target, const SweepOptions& measurement,
+                                     const SweepOptions& cooldown) {
+  ProfileParameters result;
+  result.measurement_report = profile_measurement_duration(target, measurement);
+  result.measurement_duration_s =
+      chosen_or_throw(result.measurement_report, measurement, "measurement duration");
+  SweepOptions cooldown_options = cooldown;
+  cooldown_options.fixed_duration_s = result.measurement_duration_s;
+  if (!cooldown_options.iteration_duration_s) {
+    // Calibrated once: the second sweep reuses the first's iteration time.
+    cooldown_options.iteration_duration_s = result.measurement_report.iteration_duration_s;
+  }
+  result.cooldown_report = profile_cooldown_duration(target, cooldown_options);
+  result.cooldown_duration_s =
+      chosen_or_throw(result.cooldown_report, cooldown_options, "cooldown duration");
+  return result;
+}
+
+}  // namespace zeus::monitor

@@ -1,0 +1,206 @@
+// The thermally stable profiler on thermal simulated GPUs driven by a manual clock.
+#include "zeus/monitor/profile.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "zeus/common/error.hpp"
+#include "zeus/device/simulated_gpu.hpp"
+#include "zeus/monitor/zeus_monitor.hpp"
+
+namespace {
+
+using zeus::ErrorKind;
+using zeus::ManualClock;
+using zeus::device::SimulatedGpu;
+using zeus::device::SimulatedGpuModel;
+using zeus::monitor::MeasureOptions;
+using zeus::monitor::ProfileTarget;
+using zeus::monitor::SweepOptions;
+using zeus::monitor::ZeusMonitor;
+using zeus::monitor::ZeusMonitorOptions;
+
+constexpr double kUtilization = 0.8;  // 575 W on an H200: below its 700 W limit with leakage
+constexpr double kIterationS = 0.5;
+
+// One thermal H200 whose workload keeps it busy for 0.5 s per iteration and idle in between.
+struct ThermalRig {
+  std::shared_ptr<ManualClock> clock = std::make_shared<ManualClock>();
+  SimulatedGpuModel model;
+  std::shared_ptr<SimulatedGpu> gpu;
+  zeus::device::Gpus gpus;
+  std::unique_ptr<ZeusMonitor> monitor;
+
+  explicit ThermalRig(bool thermal = true) : model(zeus::device::simulated_gpu_model("h200")) {
+    model.thermal_enabled = thermal;
+    gpu = std::make_shared<SimulatedGpu>(model, 0, clock);
+    gpus = zeus::device::Gpus({gpu}, {0});
+    ZeusMonitorOptions options;
+    options.clock = clock;
+    options.start_sampler_thread = false;
+    monitor = std::make_unique<ZeusMonitor>(gpus, std::vector<std::shared_ptr<zeus::device::Cpu>>{},
+                                            options);
+  }
+
+  ProfileTarget target() {
+    return ProfileTarget{.iteration =
+                             [this] {
+                               gpu->set_utilization(kUtilization);
+                               clock->advance_s(kIterationS);
+                               gpu->set_utilization(0.0);
+                             },
+                         .monitor = monitor.get(),
+                         .gpus = &gpus,
+                         .clock = clock};
+  }
+
+  // Energy per iteration of a GPU that has run the workload forever (no idle gaps).
+  double steady_energy_per_iteration_j() const {
+    const double r_c_per_mw = model.thermal.thermal_resistance_c_per_w / 1000.0;
+    const double a_mw_per_c = model.idle_power_mw * model.thermal.leakage_per_c;
+    const double demand_mw =
+        model.idle_power_mw + kUtilization * (model.peak_power_mw - model.idle_power_mw);
+    const double rise_c = r_c_per_mw * demand_mw / (1.0 - r_c_per_mw * a_mw_per_c);
+    return kIterationS * (demand_mw + a_mw_per_c * rise_c) / 1000.0;
+  }
+};
+
+double relative_spread(const std::vector<double>& values) {
+  double mean = 0.0;
+  for (const double v : values) {
+    mean += v;
+  }
+  mean /= static_cast<double>(values.size());
+  double squares = 0.0;
+  for (const double v : values) {
+    squares += (v - mean) * (v - mean);
+  }
+  return std::sqrt(squares / static_cast<double>(values.size() - 1)) / mean;
+}
+
+TEST(Profile, ShortWindowsWithoutCooldownDriftWhileTheGpuWarms) {
+  ThermalRig rig;
+  std::vector<double> energies_j;
+  std::vector<double> temperatures_c;
+  for (int i = 0; i < 10; ++i) {
+    const auto trial = zeus::monitor::measure(rig.target(), {.measurement_duration_s = 2.0,
+                                                             .cooldown_duration_s = 0.0,
+                                                             .num_warmup_iterations = 0,
+                                                             .iteration_duration_s = kIterationS});
+    EXPECT_EQ(trial.iterations, 4);
+    EXPECT_NEAR(trial.time_per_iteration_s, kIterationS, 1e-9);
+    EXPECT_GE(trial.temperature_after_c, trial.temperature_before_c);
+    energies_j.push_back(trial.energy_per_iteration_j);
+    temperatures_c.push_back(trial.temperature_after_c);
+  }
+  for (std::size_t i = 1; i < energies_j.size(); ++i) {
+    EXPECT_GT(energies_j[i], energies_j[i - 1]) << i;
+  }
+  EXPECT_GT(temperatures_c.back(), temperatures_c.front() + 10.0);
+  EXPECT_GT(relative_spread(energies_j), 0.005);
+  EXPECT_LT(energies_j.back(), 0.99 * rig.steady_energy_per_iteration_j());
+}
+
+TEST(Profile, FindsDurationsThatRemoveTheDriftAndMeasureReproducesTheSteadyState) {
+  ThermalRig rig;
+  const SweepOptions measurement{.search_range_s = {2, 5, 10, 20, 40, 80, 160, 320},
+                                 .fixed_duration_s = 0.0,
+                                 .trial_stddev_threshold = 0.001,
+                                 .iteration_duration_s = kIterationS};
+  const SweepOptions cooldown{.search_range_s = {0, 1, 2, 5, 10, 20, 40},
+                              .trial_stddev_threshold = 0.001,
+                              .iteration_duration_s = kIterationS};
+  const auto parameters = zeus::monitor::profile_parameters(rig.target(), measurement, cooldown);
+
+  // The short candidates were rejected because energy per iteration followed the temperature.
+  const auto& sweep = parameters.measurement_report.sweep;
+  ASSERT_GE(sweep.size(), 2u);
+  EXPECT_FALSE(sweep.front().valid);
+  EXPECT_GT(sweep.front().relative_stddev, 0.001);
+  EXPECT_TRUE(sweep.back().valid);
+  EXPECT_EQ(parameters.measurement_duration_s, sweep.back().candidate_s);
+  EXPECT_GT(parameters.measurement_duration_s, 2.0);
+  ASSERT_FALSE(parameters.cooldown_report.sweep.empty());
+  EXPECT_TRUE(parameters.cooldown_report.sweep.back().valid);
+  EXPECT_EQ(parameters.cooldown_duration_s, parameters.cooldown_report.sweep.back().candidate_s);
+  EXPECT_EQ(parameters.measurement_report.sweep.front().trials.size(), 10u);
+
+  // measure() with the chosen durations is reproducible and close to the steady state.
+  const MeasureOptions chosen{.measurement_duration_s = parameters.measurement_duration_s,
+                              .cooldown_duration_s = parameters.cooldown_duration_s,
+                              .iteration_duration_s = kIterationS};
+  std::vector<double> energies_j;
+  for (int i = 0; i < 5; ++i) {
+    energies_j.push_back(zeus::monitor::measure(rig.target(), chosen).energy_per_iteration_j);
+  }
+  EXPECT_LT(relative_spread(energies_j), 0.001);
+  const double steady_j = rig.steady_energy_per_iteration_j();
+  EXPECT_NEAR(energies_j.back(), steady_j, 0.01 * steady_j);
+  // A cold GPU measured briefly is biased low by more than that tolerance.
+  ThermalRig cold;
+  const double cold_j = zeus::monitor::measure(cold.target(), {.measurement_duration_s = 2.0,
+                                                               .cooldown_duration_s = 0.0,
+                                                               .num_warmup_iterations = 0,
+                                                               .iteration_duration_s = kIterationS})
+                            .energy_per_iteration_j;
+  EXPECT_LT(cold_j, 0.97 * steady_j);
+}
+
+TEST(Profile, WithoutTheThermalModelTheFirstCandidateIsValid) {
+  ThermalRig rig(/*thermal=*/false);
+  int trials_seen = 0;
+  const auto report = zeus::monitor::profile_measurement_duration(
+      rig.target(), {.num_trials = 3,
+                     .num_warmup_trials = 1,
+                     .num_calibration_iterations = 4,
+                     .on_trial = [&](double candidate_s, int trial, int trials,
+                                     const zeus::monitor::TrialResult& result) {
+                       EXPECT_EQ(candidate_s, 1.0);
+                       EXPECT_EQ(trial, trials_seen);
+                       EXPECT_EQ(trials, 4);
+                       EXPECT_EQ(result.iterations, 2);
+                       ++trials_seen;
+                     }});
+  EXPECT_EQ(trials_seen, 4);
+  EXPECT_NEAR(report.iteration_duration_s, kIterationS, 1e-9);  // calibrated
+  ASSERT_EQ(report.sweep.size(), 1u);
+  EXPECT_EQ(report.chosen_s, 1.0);
+  EXPECT_EQ(report.sweep.front().trials.size(), 3u);
+  EXPECT_NEAR(report.sweep.front().mean_energy_per_iteration_j, kIterationS * 575.0, 1e-2);
+  // The default cooldown (10 s) was slept before each trial.
+  EXPECT_GE(rig.clock->slept_ns(), 4 * 10'000'000'000LL);
+}
+
+TEST(Profile, NoValidCandidateIsAnErrorNamingTheRange) {
+  ThermalRig rig;
+  try {
+    zeus::monitor::profile_parameters(rig.target(), {.search_range_s = {1, 2},
+                                                     .fixed_duration_s = 0.0,
+                                                     .num_warmup_trials = 0,
+                                                     .trial_stddev_threshold = 1e-6,
+                                                     .num_warmup_iterations = 0,
+                                                     .iteration_duration_s = kIterationS});
+    FAIL();
+  } catch (const zeus::Error& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::kUnavailable);
+    EXPECT_NE(std::string(error.what()).find("[1, 2] s"), std::string::npos) << error.what();
+  }
+}
+
+TEST(Profile, RejectsBadArguments) {
+  ThermalRig rig;
+  ProfileTarget no_monitor = rig.target();
+  no_monitor.monitor = nullptr;
+  EXPECT_THROW(zeus::monitor::measure(no_monitor), zeus::Error);
+  EXPECT_THROW(zeus::monitor::measure(rig.target(), {.measurement_duration_s = -1.0}), zeus::Error);
+  EXPECT_THROW(zeus::monitor::profile_cooldown_duration(rig.target(), {.num_trials = 1}),
+               zeus::Error);
+  EXPECT_THROW(zeus::monitor::profile_cooldown_duration(
+                   rig.target(), {.search_range_s = {std::nan("")}, .iteration_duration_s = 1.0}),
+               zeus::Error);
+}
+
+}  // namespace
