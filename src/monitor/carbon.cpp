@@ -136,7 +136,8 @@ std::optional<double> parse_timestamp(std::string_view text) {
 double CarbonIntensityProvider::intensity_at(double unix_s) {
   const std::vector<CarbonIntensityPiece> pieces = intensity_over(unix_s, unix_s);
   if (pieces.empty()) {
-    throw Error(ErrorKind::kNotFound, fmt::format("no carbon intensity known at {}", unix_s));
+    throw CarbonIntensityError(ErrorKind::kNotFound,
+                               fmt::format("no carbon intensity known at {}", unix_s));
   }
   return pieces.front().gco2eq_per_kwh;
 }

@@ -79,8 +79,9 @@ struct ElectricityMapsClient::Impl {
         backoff_s *= 2.0;
       }
     }
-    throw Error(ErrorKind::kUnavailable,
-                fmt::format("carbon intensity service {}{}: {}", scheme_host_port, path, last));
+    throw CarbonIntensityError(
+        ErrorKind::kUnavailable,
+        fmt::format("carbon intensity service {}{}: {}", scheme_host_port, path, last));
   }
 
   nlohmann::json attempt_get(const std::string& path, const std::string& endpoint) {
@@ -165,8 +166,9 @@ double ElectricityMapsClient::fetch_latest() {
   const nlohmann::json body = impl_->get("latest");
   if (!body.is_object() || !body.contains("carbonIntensity") ||
       !body["carbonIntensity"].is_number()) {
-    throw Error(ErrorKind::kNotFound,
-                "carbon intensity service: the latest response has no number 'carbonIntensity'");
+    throw CarbonIntensityError(
+        ErrorKind::kNotFound,
+        "carbon intensity service: the latest response has no number 'carbonIntensity'");
   }
   return body["carbonIntensity"].get<double>();
 }
@@ -174,8 +176,9 @@ double ElectricityMapsClient::fetch_latest() {
 std::map<std::int64_t, double> ElectricityMapsClient::fetch_history() {
   const nlohmann::json body = impl_->get("history");
   if (!body.is_object() || !body.contains("history") || !body["history"].is_array()) {
-    throw Error(ErrorKind::kNotFound,
-                "carbon intensity service: the history response has no 'history' array");
+    throw CarbonIntensityError(
+        ErrorKind::kNotFound,
+        "carbon intensity service: the history response has no 'history' array");
   }
   std::map<std::int64_t, double> hours;
   for (const nlohmann::json& entry : body["history"]) {
@@ -290,10 +293,11 @@ std::vector<CarbonIntensityPiece> ElectricityMapsClient::intensity_over(double s
       impl.fallback_reason = fmt::format("no value known ({}); used the fallback constant",
                                          failure.empty() ? "no data" : failure);
     } else {
-      throw Error(ErrorKind::kUnavailable,
-                  fmt::format("no carbon intensity known for {} ({}); give a fallback intensity "
-                              "or use an offline series",
-                              hour, failure.empty() ? "the service returned no data" : failure));
+      throw CarbonIntensityError(
+          ErrorKind::kUnavailable,
+          fmt::format("no carbon intensity known for {} ({}); give a fallback intensity "
+                      "or use an offline series",
+                      hour, failure.empty() ? "the service returned no data" : failure));
     }
     pieces.push_back({piece_start, piece_end, value});
   }

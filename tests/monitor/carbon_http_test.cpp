@@ -176,8 +176,10 @@ TEST(ElectricityMapsClient, Status500IsRetriedWithBackoffThenAClearError) {
   ElectricityMapsClient client(rig.options());
   expect_error([&] { client.fetch_latest(); }, ErrorKind::kUnavailable, {"HTTP 500", "latest"});
   EXPECT_EQ(rig.server.hits(), 3);
-  EXPECT_EQ(rig.clock->sleeps(), 2);
-  EXPECT_EQ(rig.clock->slept_ns(), units::nanoseconds_from_seconds(1.5));  // 0.5 + 1.0
+  EXPECT_THROW(client.fetch_history(), CarbonIntensityError);  // its own type, for the binding
+  EXPECT_EQ(rig.server.hits(), 6);
+  EXPECT_EQ(rig.clock->sleeps(), 4);
+  EXPECT_EQ(rig.clock->slept_ns(), units::nanoseconds_from_seconds(3.0));  // 2 x (0.5 + 1.0)
   // Through the provider interface: nothing known and no fallback -> a clear error, quickly.
   expect_error([&] { client.intensity_over(kT0, kT0 + 60); }, ErrorKind::kUnavailable,
                {"no carbon intensity known", "fallback"});

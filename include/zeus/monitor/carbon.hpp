@@ -19,10 +19,19 @@
 #include <vector>
 
 #include "zeus/common/clock.hpp"
+#include "zeus/common/error.hpp"
 #include "zeus/monitor/measurement.hpp"
 #include "zeus/monitor/window_monitor.hpp"
 
 namespace zeus::monitor {
+
+// A provider could not give an intensity: kind kUnavailable (the service failed: network, timeout,
+// HTTP status, malformed body; nothing known to fall back on) or kNotFound (the answer lacks the
+// value). A distinct type so that callers (the Python binding) can tell it from energy errors.
+class CarbonIntensityError : public Error {
+ public:
+  using Error::Error;
+};
 
 // One stretch of time with one intensity: [start_unix_s, end_unix_s).
 struct CarbonIntensityPiece {
@@ -36,8 +45,8 @@ class CarbonIntensityProvider {
   virtual ~CarbonIntensityProvider() = default;
   // Pieces that tile [start_unix_s, end_unix_s] exactly, in time order (one piece when the
   // interval lies in one stretch of the provider; one zero-length piece when start == end).
-  // Throws Error(kInvalidArgument) when end < start, and Error(kUnavailable) (HTTP provider,
-  // nothing known and no fallback) or Error(kNotFound) when no intensity can be given.
+  // Throws Error(kInvalidArgument) when end < start, and CarbonIntensityError (kUnavailable:
+  // HTTP provider, nothing known and no fallback; kNotFound) when no intensity can be given.
   virtual std::vector<CarbonIntensityPiece> intensity_over(double start_unix_s,
                                                            double end_unix_s) = 0;
   // The length of the provider's stretches (0 for a constant), as the reference's update_period.
@@ -120,8 +129,8 @@ class ElectricityMapsClient final : public CarbonIntensityProvider {
   std::vector<CarbonIntensityPiece> intensity_over(double start_unix_s, double end_unix_s) override;
   double update_period_s() const override { return 3600.0; }
 
-  // GET latest (no fallback): the current intensity. Throws Error(kUnavailable) for an HTTP or
-  // network failure after the retries, Error(kNotFound) for a response without the value.
+  // GET latest (no fallback): the current intensity. Throws CarbonIntensityError: kUnavailable
+  // for an HTTP or network failure after the retries, kNotFound for a response without the value.
   double fetch_latest();
   // GET history (no fallback): hour start (Unix s) -> intensity. Throws as fetch_latest().
   std::map<std::int64_t, double> fetch_history();
