@@ -67,17 +67,18 @@ std::string format_range(const std::vector<double>& values_s) {
 
 TrialResult run_trial(const ProfileTarget& target, double measurement_s, double cooldown_s,
                       int warmup_iterations, double iteration_s) {
-  clock_of(target).sleep_for_s(cooldown_s);
-  run_iterations(target, warmup_iterations);
+  if (cooldown_s > 0.0) {
+    clock_of(target).sleep_for_s(cooldown_s);
+  }
   TrialResult trial;
   trial.measurement_duration_s = measurement_s;
   trial.cooldown_duration_s = cooldown_s;
-  trial.iterations =
-      std::max<std::int64_t>(1, static_cast<std::int64_t>(std::ceil(measurement_s / iteration_s)));
-  // The window's begin syncs (the monitor's hook) before the temperature is read, so that the
-  // warm-up work has finished.
-  target.monitor->begin_window(kTrialWindow, {.sync_execution = true, .restart = true});
+  // A small tolerance so that 2.0 / 0.5 gives 4 iterations even when the quotient rounds down.
+  trial.iterations = std::max<std::int64_t>(
+      1, static_cast<std::int64_t>(std::floor(measurement_s / iteration_s + 1e-9)));
   trial.temperature_before_c = mean_temperature_c(target);
+  run_iterations(target, warmup_iterations);
+  target.monitor->begin_window(kTrialWindow, {.sync_execution = true, .restart = true});
   run_iterations(target, trial.iterations);
   const Measurement measured = target.monitor->end_window(kTrialWindow);
   trial.temperature_after_c = mean_temperature_c(target);
@@ -88,11 +89,15 @@ TrialResult run_trial(const ProfileTarget& target, double measurement_s, double 
   return trial;
 }
 
-void summarise(SweepResult& result, double threshold) {
+void summarise(SweepResult& result, double threshold, bool relative) {
   const auto n = static_cast<double>(result.trials.size());
   double sum_j = 0.0;
   for (const TrialResult& trial : result.trials) {
     sum_j += trial.energy_per_iteration_j;
+    result.mean_temperature_before_c += trial.temperature_before_c / n;
+    result.mean_temperature_after_c += trial.temperature_after_c / n;
+    result.mean_time_s += trial.time_s / n;
+    result.mean_energy_j += trial.energy_j / n;
   }
   result.mean_energy_per_iteration_j = sum_j / n;
   double squares = 0.0;
@@ -105,7 +110,8 @@ void summarise(SweepResult& result, double threshold) {
       result.mean_energy_per_iteration_j > 0.0
           ? result.stddev_energy_per_iteration_j / result.mean_energy_per_iteration_j
           : std::numeric_limits<double>::infinity();
-  result.valid = result.relative_stddev < threshold;
+  result.valid = relative ? result.relative_stddev < threshold
+                          : result.stddev_energy_per_iteration_j < threshold;
 }
 
 enum class Swept { kMeasurement, kCooldown };
@@ -140,28 +146,40 @@ SweepReport sweep(const ProfileTarget& target, const SweepOptions& options, Swep
   report.iteration_duration_s =
       options.iteration_duration_s
           ? *options.iteration_duration_s
-          : calibrate_iteration_duration(target, options.num_calibration_iterations);
+          : calibrate_iteration_duration(target, options.num_warmup_iterations,
+                                         options.num_calibration_iterations);
   if (!(report.iteration_duration_s > 0.0)) {
     throw Error(ErrorKind::kInvalidArgument, "profile: the iteration duration must be > 0 s");
   }
-  const int total_trials = options.num_warmup_trials + options.num_trials;
+  // Throw-away trials to reach the working temperature: back to back, at the longest
+  // measurement duration of the sweep.
+  const double warmup_measurement_s =
+      swept == Swept::kMeasurement ? candidates_s.back() : options.fixed_duration_s;
+  for (int trial = 0; trial < options.num_warmup_trials; ++trial) {
+    const TrialResult outcome =
+        run_trial(target, warmup_measurement_s, 0.0, 0, report.iteration_duration_s);
+    if (options.on_trial) {
+      options.on_trial(std::numeric_limits<double>::quiet_NaN(), trial, options.num_warmup_trials,
+                       outcome);
+    }
+  }
   for (const double candidate_s : candidates_s) {
     const double measurement_s =
         swept == Swept::kMeasurement ? candidate_s : options.fixed_duration_s;
     const double cooldown_s = swept == Swept::kCooldown ? candidate_s : options.fixed_duration_s;
     SweepResult result;
     result.candidate_s = candidate_s;
-    for (int trial = 0; trial < total_trials; ++trial) {
+    result.measurement_duration_s = measurement_s;
+    result.cooldown_duration_s = cooldown_s;
+    for (int trial = 0; trial < options.num_trials; ++trial) {
       TrialResult outcome = run_trial(target, measurement_s, cooldown_s,
                                       options.num_warmup_iterations, report.iteration_duration_s);
       if (options.on_trial) {
-        options.on_trial(candidate_s, trial, total_trials, outcome);
+        options.on_trial(candidate_s, trial, options.num_trials, outcome);
       }
-      if (trial >= options.num_warmup_trials) {
-        result.trials.push_back(outcome);
-      }
+      result.trials.push_back(outcome);
     }
-    summarise(result, options.trial_stddev_threshold);
+    summarise(result, options.trial_stddev_threshold, options.relative_threshold);
     report.sweep.push_back(std::move(result));
     if (report.sweep.back().valid && !report.chosen_s) {
       report.chosen_s = candidate_s;
@@ -184,16 +202,19 @@ double chosen_or_throw(const SweepReport& report, const SweepOptions& options, c
     best = std::min(best, result.relative_stddev);
   }
   throw Error(ErrorKind::kUnavailable,
-              std::string("profile: no ") + what + " in " + format_range(tried_s) +
-                  " gave a relative spread of energy per iteration below " +
+              std::string("profile: no ") + what + " in " + format_range(tried_s) + " gave a " +
+                  (options.relative_threshold ? "relative " : "") +
+                  "spread of energy per iteration below " +
                   std::to_string(options.trial_stddev_threshold) + " (best " +
                   std::to_string(best) + "); try longer durations or a larger threshold");
 }
 
 }  // namespace
 
-double calibrate_iteration_duration(const ProfileTarget& target, int iterations) {
+double calibrate_iteration_duration(const ProfileTarget& target, int warmup_iterations,
+                                    int iterations) {
   check_target(target);
+  run_iterations(target, std::max(0, warmup_iterations));
   if (iterations < 1) {
     throw Error(
         ErrorKind::kInvalidArgument,
@@ -215,7 +236,8 @@ TrialResult measure(const ProfileTarget& target, const MeasureOptions& options) 
   const double iteration_s =
       options.iteration_duration_s
           ? *options.iteration_duration_s
-          : calibrate_iteration_duration(target, options.num_calibration_iterations);
+          : calibrate_iteration_duration(target, options.num_warmup_iterations,
+                                         options.num_calibration_iterations);
   if (!(iteration_s > 0.0)) {
     throw Error(ErrorKind::kInvalidArgument, "profile: the iteration duration must be > 0 s");
   }

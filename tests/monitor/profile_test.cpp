@@ -107,7 +107,7 @@ TEST(Profile, ShortWindowsWithoutCooldownDriftWhileTheGpuWarms) {
 TEST(Profile, FindsDurationsThatRemoveTheDriftAndMeasureReproducesTheSteadyState) {
   ThermalRig rig;
   const SweepOptions measurement{.search_range_s = {2, 5, 10, 20, 40, 80, 160, 320},
-                                 .fixed_duration_s = 0.0,
+                                 .fixed_duration_s = 10.0,
                                  .trial_stddev_threshold = 0.001,
                                  .iteration_duration_s = kIterationS};
   const SweepOptions cooldown{.search_range_s = {0, 1, 2, 5, 10, 20, 40},
@@ -151,27 +151,58 @@ TEST(Profile, FindsDurationsThatRemoveTheDriftAndMeasureReproducesTheSteadyState
 
 TEST(Profile, WithoutTheThermalModelTheFirstCandidateIsValid) {
   ThermalRig rig(/*thermal=*/false);
-  int trials_seen = 0;
+  struct Seen {
+    double candidate_s;
+    int trial;
+    int trials;
+    std::int64_t iterations;
+  };
+  std::vector<Seen> seen;
   const auto report = zeus::monitor::profile_measurement_duration(
       rig.target(), {.num_trials = 3,
                      .num_warmup_trials = 1,
                      .num_calibration_iterations = 4,
                      .on_trial = [&](double candidate_s, int trial, int trials,
                                      const zeus::monitor::TrialResult& result) {
-                       EXPECT_EQ(candidate_s, 1.0);
-                       EXPECT_EQ(trial, trials_seen);
-                       EXPECT_EQ(trials, 4);
-                       EXPECT_EQ(result.iterations, 2);
-                       ++trials_seen;
+                       seen.push_back({candidate_s, trial, trials, result.iterations});
                      }});
-  EXPECT_EQ(trials_seen, 4);
+  // One warm-up trial at the longest candidate (10 s: 20 iterations), then 3 trials of 1 s.
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_TRUE(std::isnan(seen[0].candidate_s));
+  EXPECT_EQ(seen[0].trials, 1);
+  EXPECT_EQ(seen[0].iterations, 20);
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_EQ(seen[i].candidate_s, 1.0);
+    EXPECT_EQ(seen[i].trial, i - 1);
+    EXPECT_EQ(seen[i].trials, 3);
+    EXPECT_EQ(seen[i].iterations, 2);
+  }
   EXPECT_NEAR(report.iteration_duration_s, kIterationS, 1e-9);  // calibrated
   ASSERT_EQ(report.sweep.size(), 1u);
   EXPECT_EQ(report.chosen_s, 1.0);
-  EXPECT_EQ(report.sweep.front().trials.size(), 3u);
-  EXPECT_NEAR(report.sweep.front().mean_energy_per_iteration_j, kIterationS * 575.0, 1e-2);
-  // The default cooldown (10 s) was slept before each trial.
-  EXPECT_GE(rig.clock->slept_ns(), 4 * 10'000'000'000LL);
+  const auto& result = report.sweep.front();
+  EXPECT_EQ(result.trials.size(), 3u);
+  EXPECT_EQ(result.measurement_duration_s, 1.0);
+  EXPECT_EQ(result.cooldown_duration_s, 10.0);
+  EXPECT_NEAR(result.mean_energy_per_iteration_j, kIterationS * 575.0, 1e-2);
+  EXPECT_NEAR(result.mean_time_s, 1.0, 1e-9);
+  // The default cooldown (10 s) was slept before each counted trial, not the warm-up one.
+  EXPECT_EQ(rig.clock->slept_ns(), 3 * 10'000'000'000LL);
+
+  // The reference's rule: the threshold in joules.
+  ThermalRig warm;
+  const auto absolute = zeus::monitor::profile_measurement_duration(
+      warm.target(), {.search_range_s = {2},
+                      .fixed_duration_s = 0.0,
+                      .num_warmup_trials = 0,
+                      .trial_stddev_threshold = 1.0,
+                      .relative_threshold = false,
+                      .num_warmup_iterations = 0,
+                      .iteration_duration_s = kIterationS});
+  ASSERT_EQ(absolute.sweep.size(), 1u);
+  EXPECT_EQ(absolute.sweep.front().valid,
+            absolute.sweep.front().stddev_energy_per_iteration_j < 1.0);
+  EXPECT_GT(absolute.sweep.front().stddev_energy_per_iteration_j, 0.0);
 }
 
 TEST(Profile, NoValidCandidateIsAnErrorNamingTheRange) {

@@ -2,13 +2,15 @@
 // how long to let the GPU cool before each measurement, so that energy per iteration is
 // reproducible instead of following the GPU's temperature.
 //
-// A trial: sleep the cooldown (the GPU idles) -> warm-up iterations -> read the mean GPU
-// temperature -> a window "__zeus_profile_run_trial" over ceil(measurement / iteration time)
-// iterations -> read the temperature again. A sweep runs `num_warmup_trials + num_trials` trials
-// per candidate duration, ascending, and a candidate is valid when the sample standard deviation
-// of energy per iteration over the counted trials, relative to their mean, is below
-// `trial_stddev_threshold` (relative, so that one threshold fits any workload size; the
-// reference compares its threshold with the plain standard deviation).
+// A trial, as the reference's: sleep the cooldown (the GPU idles) -> read the mean GPU
+// temperature -> warm-up iterations -> a window "__zeus_profile_run_trial" over
+// max(1, floor(measurement / iteration time)) iterations -> read the temperature again.
+// A sweep first runs `num_warmup_trials` throw-away trials (no cooldown, no warm-up iterations,
+// at the largest measurement duration) to bring the GPU to its working temperature, then
+// `num_trials` trials per candidate duration, ascending. A candidate is valid when the sample
+// standard deviation of energy per iteration over its trials is below `trial_stddev_threshold`:
+// relative to their mean by default (one threshold fits any workload size), or in joules with
+// `relative_threshold = false` (the reference's rule; zeus_cpp.profile uses it).
 #pragma once
 
 #include <cstdint>
@@ -56,8 +58,9 @@ struct MeasureOptions {
   int num_calibration_iterations = 100;
 };
 
-// Called after each trial of a sweep: the candidate, the trial's index (warm-up trials first)
-// and its result. For progress bars.
+// Called after each trial of a sweep: the candidate (NaN for the warm-up trials), the trial's
+// index among that candidate's trials (or the warm-up trials), their number, and its result.
+// For progress bars.
 using TrialObserver =
     std::function<void(double candidate_s, int trial, int trials, const TrialResult&)>;
 
@@ -70,6 +73,7 @@ struct SweepOptions {
   int num_trials = 10;
   int num_warmup_trials = 2;
   double trial_stddev_threshold = 0.01;
+  bool relative_threshold = true;  // false: the threshold is in joules
   int num_warmup_iterations = 10;
   int num_calibration_iterations = 100;
   std::optional<double> iteration_duration_s{};
@@ -80,10 +84,16 @@ struct SweepOptions {
 
 struct SweepResult {
   double candidate_s = 0.0;
-  std::vector<TrialResult> trials;  // the counted ones (warm-up trials dropped)
+  double measurement_duration_s = 0.0;
+  double cooldown_duration_s = 0.0;
+  std::vector<TrialResult> trials;
   double mean_energy_per_iteration_j = 0.0;
   double stddev_energy_per_iteration_j = 0.0;  // sample standard deviation
   double relative_stddev = 0.0;                // stddev / mean
+  double mean_temperature_before_c = 0.0;
+  double mean_temperature_after_c = 0.0;
+  double mean_time_s = 0.0;    // of the windows
+  double mean_energy_j = 0.0;  // of the windows
   bool valid = false;
 };
 
@@ -104,8 +114,9 @@ struct ProfileParameters {
 // durations or non-positive counts.
 TrialResult measure(const ProfileTarget& target, const MeasureOptions& options = {});
 
-// The time of one iteration, measured over `iterations` iterations in a window.
-double calibrate_iteration_duration(const ProfileTarget& target, int iterations);
+// The time of one iteration: `warmup_iterations` first, then `iterations` timed in a window.
+double calibrate_iteration_duration(const ProfileTarget& target, int warmup_iterations,
+                                    int iterations);
 
 // Sweeps the measurement duration with the cooldown fixed at options.fixed_duration_s.
 SweepReport profile_measurement_duration(const ProfileTarget& target,
