@@ -156,6 +156,11 @@ PowerSampler::PowerSampler(const device::Gpus& gpus, PowerSamplerOptions options
                                                    std::to_string(*options.period_s) +
                                                    " s is below the minimum of 1 ms");
     }
+    if (!(*options.period_s <= kMaxSamplingPeriodS)) {
+      throw Error(ErrorKind::kInvalidArgument, "sampling period " +
+                                                   std::to_string(*options.period_s) +
+                                                   " s is above the maximum of 86400 s (one day)");
+    }
     period_s_ = *options.period_s;
   } else if (domains_.empty()) {
     period_s_ = kDefaultTemperaturePeriodS;

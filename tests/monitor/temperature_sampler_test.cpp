@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <limits>
 #include <thread>
 
 #include "support/fault_injecting_gpu.hpp"
@@ -146,6 +147,18 @@ TEST(TemperatureSampler, ErrorsNameWhatIsWrong) {
   }
   PowerSampler with(rig.set, temperature_only(rig));
   EXPECT_THROW((void)with.temperature_c(7), zeus::Error);
+  // Periods beyond a day (and infinity) would overflow the clock arithmetic: refused.
+  for (const double period_s : {86400.5, 1e12, std::numeric_limits<double>::infinity()}) {
+    PowerSamplerOptions too_long = temperature_only(rig);
+    too_long.period_s = period_s;
+    try {
+      PowerSampler sampler(rig.set, too_long);
+      FAIL() << period_s;
+    } catch (const zeus::Error& error) {
+      EXPECT_NE(std::string(error.what()).find("above the maximum of 86400 s"), std::string::npos)
+          << error.what();
+    }
+  }
 }
 
 TEST(TemperatureSampler, AGpuThatStopsAnsweringIsASurfacedError) {

@@ -89,6 +89,8 @@ def test_a_gpu_subset() -> None:
         (dict(update_period=float("nan")), ValueError, "update_period must be a positive"),
         (dict(update_period="1"), TypeError, "update_period"),
         (dict(update_period=0.0001), ValueError, "below the minimum of 1 ms"),
+        (dict(update_period=float("inf")), ValueError, "above the maximum of 86400 s"),
+        (dict(update_period=1e12), ValueError, "above the maximum of 86400 s"),
         (dict(max_samples_per_gpu=0), ValueError, "max_samples_per_gpu must be positive"),
         (dict(max_samples_per_gpu=1.5), TypeError, "max_samples_per_gpu"),
     ],

@@ -82,8 +82,10 @@ struct PowerSamplerOptions {
 // The period of a temperature-only sampler when none is given.
 inline constexpr double kDefaultTemperaturePeriodS = 1.0;
 
-// The minimum period accepted.
+// The periods accepted: 1 ms to one day (longer would overflow the nanosecond clock arithmetic
+// long before it made sense).
 inline constexpr double kMinSamplingPeriodS = 0.001;
+inline constexpr double kMaxSamplingPeriodS = 86400.0;
 
 class PowerSampler {
  public:
