@@ -15,7 +15,8 @@ Hierarchy::
         │   ├── ZeusCPUInitError, ZeusCPUNoPermissionError, ZeusCPUNotFoundError
         │   └── ZeusRAPL...Error, ZeusEMI...Error
         ├── ZeusBaseSoCError (ZeusSoCInitError)
-        └── ZeusBSO...Error (the batch-size-optimizer client's errors)
+        ├── ZeusBSO...Error (the batch-size-optimizer client's errors)
+        └── ZeusCarbonIntensityHTTPError, ZeusCarbonIntensityNotFoundError
 
 ``ZeusGPUInvalidArgError`` is also a ``ValueError``, so that ``except ValueError`` catches a bad
 GPU index as it catches any other bad argument.
@@ -225,6 +226,18 @@ class ZeusBSOOperationOrderError(ZeusBaseError):
 
 class ZeusBSOBadOperationError(ZeusBaseError):
     """An operation this process may not do (e.g. get_batch_size on a rank other than 0)."""
+
+
+# ---- Carbon intensity (zeus_cpp.monitor.carbon re-exports these) ------------------------------
+
+
+class ZeusCarbonIntensityHTTPError(ZeusBaseError):
+    """The carbon intensity service failed (network, timeout, HTTP status, malformed answer)
+    and no value was known to fall back on."""
+
+
+class ZeusCarbonIntensityNotFoundError(ZeusBaseError):
+    """The carbon intensity service answered without the value asked for."""
 
 
 __all__ = [name for name, value in list(globals().items())

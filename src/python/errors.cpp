@@ -151,7 +151,8 @@ void bind_errors(py::module_& module) {
         "ZeusGPUHeterogeneousError", "ZeusdError", "ZeusdConnectionError", "ZeusdAuthError",
         "ZeusdCapabilityError", "ZeusCPUInitError", "ZeusRAPLPermissionError", "ZeusSoCInitError",
         "ZeusBSOConfigError", "ZeusBSORuntimError", "ZeusBSOTrainFailError",
-        "ZeusBSOOperationOrderError", "ZeusBSOBadOperationError"}) {
+        "ZeusBSOOperationOrderError", "ZeusBSOBadOperationError", "ZeusCarbonIntensityHTTPError",
+        "ZeusCarbonIntensityNotFoundError"}) {
     add(name);
   }
 

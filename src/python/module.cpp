@@ -6,6 +6,8 @@ namespace zeus::python {
 void bind_policy(py::module_& module);
 // replay.cpp: the CSV log replay monitor (zeus_cpp.utils.testing.ReplayZeusMonitor).
 void bind_replay(py::module_& module);
+// carbon.cpp: carbon intensity providers and the carbon emission monitor (zeus_cpp.monitor.carbon).
+void bind_carbon(py::module_& module);
 }  // namespace zeus::python
 
 PYBIND11_MODULE(_zeus, module) {
@@ -18,4 +20,5 @@ PYBIND11_MODULE(_zeus, module) {
   zeus::python::bind_policy(module);
   zeus::python::bind_metrics(module);
   zeus::python::bind_replay(module);
+  zeus::python::bind_carbon(module);
 }
