@@ -12,23 +12,16 @@
 namespace zeus::python {
 namespace {
 
-using monitor::CarbonIntensityError;
 using monitor::CarbonIntensityPiece;
 using monitor::CarbonIntensityProvider;
 
-// Runs `body` without the GIL (an HTTP provider may wait on the network for seconds, and a
-// Python server in the same process must be able to answer), raising the carbon error classes
-// of zeus_cpp.exception for the providers' failures.
+// Runs `body` without the GIL: an HTTP provider may wait on the network for seconds, and a
+// Python server in the same process must be able to answer. Its CarbonIntensityError becomes
+// ZeusCarbonIntensityHTTPError / ...NotFoundError through the global translator (errors.cpp).
 template <typename Body>
 auto without_gil(Body&& body) {
-  try {
-    const py::gil_scoped_release release;
-    return body();
-  } catch (const CarbonIntensityError& error) {
-    throw_python_error(error.kind() == ErrorKind::kNotFound ? "ZeusCarbonIntensityNotFoundError"
-                                                            : "ZeusCarbonIntensityHTTPError",
-                       error.what());
-  }
+  const py::gil_scoped_release release;
+  return body();
 }
 
 double unix_seconds_of(py::handle key) {

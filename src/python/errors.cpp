@@ -8,6 +8,7 @@
 #include "bindings.hpp"
 #include "zeus/bso/client.hpp"
 #include "zeus/bso/wire.hpp"
+#include "zeus/monitor/carbon.hpp"
 
 namespace zeus::python {
 namespace {
@@ -124,6 +125,10 @@ void set_python_error(const Error& error) {
     set_error("ZeusBSORuntimError", error.what());
   } else if (dynamic_cast<const bso::ValidationError*>(&error) != nullptr) {
     set_error("ZeusBSOConfigError", error.what());
+  } else if (dynamic_cast<const monitor::CarbonIntensityError*>(&error) != nullptr) {
+    set_error(error.kind() == ErrorKind::kNotFound ? "ZeusCarbonIntensityNotFoundError"
+                                                   : "ZeusCarbonIntensityHTTPError",
+              error.what());
   } else {
     set_error(class_name_for(error, family_of(error)), error.what());
   }
