@@ -271,8 +271,10 @@ def _update_period(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"update_period must be a number of seconds, not {type(value).__name__}")
     value = float(value)
-    if not math.isfinite(value) or value < 0.001:
-        raise ValueError(f"update_period must be a finite number of seconds >= 0.001, got {value}")
+    if not math.isfinite(value) or not 0.001 <= value <= 86400:
+        raise ValueError(
+            f"update_period must be a finite number of seconds from 0.001 to 86400 (one day), got {value}"
+        )
     return value
 
 
@@ -502,7 +504,7 @@ class EnergyCumulativeCounter(_PeriodicPush):
     ``end_window``.
 
     Raises:
-        ValueError: update_period not a finite number >= 0.001 s, a malformed URL, an empty job;
+        ValueError: update_period not a finite number from 0.001 to 86400 s, a malformed URL, an empty job;
             ZeusGPUInvalidArgError / ZeusCPU...Error for devices that cannot be measured.
     """
 

@@ -15,10 +15,12 @@ namespace zeus::metrics {
 
 WindowPusher::WindowPusher(PushgatewayClient client, double period_s)
     : client_(std::move(client)), period_s_(period_s) {
-  if (!std::isfinite(period_s_) || period_s_ < monitor::kMinSamplingPeriodS) {
+  // At most a day: a longer wait would overflow the clock arithmetic of wait_for.
+  if (!std::isfinite(period_s_) || period_s_ < monitor::kMinSamplingPeriodS ||
+      period_s_ > monitor::kMaxSamplingPeriodS) {
     throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("the update period must be a number of seconds of at least 0.001; "
-                            "got {}",
+                fmt::format("the update period must be a number of seconds from 0.001 to 86400 "
+                            "(one day); got {}",
                             period_s_));
   }
 }

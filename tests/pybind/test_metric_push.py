@@ -283,7 +283,7 @@ def test_counter_pushes_growing_totals_every_period_and_stops_at_end(gateway):
         counter.end_window("epoch")
 
 
-@pytest.mark.parametrize("period", [0, -1, math.nan, math.inf, 0.0001])
+@pytest.mark.parametrize("period", [0, -1, math.nan, math.inf, 0.0001, 86400.5, 1e300])
 def test_counter_and_gauge_reject_bad_update_periods(period):
     with pytest.raises(ValueError, match="update_period"):
         EnergyCumulativeCounter([], [0], period, "http://127.0.0.1:9091", "j")

@@ -278,3 +278,10 @@ def test_a_silent_stream_is_reopened(monkeypatch: pytest.MonkeyPatch) -> None:
             assert wait_for(lambda: stub.requests.count("/gpu/stream_power") >= 2, 10)
     finally:
         stub.close()
+
+
+@pytest.mark.parametrize("delay", [-1, float("nan"), float("inf"), 3601, "1", True, None])
+def test_a_bad_reconnect_delay_is_a_value_error(delay) -> None:
+    # Checked before any daemon is contacted.
+    with pytest.raises(ValueError, match="reconnect_delay_s must be a number of seconds from 0 to 3600"):
+        PowerStreamingClient([], reconnect_delay_s=delay)

@@ -106,7 +106,16 @@ class PowerStreamingClient:
 
     def __init__(self, servers: Sequence[ZeusdConfig], reconnect_delay_s: float = 1.0) -> None:
         self._servers = list(servers)
-        self._reconnect_delay = reconnect_delay_s
+        if (
+            isinstance(reconnect_delay_s, bool)
+            or not isinstance(reconnect_delay_s, (int, float))
+            or not 0 <= reconnect_delay_s <= 3600
+        ):
+            # NaN and inf fail the range too; a day-long wait would only hide a broken stream.
+            raise ValueError(
+                f"reconnect_delay_s must be a number of seconds from 0 to 3600, not {reconnect_delay_s!r}"
+            )
+        self._reconnect_delay = float(reconnect_delay_s)
         endpoints = [server.endpoint for server in self._servers]
         duplicates = sorted({e for e in endpoints if endpoints.count(e) > 1})
         if duplicates:
