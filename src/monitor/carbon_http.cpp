@@ -236,11 +236,14 @@ std::vector<CarbonIntensityPiece> ElectricityMapsClient::intensity_over(double s
                units::nanoseconds_from_seconds(impl.options.retry_after_failure_s);
   };
   std::string failure;
+  ErrorKind failure_kind = ErrorKind::kUnavailable;
   const auto fetch = [&](auto&& body) {
     try {
       body();
     } catch (const Error& error) {
       failure = error.what();
+      failure_kind =
+          error.kind() == ErrorKind::kNotFound ? ErrorKind::kNotFound : ErrorKind::kUnavailable;
       const std::lock_guard lock(impl.mutex);
       impl.last_failure_ns = impl.options.clock->now_ns();
     }
@@ -293,8 +296,10 @@ std::vector<CarbonIntensityPiece> ElectricityMapsClient::intensity_over(double s
       impl.fallback_reason = fmt::format("no value known ({}); used the fallback constant",
                                          failure.empty() ? "no data" : failure);
     } else {
+      // kNotFound when the service answered without the value (the reference's NotFound
+      // error), kUnavailable when it failed.
       throw CarbonIntensityError(
-          ErrorKind::kUnavailable,
+          failure.empty() ? ErrorKind::kUnavailable : failure_kind,
           fmt::format("no carbon intensity known for {} ({}); give a fallback intensity "
                       "or use an offline series",
                       hour, failure.empty() ? "the service returned no data" : failure));

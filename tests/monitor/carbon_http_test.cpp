@@ -18,7 +18,7 @@ using zeus::testing::expect_error;
 
 constexpr double kT0 = 1764626400.0;  // 2025-12-01T22:00:00Z
 
-enum class Mode { kOk, kStatus500, kMalformed, kSlow, kNullHistory };
+enum class Mode { kOk, kStatus500, kMalformed, kSlow, kNullHistory, kNoData };
 
 class FakeElectricityMaps {
  public:
@@ -94,6 +94,10 @@ class FakeElectricityMaps {
         return false;
       case Mode::kMalformed:
         response.set_content(R"({"history": [ {"carbonIntensity": 1)", "application/json");
+        return false;
+      case Mode::kNoData:  // what the service sends for a zone it has no recent data for
+        response.set_content(R"({"error":"No recent data for zone \"US-MIDW-MISO\""})",
+                             "application/json");
         return false;
       case Mode::kSlow:
         std::this_thread::sleep_for(std::chrono::milliseconds(700));
@@ -224,6 +228,21 @@ TEST(ElectricityMapsClient, MalformedJsonAndMissingValues) {
   expect_error([&] { client.fetch_history(); }, ErrorKind::kUnavailable, {"not valid JSON"});
   rig.server.set_mode(Mode::kNullHistory);
   EXPECT_TRUE(client.fetch_history().empty());  // null hours are skipped
+}
+
+TEST(ElectricityMapsClient, AnswerWithoutTheValueIsNotFound) {
+  ClientRig rig;
+  rig.server.set_mode(Mode::kNoData);
+  ElectricityMapsClient client(rig.options());
+  try {
+    client.intensity_at(kT0 + 60);
+    ADD_FAILURE() << "no error";
+  } catch (const CarbonIntensityError& error) {
+    EXPECT_EQ(error.kind(), ErrorKind::kNotFound) << error.what();
+    EXPECT_NE(std::string(error.what()).find("no 'history' array"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(rig.server.hits(), 1);  // an answer, not a failure: not retried
 }
 
 TEST(ElectricityMapsClient, ServerGoneMidRunFallsBackToTheLastKnownValue) {

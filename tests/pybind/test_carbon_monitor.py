@@ -144,6 +144,8 @@ class FakeService:
                         {"datetime": time.strftime("%Y-%m-%dT%H:00:00.000Z",
                                                    time.gmtime(hour - 3600)),
                          "carbonIntensity": 111}]}
+                if service.mode == "nodata":  # the service's answer for a zone without data
+                    body = {"error": 'No recent data for zone "US-MIDW-MISO"'}
                 text = json.dumps(body) if service.mode != "malformed" else '{"history": ['
                 data = text.encode()
                 try:
@@ -223,6 +225,15 @@ def test_http_fallback_constant_malformed_and_slow(service):
     start = time.monotonic()
     assert slow.get_current_carbon_intensity() == 42.0
     assert time.monotonic() - start < 3.0  # bounded by the timeouts, not the 0.8 s answers
+
+
+def test_http_answer_without_the_value_is_not_found(service):
+    service.mode = "nodata"
+    provider = client(service)
+    with pytest.raises(ZeusCarbonIntensityNotFoundError, match="carbonIntensity"):
+        provider.fetch_latest()
+    with pytest.raises(ZeusCarbonIntensityNotFoundError):
+        provider.get_current_carbon_intensity()
 
 
 def test_http_server_gone_mid_run_uses_the_last_known_value(service):
