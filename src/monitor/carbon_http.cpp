@@ -33,6 +33,15 @@ struct FetchError {
   std::string message;
 };
 
+void check_emission_factor_type(const std::string& type) {
+  if (type != "direct" && type != "lifecycle") {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("ElectricityMaps client: emission_factor_type '{}' is not 'direct' "
+                            "or 'lifecycle'",
+                            type));
+  }
+}
+
 }  // namespace
 
 struct ElectricityMapsClient::Impl {
@@ -46,6 +55,7 @@ struct ElectricityMapsClient::Impl {
   std::string fallback_reason;
 
   std::string query() const {
+    const std::lock_guard lock(mutex);  // estimate and emission_factor_type may change
     httplib::Params params;
     if (!options.zone.empty()) {
       params.emplace("zone", options.zone);
@@ -126,12 +136,7 @@ ElectricityMapsClient::ElectricityMapsClient(ElectricityMapsOptions options)
     throw Error(ErrorKind::kInvalidArgument,
                 "ElectricityMaps client: give a zone (e.g. \"DE\") or both latitude and longitude");
   }
-  if (options.emission_factor_type != "direct" && options.emission_factor_type != "lifecycle") {
-    throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("ElectricityMaps client: emission_factor_type '{}' is not 'direct' "
-                            "or 'lifecycle'",
-                            options.emission_factor_type));
-  }
+  check_emission_factor_type(options.emission_factor_type);
   if (options.max_attempts < 1 || !(options.connect_timeout_s > 0) ||
       !(options.read_timeout_s > 0) || !(options.backoff_initial_s >= 0)) {
     throw Error(ErrorKind::kInvalidArgument,
@@ -194,6 +199,30 @@ std::map<std::int64_t, double> ElectricityMapsClient::fetch_history() {
     }
   }
   return hours;
+}
+
+void ElectricityMapsClient::set_query(bool estimate, const std::string& emission_factor_type) {
+  check_emission_factor_type(emission_factor_type);
+  const std::lock_guard lock(impl_->mutex);
+  if (impl_->options.estimate == estimate &&
+      impl_->options.emission_factor_type == emission_factor_type) {
+    return;
+  }
+  impl_->options.estimate = estimate;
+  impl_->options.emission_factor_type = emission_factor_type;
+  // The cached values answered the old question.
+  impl_->cache.clear();
+  impl_->last_failure_ns.reset();
+}
+
+bool ElectricityMapsClient::estimate() const {
+  const std::lock_guard lock(impl_->mutex);
+  return impl_->options.estimate;
+}
+
+std::string ElectricityMapsClient::emission_factor_type() const {
+  const std::lock_guard lock(impl_->mutex);
+  return impl_->options.emission_factor_type;
 }
 
 std::map<std::int64_t, double> ElectricityMapsClient::cached() const {

@@ -178,6 +178,10 @@ void bind_carbon(py::module_& module) {
            [](monitor::ElectricityMapsClient& self) {
              return without_gil([&] { return self.fetch_history(); });
            })
+      .def("set_query", &monitor::ElectricityMapsClient::set_query, py::arg("estimate"),
+           py::arg("emission_factor_type"))
+      .def("_estimate", &monitor::ElectricityMapsClient::estimate)
+      .def("_emission_factor_type", &monitor::ElectricityMapsClient::emission_factor_type)
       .def("cached", &monitor::ElectricityMapsClient::cached)
       .def("requests_sent", &monitor::ElectricityMapsClient::requests_sent)
       .def("last_fallback_reason", &monitor::ElectricityMapsClient::last_fallback_reason);

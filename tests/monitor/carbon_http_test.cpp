@@ -154,6 +154,16 @@ TEST(ElectricityMapsClient, SendsTheReferenceQueryAndReadsBothEndpoints) {
   located.fetch_latest();
   EXPECT_EQ(rig.server.last_query(),
             "disableEstimations=false;emissionFactorType=lifecycle;lat=48.1;lon=11.5;");
+  // Changing the question empties the cache and changes the query.
+  EXPECT_EQ(located.intensity_at(kT0 + 60), 321.0);
+  EXPECT_FALSE(located.cached().empty());
+  located.set_query(false, "direct");
+  EXPECT_TRUE(located.cached().empty());
+  EXPECT_EQ(located.emission_factor_type(), "direct");
+  located.fetch_latest();
+  EXPECT_EQ(rig.server.last_query(),
+            "disableEstimations=true;emissionFactorType=direct;lat=48.1;lon=11.5;");
+  expect_error([&] { located.set_query(false, "both"); }, ErrorKind::kInvalidArgument, {"both"});
 }
 
 TEST(ElectricityMapsClient, SplitsByHourAndCachesEachHour) {

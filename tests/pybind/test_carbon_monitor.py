@@ -121,6 +121,7 @@ class FakeService:
         self.mode = "ok"
         self.hits = 0
         self.tokens = []
+        self.paths = []
         service = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -130,6 +131,7 @@ class FakeService:
             def do_GET(self):
                 service.hits += 1
                 service.tokens.append(self.headers.get("auth-token"))
+                service.paths.append(self.path)
                 if service.mode == "500":
                     self.send_response(500)
                     self.end_headers()
@@ -195,8 +197,18 @@ def test_http_client_feeds_the_monitor(service):
     m = monitor.end_window("w")
     assert m.gpu_carbon_emission[0] == pytest.approx(kwh(m.gpu_energy[0]) * 321.0)
     # Location instead of zone, as the reference.
-    located = ElectrictyMapsClient((48.1, 11.5), base_url=service.url)
+    located = ElectrictyMapsClient((48.1, 11.5), estimate=True, emission_factor_type="lifecycle",
+                                   base_url=service.url)
     assert located.fetch_latest() == 321.0
+    assert "emissionFactorType=lifecycle" in service.paths[-1]
+    assert "disableEstimations=false" in service.paths[-1]
+    located.emission_factor_type = "direct"  # as the reference's test does
+    assert located.emission_factor_type == "direct" and located.estimate is True
+    located.fetch_latest()
+    assert "emissionFactorType=direct" in service.paths[-1]
+    assert "lat=48.1" in service.paths[-1] and "lon=11.5" in service.paths[-1]
+    with pytest.raises(ValueError, match="both"):
+        located.emission_factor_type = "both"
 
 
 def test_http_500_is_a_clear_error_and_the_window_closes(service):

@@ -134,6 +134,11 @@ class ElectricityMapsClient final : public CarbonIntensityProvider {
   double fetch_latest();
   // GET history (no fallback): hour start (Unix s) -> intensity. Throws as fetch_latest().
   std::map<std::int64_t, double> fetch_history();
+  // Changes what is asked (the reference lets a user set these attributes); a change empties
+  // the cache. Throws Error(kInvalidArgument) for a type other than "direct" or "lifecycle".
+  void set_query(bool estimate, const std::string& emission_factor_type);
+  bool estimate() const;
+  std::string emission_factor_type() const;
   // The cached hours.
   std::map<std::int64_t, double> cached() const;
   // How many HTTP requests were sent (attempts, for tests).

@@ -117,8 +117,24 @@ class ElectrictyMapsClient(_zeus._ElectricityMapsClient):
                          float(read_timeout_s), int(max_attempts), float(backoff_initial_s),
                          float(retry_after_failure_s), fallback)
         self.location = location
-        self.estimate = estimate
-        self.emission_factor_type = emission_factor_type
+
+    # Settable, as the reference's attributes: the next request asks the new question (and the
+    # cache, which answered the old one, is emptied).
+    @property
+    def estimate(self) -> bool:
+        return self._estimate()
+
+    @estimate.setter
+    def estimate(self, value: bool) -> None:
+        self.set_query(bool(value), self._emission_factor_type())
+
+    @property
+    def emission_factor_type(self) -> str:
+        return self._emission_factor_type()
+
+    @emission_factor_type.setter
+    def emission_factor_type(self, value: str) -> None:
+        self.set_query(self._estimate(), value)
 
     def get_recent_carbon_intensity(self) -> Dict[_datetime.datetime, float]:
         """The last :attr:`history_length` hours, hour start (UTC) -> gCO2eq/kWh."""
