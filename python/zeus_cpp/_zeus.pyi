@@ -286,6 +286,24 @@ class PowerSampler:
     def sample_once(self) -> None: ...
     def stop(self) -> None: ...
 
+# -- thermally stable profiling (src/python/profile.cpp; use zeus_cpp.profile) --
+def _profile_calibrate(
+    target_function: Callable[[], Any], zeus_monitor: Any, num_warmup_iterations: int,
+    num_calibration_iterations: int,
+) -> float: ...
+def _profile_measure(
+    target_function: Callable[[], Any], zeus_monitor: Any, measurement_duration: float,
+    cooldown_duration: float, num_warmup_iterations: int, num_calibration_iterations: int,
+    iteration_duration: Optional[float] = None,
+) -> Dict[str, Any]: ...
+def _profile_sweep(
+    swept: str, target_function: Callable[[], Any], zeus_monitor: Any,
+    search_range: List[float], fixed_value: float, num_trials: int, num_warmup_trials: int,
+    trial_stddev_threshold: float, num_warmup_iterations: int, num_calibration_iterations: int,
+    iteration_duration: Optional[float] = None,
+    on_trial: Optional[Callable[[Optional[float], int, int, Dict[str, Any]], None]] = None,
+) -> Dict[str, Any]: ...
+
 # -- power-limit optimizer and batch-size-optimizer client (src/python/optimizer.cpp, bso.cpp) --
 
 class PowerLimitMeasurement:

@@ -35,7 +35,7 @@ Clock& clock_of(const ProfileTarget& target) {
 }
 
 double mean_temperature_c(const ProfileTarget& target) {
-  if (target.gpus == nullptr) {
+  if (target.gpus == nullptr && !target.temperature_c) {
     return std::numeric_limits<double>::quiet_NaN();
   }
   const std::vector<int>& indices = target.monitor->gpu_indices();
@@ -44,7 +44,8 @@ double mean_temperature_c(const ProfileTarget& target) {
   }
   double sum_c = 0.0;
   for (const int index : indices) {
-    sum_c += target.gpus->at(index).temperature_c();
+    sum_c += target.temperature_c ? target.temperature_c(index)
+                                  : static_cast<double>(target.gpus->at(index).temperature_c());
   }
   return sum_c / static_cast<double>(indices.size());
 }

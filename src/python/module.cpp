@@ -8,6 +8,8 @@ void bind_policy(py::module_& module);
 void bind_replay(py::module_& module);
 // carbon.cpp: carbon intensity providers and the carbon emission monitor (zeus_cpp.monitor.carbon).
 void bind_carbon(py::module_& module);
+// profile.cpp: the thermally stable profiler (zeus_cpp.profile).
+void bind_profile(py::module_& module);
 }  // namespace zeus::python
 
 PYBIND11_MODULE(_zeus, module) {
@@ -21,4 +23,5 @@ PYBIND11_MODULE(_zeus, module) {
   zeus::python::bind_metrics(module);
   zeus::python::bind_replay(module);
   zeus::python::bind_carbon(module);
+  zeus::python::bind_profile(module);
 }

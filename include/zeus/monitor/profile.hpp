@@ -27,14 +27,18 @@
 namespace zeus::monitor {
 
 // What is profiled. `iteration` runs one iteration of the workload (and returns when the work is
-// done, or the monitor's sync hook makes it so). `gpus` is used only to read temperatures of the
-// monitor's GPUs; without it temperatures are NaN. `clock` times the sweeps and sleeps the
-// cooldowns (the steady clock when null; a ManualClock in tests makes them instant).
+// done, or the monitor's sync hook makes it so). `gpus` (or `temperature_c`) is used only to read
+// temperatures of the monitor's GPUs; without either, temperatures are NaN. `clock` times the
+// sweeps and sleeps the cooldowns (the steady clock when null; a ManualClock in tests makes them
+// instant).
 struct ProfileTarget {
   std::function<void()> iteration{};
   WindowMonitor* monitor = nullptr;
   const device::Gpus* gpus = nullptr;
   std::shared_ptr<Clock> clock{};
+  // Reads the temperature of one of the monitor's GPUs (degrees C); used instead of `gpus` when
+  // set (e.g. a Python monitor's gpus.get_gpu_temperature).
+  std::function<double(int gpu_index)> temperature_c{};
 };
 
 struct TrialResult {

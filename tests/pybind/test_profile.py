@@ -1,0 +1,134 @@
+"""zeus_cpp.profile: the reference's thermally stable profiling API over the C++ profiler.
+
+The thermal behaviour itself (drift while warming, durations that remove it) is tested in C++
+on a manual clock (tests/monitor/profile_test.cpp); these tests use real time, so they keep the
+durations tiny and check the API: signatures, result types, the GIL during cooldowns, errors.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import threading
+import time
+
+import pytest
+
+from zeus_cpp import profile
+from zeus_cpp.monitor import ZeusMonitor
+
+
+def _step() -> None:
+    time.sleep(0.002)
+
+
+def test_signatures_are_the_references() -> None:
+    names = lambda f: list(inspect.signature(f).parameters)  # noqa: E731
+    assert names(profile.measure) == [
+        "target_function", "zeus_monitor", "measurement_duration", "cooldown_duration",
+        "num_warmup_iterations", "num_calibration_iterations",
+    ]
+    assert names(profile.profile_measurement_duration) == [
+        "target_function", "zeus_monitor", "measurement_duration_search_range",
+        "cooldown_duration", "num_trials", "num_warmup_trials", "trial_stddev_threshold",
+        "num_warmup_iterations", "num_calibration_iterations", "iteration_duration",
+    ]
+    assert names(profile.profile_cooldown_duration)[2:4] == [
+        "cooldown_duration_search_range", "measurement_duration",
+    ]
+    assert names(profile.profile_parameters) == [
+        "target_function", "zeus_monitor", "measurement_duration_search_range",
+        "cooldown_duration_search_range", "num_trials", "num_warmup_trials",
+        "trial_stddev_threshold", "num_warmup_iterations", "num_calibration_iterations",
+    ]
+
+
+def test_measure_returns_a_trial_result() -> None:
+    monitor = ZeusMonitor(gpu_indices=[0])
+    calls = []
+    trial = profile.measure(lambda: calls.append(_step()), monitor, 0.02, 0.0,
+                            num_warmup_iterations=2, num_calibration_iterations=5)
+    assert isinstance(trial, profile.TrialResult)
+    assert trial.iterations >= 1
+    assert len(calls) == 2 + 5 + 2 + trial.iterations  # warm-up and calibration, then the trial
+    assert trial.total_time > 0 and trial.total_energy > 0
+    assert trial.energy_per_iter == pytest.approx(trial.total_energy / trial.iterations)
+    # Simulated V100 at idle: 30 + 55 * 25 / 250 = 35.5, read as a whole degree.
+    assert trial.temperature_before == 36.0 and trial.temperature_after == 36.0
+
+
+def test_sweeps_report_every_candidate() -> None:
+    monitor = ZeusMonitor(gpu_indices=[0])
+    report = profile.profile_measurement_duration(
+        _step, monitor, measurement_duration_search_range=[0.02, 0.01], cooldown_duration=0.0,
+        num_trials=2, num_warmup_trials=1, trial_stddev_threshold=1e9, num_warmup_iterations=0,
+        iteration_duration=0.005,
+    )
+    assert isinstance(report, profile.SweepReport)
+    assert report.sweep_param == ("measurement_duration", [0.01, 0.02])
+    assert report.fixed_param == ("cooldown_duration", 0.0)
+    assert [e.measurement_duration for e in report.entries] == [0.01, 0.02]
+    assert all(isinstance(e, profile.SweepResult) and e.is_valid for e in report.entries)
+    assert [e.trials[0].iterations for e in report.entries] == [2, 4]
+    assert "VALID" in str(report) and "measurement_duration=0.0 s" in str(report)
+
+    measurement, cooldown = profile.profile_parameters(
+        _step, monitor, [0.01], [0.0, 0.01], num_trials=2, num_warmup_trials=0,
+        trial_stddev_threshold=1e-12, num_warmup_iterations=0, num_calibration_iterations=2,
+    )
+    assert measurement.fixed_param == ("cooldown_duration", 0.01)
+    assert cooldown.fixed_param == ("measurement_duration", 0.01)
+    assert [e.cooldown_duration for e in cooldown.entries] == [0.0, 0.01]
+    assert all(e.energy_std >= 0.0 and len(e.trials) == 2 for e in cooldown.entries)
+
+
+def test_cooldown_releases_the_gil() -> None:
+    monitor = ZeusMonitor(gpu_indices=[0])
+    ticks = []
+    stop = threading.Event()
+
+    def ticker() -> None:
+        while not stop.is_set():
+            ticks.append(1)
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=ticker)
+    thread.start()
+    try:
+        profile.measure(_step, monitor, 0.005, 0.3, num_warmup_iterations=0,
+                        num_calibration_iterations=1)
+    finally:
+        stop.set()
+        thread.join()
+    assert len(ticks) > 20
+
+
+def test_errors_from_the_workload_and_bad_arguments_propagate() -> None:
+    monitor = ZeusMonitor(gpu_indices=[0])
+
+    def broken() -> None:
+        raise RuntimeError("workload failed")
+
+    with pytest.raises(RuntimeError, match="workload failed"):
+        profile.measure(broken, monitor, 0.01, 0.0)
+    with pytest.raises(TypeError, match="callable"):
+        profile.measure(42, monitor, 0.01, 0.0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="zeus_monitor"):
+        profile.measure(_step, object(), 0.01, 0.0)
+    with pytest.raises(Exception, match="num_trials"):
+        profile.profile_cooldown_duration(_step, monitor, [0.0], num_trials=1,
+                                          iteration_duration=0.01)
+
+
+def test_thermal_simulated_gpus_start_at_ambient(python_runner) -> None:
+    out = python_runner(
+        "import time\n"
+        "from zeus_cpp import profile\n"
+        "from zeus_cpp.monitor import ZeusMonitor\n"
+        "m = ZeusMonitor(gpu_indices=[0])\n"
+        "t = profile.measure(lambda: time.sleep(0.001), m, 0.005, 0.0, 0, 1)\n"
+        "print(t.temperature_before, t.temperature_after)\n",
+        env={"ZEUS_SIMULATED_GPUS": "1:h200:thermal"},
+    )
+    before, after = (float(x) for x in out.split())
+    assert before == 30.0 and after == 30.0 and not math.isnan(before)
