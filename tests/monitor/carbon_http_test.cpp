@@ -268,6 +268,28 @@ TEST(ElectricityMapsClient, ServerGoneMidRunFallsBackToTheLastKnownValue) {
   EXPECT_NE(client.last_fallback_reason().find("last known"), std::string::npos);
 }
 
+TEST(ElectricityMapsClient, ConcurrentCallersShareOneCache) {
+  ClientRig rig;
+  ElectricityMapsClient client(rig.options());
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) {
+        const auto pieces = client.intensity_over(kT0 - 5400, kT0 + 600);
+        if (pieces.size() != 3 || pieces[2].gco2eq_per_kwh != 321.0) {
+          ++wrong;
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) {
+    thread.join();
+  }
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_LE(client.requests_sent(), 8);  // at most one history and one latest per thread
+}
+
 TEST(ElectricityMapsClient, RejectsBadOptions) {
   ElectricityMapsOptions options;
   expect_error([&] { ElectricityMapsClient client(options); }, ErrorKind::kInvalidArgument,

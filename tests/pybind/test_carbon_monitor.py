@@ -202,6 +202,7 @@ def test_http_client_feeds_the_monitor(service):
     assert located.fetch_latest() == 321.0
     assert "emissionFactorType=lifecycle" in service.paths[-1]
     assert "disableEstimations=false" in service.paths[-1]
+    assert (located.lat, located.long) == (48.1, 11.5)
     located.emission_factor_type = "direct"  # as the reference's test does
     assert located.emission_factor_type == "direct" and located.estimate is True
     located.fetch_latest()

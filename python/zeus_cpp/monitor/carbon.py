@@ -117,6 +117,9 @@ class ElectrictyMapsClient(_zeus._ElectricityMapsClient):
                          float(read_timeout_s), int(max_attempts), float(backoff_initial_s),
                          float(retry_after_failure_s), fallback)
         self.location = location
+        # The reference's attribute names (informational: the query is fixed at construction).
+        self.lat, self.long = (latitude, longitude)
+        self.zone = zone
 
     # Settable, as the reference's attributes: the next request asks the new question (and the
     # cache, which answered the old one, is emptied).
