@@ -145,7 +145,21 @@ void SimulatedGpu::advance_locked() const {
     return;
   }
   if (model_.thermal_enabled) {
-    advance_thermal_locked(units::seconds_from_nanoseconds(now_ns - last_update_ns_));
+    // The draw changes continuously while the temperature moves: keep breakpoints of the last
+    // second so that average_power_mw() interpolates over short, nearly linear pieces.
+    const std::int64_t max_step_ns = std::max<std::int64_t>(
+        1, units::nanoseconds_from_seconds(model_.thermal.time_constant_s / 100.0));
+    for (std::int64_t t_ns = last_update_ns_; t_ns < now_ns;) {
+      const std::int64_t step_ns = std::min(now_ns - t_ns, max_step_ns);
+      advance_thermal_locked(units::seconds_from_nanoseconds(step_ns));
+      t_ns += step_ns;
+      if (t_ns > now_ns - kAverageWindowNs) {
+        history_.emplace_back(t_ns, energy_mj_);
+        while (history_.size() > 2 && history_[1].first <= t_ns - kAverageWindowNs) {
+          history_.pop_front();
+        }
+      }
+    }
     last_update_ns_ = now_ns;
     return;
   }

@@ -131,6 +131,18 @@ TEST(SimulatedGpuThermal, ReachesSteadyState) {
   EXPECT_NEAR(static_cast<double>(gpu.total_energy_mj()), gpu.exact_energy_j() * 1000.0, 1.0);
 }
 
+TEST(SimulatedGpuThermal, AveragePowerFollowsTheWarmingDraw) {
+  auto clock = std::make_shared<ManualClock>();
+  SimulatedGpu gpu(thermal_model("h200"), 0, clock);
+  gpu.set_utilization(0.8);
+  clock->advance_s(60.0);  // one long step: still warming, the draw rising
+  const double instant_mw = gpu.instant_power_mw();
+  const double cold_mw = 75'000.0 + 0.8 * (700'000.0 - 75'000.0);
+  EXPECT_GT(instant_mw, cold_mw + 10'000.0);
+  // Over the last second, not over the whole minute since the last control change.
+  EXPECT_NEAR(gpu.average_power_mw(), instant_mw, 0.002 * instant_mw);
+}
+
 TEST(SimulatedGpuThermal, PowerLimitCapsLeakageAndAWarmGpuIsSlower) {
   auto clock = std::make_shared<ManualClock>();
   SimulatedGpu gpu(thermal_model("h200"), 0, clock);

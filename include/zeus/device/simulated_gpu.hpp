@@ -136,7 +136,8 @@ class SimulatedGpu final : public Gpu {
   std::uint32_t locked_max_graphics_mhz_ = 0;
   std::optional<std::pair<std::uint32_t, std::uint32_t>> locked_memory_mhz_;
   // (time, cumulative energy) points of the last second, for average_power_mw().
-  std::deque<std::pair<std::int64_t, double>> history_;
+  // Mutable: the thermal model adds breakpoints while it integrates.
+  mutable std::deque<std::pair<std::int64_t, double>> history_;
 };
 
 // A provider of `count` simulated GPUs of one model.
