@@ -7,9 +7,11 @@
 #include <map>
 #include <set>
 
+#include "monitor/test_support.hpp"
 #include "support/expect_error.hpp"
 #include "support/temp_dir.hpp"
 #include "zeus/monitor/carbon.hpp"
+#include "zeus/monitor/zeus_monitor.hpp"
 
 namespace zeus::monitor {
 namespace {
@@ -215,6 +217,35 @@ TEST(CarbonEmissionMonitor, ProviderErrorPropagatesAndTheWindowIsClosed) {
   monitor.begin_window("w");  // closed: may be opened again
   expect_error([&] { CarbonEmissionMonitor(nullptr, std::make_shared<Failing>()); },
                ErrorKind::kInvalidArgument, {"energy monitor"});
+}
+
+TEST(CarbonEmissionMonitor, OverARealZeusMonitorOnSimulatedGpus) {
+  zeus::testing::SimulatedRig rig(2, "a100");  // the GPUs' own (monotonic) clock
+  ZeusMonitorOptions options;
+  options.clock = rig.clock;
+  options.start_sampler_thread = false;
+  auto energy =
+      std::make_shared<ZeusMonitor>(rig.set, std::vector<std::shared_ptr<device::Cpu>>{}, options);
+  // The wall clock: 30 min before a change of intensity, moved with the GPUs' clock.
+  auto wall = std::make_shared<ManualClock>(units::nanoseconds_from_seconds(kT0 - 1800));
+  auto provider = std::make_shared<OfflineCarbonIntensity>(
+      std::vector<OfflineCarbonIntensity::Point>{{kT0 - 3600, 200.0}, {kT0, 600.0}});
+  CarbonEmissionMonitor monitor(energy, provider, wall);
+  rig.gpus[0]->set_utilization(1.0);
+  monitor.begin_window("epoch");
+  for (double step_s : {1800.0, 1800.0}) {  // across the change, half an hour on each side
+    rig.clock->advance_s(step_s);
+    wall->advance_s(step_s);
+  }
+  const CarbonEmissionMeasurement m = monitor.end_window("epoch");
+  EXPECT_DOUBLE_EQ(m.time_s, 3600.0);
+  EXPECT_DOUBLE_EQ(m.mean_gco2eq_per_kwh, 400.0);
+  for (int gpu : {0, 1}) {
+    EXPECT_GT(m.gpu_energy_j.at(gpu), 0.0);
+    EXPECT_DOUBLE_EQ(m.gpu_carbon_emission_g.at(gpu),
+                     units::kilowatt_hours_from_joules(m.gpu_energy_j.at(gpu)) * 400.0);
+  }
+  EXPECT_GT(m.gpu_carbon_emission_g.at(0), m.gpu_carbon_emission_g.at(1));  // busy vs idle
 }
 
 }  // namespace
