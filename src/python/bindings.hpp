@@ -32,6 +32,8 @@ void bind_metrics(py::module_& module);
 //   - zeus::bso::TrainFailedError  -> ZeusBSOTrainFailError
 //   - zeus::bso::ServerError       -> ZeusBSORuntimError
 //   - zeus::bso::ValidationError   -> ZeusBSOConfigError
+//   - zeus::monitor::CarbonIntensityError -> ZeusCarbonIntensityNotFoundError (kNotFound)
+//                                     or ZeusCarbonIntensityHTTPError
 //   - any other zeus::Error        -> by ErrorKind, in the CPU family (ZeusCPU...Error) when
 //                                     its subject() is ErrorSubject::kCpu, else in the GPU
 //                                     family (ZeusGPU...Error).
