@@ -56,6 +56,20 @@ void run_iterations(const ProfileTarget& target, std::int64_t count) {
   }
 }
 
+// Iterations inside the open window `window`: when one throws, the window is cancelled (so the
+// caller's monitor is not left with it open) and the exception propagates.
+void run_iterations_in_window(const ProfileTarget& target, const char* window, std::int64_t count) {
+  try {
+    run_iterations(target, count);
+  } catch (...) {
+    try {
+      target.monitor->end_window(window, {.sync_execution = false, .cancel = true});
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the workload's exception matters more
+    }
+    throw;
+  }
+}
+
 std::string format_range(const std::vector<double>& values_s) {
   std::ostringstream out;
   out << "[";
@@ -80,7 +94,7 @@ TrialResult run_trial(const ProfileTarget& target, double measurement_s, double 
   trial.temperature_before_c = mean_temperature_c(target);
   run_iterations(target, warmup_iterations);
   target.monitor->begin_window(kTrialWindow, {.sync_execution = true, .restart = true});
-  run_iterations(target, trial.iterations);
+  run_iterations_in_window(target, kTrialWindow, trial.iterations);
   const Measurement measured = target.monitor->end_window(kTrialWindow);
   trial.temperature_after_c = mean_temperature_c(target);
   trial.energy_j = measured.total_energy_j();
@@ -222,7 +236,7 @@ double calibrate_iteration_duration(const ProfileTarget& target, int warmup_iter
         "profile: num_calibration_iterations must be >= 1, got " + std::to_string(iterations));
   }
   target.monitor->begin_window(kCalibrationWindow, {.sync_execution = true, .restart = true});
-  run_iterations(target, iterations);
+  run_iterations_in_window(target, kCalibrationWindow, iterations);
   const Measurement measured = target.monitor->end_window(kCalibrationWindow);
   return measured.time_s / static_cast<double>(iterations);
 }

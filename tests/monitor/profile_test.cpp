@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <memory>
+#include <stdexcept>
 #include <vector>
 
 #include "zeus/common/error.hpp"
@@ -219,6 +220,24 @@ TEST(Profile, NoValidCandidateIsAnErrorNamingTheRange) {
     EXPECT_EQ(error.kind(), ErrorKind::kUnavailable);
     EXPECT_NE(std::string(error.what()).find("[1, 2] s"), std::string::npos) << error.what();
   }
+}
+
+TEST(Profile, AFailingIterationCancelsTheWindowAndPropagates) {
+  ThermalRig rig;
+  ProfileTarget target = rig.target();
+  int calls = 0;
+  target.iteration = [&] {
+    if (++calls == 3) {
+      throw std::runtime_error("workload failed");
+    }
+  };
+  EXPECT_THROW(zeus::monitor::measure(
+                   target, {.num_warmup_iterations = 1, .iteration_duration_s = kIterationS}),
+               std::runtime_error);
+  EXPECT_TRUE(rig.monitor->open_windows().empty());
+  calls = 0;
+  EXPECT_THROW(zeus::monitor::calibrate_iteration_duration(target, 0, 5), std::runtime_error);
+  EXPECT_TRUE(rig.monitor->open_windows().empty());
 }
 
 TEST(Profile, RejectsBadArguments) {
