@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "arguments.hpp"
+#include "carbon_spec.hpp"
 #include "commands.hpp"
 #include "common/output_file.hpp"
 #include "common/process.hpp"
@@ -46,6 +47,7 @@ struct MonitorArgs {
   int metrics_port = -1;  // -1: no /metrics
   std::string metrics_host = "127.0.0.1";
   bool as_json = false;
+  std::string carbon_intensity;  // --carbon-intensity SPEC (carbon_spec.hpp); empty: none
   std::vector<std::string> command;
 };
 
@@ -208,6 +210,7 @@ std::string outcome_text(const RunOutcome& outcome) {
 void write_text_summary(std::ostream& out, const MonitorArgs& args,
                         const monitor::Measurement& measured, const RunOutcome& outcome,
                         const device::Gpus& gpus, const device::CpuDiscovery& cpus,
+                        const std::optional<monitor::CarbonEmissionMeasurement>& carbon,
                         const std::vector<std::string>& notes) {
   const std::string status = outcome_text(outcome);
   if (outcome.child) {
@@ -252,6 +255,14 @@ void write_text_summary(std::ostream& out, const MonitorArgs& args,
   if (rows == 0) {
     out << "   (no device measured)\n";
   }
+  if (carbon) {
+    out << fmt::format(
+        "\n   carbon  {:.6g} gCO2eq (GPU {:.6g}, CPU {:.6g}, DRAM {:.6g}) at a mean "
+        "{:.6g} gCO2eq/kWh\n",
+        carbon->total_carbon_emission_g(), carbon->gpu_carbon_emission_g.sum(),
+        carbon->cpu_carbon_emission_g.sum(), carbon->dram_carbon_emission_g.sum(),
+        carbon->mean_gco2eq_per_kwh);
+  }
   for (const std::string& note : notes) {
     out << "\n   note: " << note << "\n";
   }
@@ -268,6 +279,7 @@ nlohmann::json energy_json(const monitor::EnergyByIndex& energy) {
 
 void write_json_summary(std::ostream& out, const MonitorArgs& args,
                         const monitor::Measurement& measured, const RunOutcome& outcome,
+                        const std::optional<monitor::CarbonEmissionMeasurement>& carbon,
                         const std::vector<std::string>& notes) {
   nlohmann::json summary;
   summary["command"] =
@@ -283,6 +295,17 @@ void write_json_summary(std::ostream& out, const MonitorArgs& args,
   summary["gpu_energy_j"] = energy_json(measured.gpu_energy_j);
   summary["cpu_energy_j"] = energy_json(measured.cpu_energy_j);
   summary["dram_energy_j"] = energy_json(measured.dram_energy_j);
+  if (!args.carbon_intensity.empty()) {
+    // null when the provider could not say (a note says why).
+    summary["carbon"] = nullptr;
+    if (carbon) {
+      summary["carbon"] = {{"gco2eq", carbon->total_carbon_emission_g()},
+                           {"mean_gco2eq_per_kwh", carbon->mean_gco2eq_per_kwh},
+                           {"gpu_gco2eq", energy_json(carbon->gpu_carbon_emission_g)},
+                           {"cpu_gco2eq", energy_json(carbon->cpu_carbon_emission_g)},
+                           {"dram_gco2eq", energy_json(carbon->dram_carbon_emission_g)}};
+    }
+  }
   summary["notes"] = notes;
   if (!outcome.kill_reason.empty()) {
     summary["notes"].push_back("zeus " + outcome.kill_reason);
@@ -390,6 +413,9 @@ int run(const MonitorArgs& args) {
     duration_s = positive_duration(args.duration, "--duration");
   }
   const double kill_after_s = parse_duration_s(args.kill_after, "--kill-after");
+  // Before anything runs: a bad file or spec is a usage error, not a lost measurement.
+  const std::shared_ptr<monitor::CarbonIntensityProvider> carbon_provider =
+      args.carbon_intensity.empty() ? nullptr : carbon_provider_from_spec(args.carbon_intensity);
   if (args.command.empty() && !duration_s) {
     throw Error(ErrorKind::kInvalidArgument,
                 "zeus monitor needs a command to measure (zeus monitor [OPTIONS] -- CMD ARGS...) "
@@ -518,6 +544,7 @@ int run(const MonitorArgs& args) {
   outcome.limit_s = duration_s;
   const std::shared_ptr<Clock> clock = steady_clock();
   monitor.begin_window(kWindowName, {.sync_execution = false});
+  const double start_unix_s = system_clock()->now_s();
   // Counted from after the window opened (opening it reads every device, which takes a while
   // on a busy machine), so the measured window is never shorter than --duration.
   const std::int64_t start_ns = clock->now_ns();
@@ -546,6 +573,17 @@ int run(const MonitorArgs& args) {
   }
 
   const monitor::Measurement measured = monitor.end_window(kWindowName, {.sync_execution = false});
+  const double end_unix_s = system_clock()->now_s();
+  std::optional<monitor::CarbonEmissionMeasurement> carbon;
+  if (carbon_provider) {
+    // A provider that fails (a web service down) costs the carbon figure, never the energy one.
+    try {
+      carbon = monitor::CarbonEmissionMonitor::emissions_of(
+          measured, carbon_provider->intensity_over(start_unix_s, end_unix_s));
+    } catch (const Error& error) {
+      notes.push_back(fmt::format("no carbon emissions: {}", error.what()));
+    }
+  }
   if (metrics_server) {
     metrics_server->stop();
     device_metrics->stop();
@@ -565,9 +603,9 @@ int run(const MonitorArgs& args) {
 
   std::ostream& out = output_file ? output_file->stream() : static_cast<std::ostream&>(std::cerr);
   if (args.as_json) {
-    write_json_summary(out, args, measured, outcome, notes);
+    write_json_summary(out, args, measured, outcome, carbon, notes);
   } else {
-    write_text_summary(out, args, measured, outcome, gpus, cpus, notes);
+    write_text_summary(out, args, measured, outcome, gpus, cpus, carbon, notes);
   }
   try {
     if (output_file) {
@@ -616,6 +654,10 @@ void add_monitor(CLI::App& app, Action& action) {
                       "celsius), and the measured window to "
                       "FILE.windows.csv (ZeusMonitor's log format)");
   command->add_flag("--json", args->as_json, "Print the summary as one JSON object");
+  command->add_option("--carbon-intensity", args->carbon_intensity,
+                      "Add the carbon emissions (gCO2eq) to the summary, from gCO2eq/kWh given "
+                      "as a number, a time series file (CSV timestamp,gco2eq_per_kwh or JSON), "
+                      "or electricitymaps:ZONE (token from ELECTRICITYMAPS_TOKEN); docs/carbon.md");
   command->add_option("-o,--output", args->output,
                       "Write the summary to this file instead of standard error");
   command->add_option("--metrics-port", args->metrics_port,

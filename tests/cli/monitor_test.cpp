@@ -806,3 +806,65 @@ TEST_F(CliPower, BadInputIsAUsageError) {
 }
 
 }  // namespace
+
+// --carbon-intensity (docs/carbon.md): gCO2eq from the window's energy and the intensity over it.
+TEST_F(CliMonitor, CarbonIntensityAddsTheEmissionsToTheSummary) {
+  // 1 kWh = 3.6e6 J: at 360 gCO2eq/kWh, a joule is 1e-4 g.
+  const Result constant = run({kTwoH200}, {"monitor", "--json", "--output", path("c.json"),
+                                           "--carbon-intensity", "360", "--", "sleep", "0.2"});
+  ASSERT_EQ(constant.exit_code, 0) << constant.err;
+  const json summary = json::parse(read_file(path("c.json")));
+  const json& carbon = summary["carbon"];
+  ASSERT_TRUE(carbon.is_object()) << summary.dump();
+  EXPECT_DOUBLE_EQ(carbon["mean_gco2eq_per_kwh"].get<double>(), 360.0);
+  for (const std::string index : {"0", "1"}) {
+    EXPECT_NEAR(carbon["gpu_gco2eq"][index].get<double>(),
+                summary["gpu_energy_j"][index].get<double>() * 1e-4, 1e-12);
+  }
+  EXPECT_NEAR(carbon["gco2eq"].get<double>(),
+              carbon["gpu_gco2eq"]["0"].get<double>() + carbon["gpu_gco2eq"]["1"].get<double>(),
+              1e-12);
+
+  // A time series file (the value in force since 2026 holds over the run).
+  std::ofstream(path("series.csv")) << "timestamp,gco2eq_per_kwh\n2020-01-01T00:00:00Z,100\n"
+                                       "2026-01-01T00:00:00Z,250\n";
+  const Result series =
+      run({kTwoH200}, {"monitor", "--carbon-intensity", path("series.csv"), "--", "sleep", "0.1"});
+  ASSERT_EQ(series.exit_code, 0) << series.err;
+  EXPECT_TRUE(contains(series.err, "gCO2eq (GPU ")) << series.err;
+  EXPECT_TRUE(contains(series.err, "at a mean 250 gCO2eq/kWh")) << series.err;
+}
+
+TEST_F(CliMonitor, ABadCarbonIntensityIsAUsageErrorBeforeAnythingRuns) {
+  std::ofstream(path("bad.csv")) << "timestamp,gco2eq_per_kwh\n2026-01-01T00:00:00Z,lots\n";
+  for (const std::string& spec :
+       {std::string("-5"), std::string("nan"), std::string("electricitymaps:"),
+        path("bad.csv").string(), path("missing.csv").string()}) {
+    const Result result = run({kTwoH200}, {"monitor", "--carbon-intensity", spec, "--", "sh", "-c",
+                                           "touch " + path("ran").string()});
+    EXPECT_NE(result.exit_code, 0) << spec;
+    EXPECT_TRUE(contains(result.err, "--carbon-intensity")) << spec << ": " << result.err;
+    EXPECT_FALSE(fs::exists(path("ran"))) << spec << ": the command must not run";
+  }
+  const Result bad_row =
+      run({kTwoH200}, {"monitor", "--carbon-intensity", path("bad.csv"), "--", "true"});
+  EXPECT_EQ(bad_row.exit_code, 2);
+  EXPECT_TRUE(contains(bad_row.err, "bad.csv:2")) << bad_row.err;
+}
+
+TEST_F(CliMonitor, AnUnreachableCarbonServiceCostsOnlyTheCarbonFigure) {
+  // Nothing listens on port 9 (discard) here: the client's retries fail fast, the energy stays.
+  const Result result = run({kTwoH200, "ELECTRICITYMAPS_URL=http://127.0.0.1:9"},
+                            {"monitor", "--json", "--output", path("s.json"), "--carbon-intensity",
+                             "electricitymaps:DE", "--", "true"},
+                            60.0);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json summary = json::parse(read_file(path("s.json")));
+  EXPECT_TRUE(summary["carbon"].is_null()) << summary.dump();
+  EXPECT_EQ(summary["gpu_energy_j"].size(), 2u);
+  bool noted = false;
+  for (const json& note : summary["notes"]) {
+    noted = noted || contains(note.get<std::string>(), "no carbon emissions: ");
+  }
+  EXPECT_TRUE(noted) << summary["notes"].dump();
+}

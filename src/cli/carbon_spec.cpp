@@ -1,0 +1,60 @@
+#include "carbon_spec.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+
+#include "zeus/common/error.hpp"
+
+namespace zeus::cli {
+
+std::shared_ptr<monitor::CarbonIntensityProvider> carbon_provider_from_spec(std::string_view spec) {
+  if (spec.empty()) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "--carbon-intensity is empty; give gCO2eq/kWh (e.g. 350), a time series file "
+                "(timestamp,gco2eq_per_kwh) or electricitymaps:ZONE");
+  }
+  double value = 0.0;
+  const auto [end, ec] = std::from_chars(spec.data(), spec.data() + spec.size(), value);
+  if (ec == std::errc() && end == spec.data() + spec.size()) {
+    if (!std::isfinite(value) || value < 0.0 || value > 1e5) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--carbon-intensity " + std::string(spec) +
+                      " is not a carbon intensity: give gCO2eq/kWh from 0 to 100000");
+    }
+    return std::make_shared<monitor::ConstantCarbonIntensity>(value);
+  }
+  constexpr std::string_view kElectricityMaps = "electricitymaps:";
+  if (spec.starts_with(kElectricityMaps)) {
+    monitor::ElectricityMapsOptions options;
+    options.zone = std::string(spec.substr(kElectricityMaps.size()));
+    if (options.zone.empty()) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--carbon-intensity electricitymaps: needs a zone, e.g. electricitymaps:DE");
+    }
+    if (const char* token = std::getenv("ELECTRICITYMAPS_TOKEN")) {
+      options.auth_token = token;
+    }
+    if (const char* url = std::getenv("ELECTRICITYMAPS_URL"); url != nullptr && *url != '\0') {
+      options.base_url = url;
+    }
+    try {
+      return std::make_shared<monitor::ElectricityMapsClient>(std::move(options));
+    } catch (const Error& error) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "--carbon-intensity " + std::string(spec) + ": " + error.what());
+    }
+  }
+  try {
+    return std::make_shared<monitor::OfflineCarbonIntensity>(
+        monitor::OfflineCarbonIntensity::from_file(std::string(spec)));
+  } catch (const Error& error) {
+    throw Error(
+        error.kind() == ErrorKind::kNotFound ? ErrorKind::kNotFound : ErrorKind::kInvalidArgument,
+        "--carbon-intensity: " + std::string(error.what()) +
+            " (give gCO2eq/kWh, a time series file or electricitymaps:ZONE)");
+  }
+}
+
+}  // namespace zeus::cli
