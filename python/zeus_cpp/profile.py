@@ -21,6 +21,8 @@ GPUs: unlike the reference, nothing is all-reduced across ranks.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Tuple
 
@@ -258,15 +260,44 @@ def measure(
     cooldown_duration: float,
     num_warmup_iterations: int = 10,
     num_calibration_iterations: int = 100,
+    warmup_settle_duration: Optional[float] = None,
 ) -> TrialResult:
-    """One trial: calibrate the iteration time, sleep the cooldown, warm up, measure."""
+    """One trial: calibrate the iteration time, sleep the cooldown, warm up, measure.
+
+    ``warmup_settle_duration`` (seconds), as in the reference: when given, the warm-up before the
+    measurement runs that long (at least one iteration) instead of ``num_warmup_iterations``,
+    which the calibration still uses."""
+    if warmup_settle_duration is None:
+        return _trial(
+            _zeus._profile_measure(
+                target_function,
+                zeus_monitor,
+                float(measurement_duration),
+                float(cooldown_duration),
+                num_warmup_iterations,
+                num_calibration_iterations,
+            )
+        )
+    if (
+        isinstance(warmup_settle_duration, bool)
+        or not isinstance(warmup_settle_duration, (int, float))
+        or not 0 <= warmup_settle_duration < float("inf")
+    ):
+        raise ValueError(
+            f"warmup_settle_duration must be a non-negative number of seconds, not {warmup_settle_duration!r}"
+        )
+    iteration_duration = _zeus._profile_calibrate(
+        target_function, zeus_monitor, num_warmup_iterations, num_calibration_iterations
+    )
+    settle_iterations = max(1, math.ceil(warmup_settle_duration / iteration_duration))
     return _trial(
         _zeus._profile_measure(
             target_function,
             zeus_monitor,
             float(measurement_duration),
             float(cooldown_duration),
-            num_warmup_iterations,
+            settle_iterations,
             num_calibration_iterations,
+            iteration_duration=iteration_duration,
         )
     )

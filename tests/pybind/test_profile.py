@@ -26,7 +26,7 @@ def test_signatures_are_the_references() -> None:
     names = lambda f: list(inspect.signature(f).parameters)  # noqa: E731
     assert names(profile.measure) == [
         "target_function", "zeus_monitor", "measurement_duration", "cooldown_duration",
-        "num_warmup_iterations", "num_calibration_iterations",
+        "num_warmup_iterations", "num_calibration_iterations", "warmup_settle_duration",
     ]
     assert names(profile.profile_measurement_duration) == [
         "target_function", "zeus_monitor", "measurement_duration_search_range",
@@ -55,6 +55,19 @@ def test_measure_returns_a_trial_result() -> None:
     assert trial.energy_per_iter == pytest.approx(trial.total_energy / trial.iterations)
     # Simulated V100 at idle: 30 + 55 * 25 / 250 = 35.5, read as a whole degree.
     assert trial.temperature_before == 36.0 and trial.temperature_after == 36.0
+
+
+def test_warmup_settle_duration_replaces_the_warmup_count() -> None:
+    monitor = ZeusMonitor(gpu_indices=[0])
+    calls = []
+    # 0 s of settling: one warm-up iteration (at least one), the calibration still uses 2 + 5.
+    trial = profile.measure(lambda: calls.append(_step()), monitor, 0.02, 0.0,
+                            num_warmup_iterations=2, num_calibration_iterations=5,
+                            warmup_settle_duration=0.0)  # fmt: skip
+    assert len(calls) == 2 + 5 + 1 + trial.iterations
+    for bad in (-1.0, float("nan"), float("inf"), "1", True):
+        with pytest.raises(ValueError, match="warmup_settle_duration"):
+            profile.measure(_step, monitor, 0.02, 0.0, warmup_settle_duration=bad)
 
 
 def test_sweeps_report_every_candidate() -> None:
