@@ -36,6 +36,7 @@ void add_bso(CLI::App& app, Action& action);
 void add_demo(CLI::App& app, Action& action);
 void add_report(CLI::App& app, Action& action);
 void add_exporter(CLI::App& app, Action& action);
+void add_profile(CLI::App& app, Action& action);
 
 // A --selector value of `zeus plo show` and `zeus report`: zeus-cost[:ETA], energy, time or
 // max-slowdown[:FACTOR] (src/cli/plo.cpp). Throws kInvalidArgument naming the syntax.

@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   zeus::cli::add_demo(app, action);
   zeus::cli::add_report(app, action);
   zeus::cli::add_exporter(app, action);
+  zeus::cli::add_profile(app, action);
 
   try {
     app.parse(argc, argv);
