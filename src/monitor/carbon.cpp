@@ -11,6 +11,7 @@
 
 #include "common/csv.hpp"
 #include "common/text.hpp"
+#include "monitor/apportion.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
 
@@ -325,17 +326,7 @@ CarbonEmissionMeasurement CarbonEmissionMonitor::emissions_of(
     const Measurement& measurement, const std::vector<CarbonIntensityPiece>& pieces) {
   // The time-weighted mean intensity: each device's energy is spread over the window in
   // proportion to time (docs/carbon.md), so every device sees the same mean.
-  double mean = 0.0;
-  if (!pieces.empty()) {
-    const double total_s = pieces.back().end_unix_s - pieces.front().start_unix_s;
-    if (total_s > 0.0) {
-      for (const CarbonIntensityPiece& piece : pieces) {
-        mean += piece.gco2eq_per_kwh * (piece.end_unix_s - piece.start_unix_s) / total_s;
-      }
-    } else {
-      mean = pieces.front().gco2eq_per_kwh;
-    }
-  }
+  const double mean = time_weighted_mean(pieces, &CarbonIntensityPiece::gco2eq_per_kwh);
   CarbonEmissionMeasurement result;
   result.time_s = measurement.time_s;
   result.mean_gco2eq_per_kwh = mean;
