@@ -1,0 +1,140 @@
+// `zeus profile -- CMD`, run as a user would run it, on a simulated H200 with the thermal model.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "run_command.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Short durations so that a whole profile takes about a second: one run of `true` is an iteration.
+const std::string kShort =
+    " --measurement-durations 0.05,0.1 --cooldown-durations 0,0.05 --trials 2 --threshold 0.5 ";
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// `zeus ARGS` with a simulated thermal H200 and no real vendor library.
+std::string zeus_command(const std::string& args) {
+  return "env -u CUDA_VISIBLE_DEVICES ZEUS_SIMULATED_GPUS=1:h200:thermal "
+         "ZEUS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 "
+         "ZEUS_AMDSMI_LIBRARY=/nonexistent/libamd_smi.so " +
+         std::string(ZEUS_CLI_PATH) + " " + args;
+}
+
+zeus::testing::SplitOutput run_zeus(const std::string& args) {
+  const fs::path err =
+      fs::temp_directory_path() / ("zeus_profile_test_" + std::to_string(::getpid()) + ".err");
+  return zeus::testing::run_split(zeus_command(args), err);
+}
+
+TEST(ProfileCli, TextReportListsCandidatesAndChosenDurations) {
+  const auto run = run_zeus("profile" + kShort + "-- true");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(contains(run.out, "Measurement duration sweep")) << run.out;
+  EXPECT_TRUE(contains(run.out, "Cooldown duration sweep")) << run.out;
+  EXPECT_TRUE(contains(run.out, "J per iteration")) << run.out;
+  EXPECT_TRUE(contains(run.out, "VALID")) << run.out;
+  EXPECT_TRUE(contains(run.out, "Chosen: measurement duration 0.05 s")) << run.out;
+  EXPECT_FALSE(contains(run.err, "\r")) << "no progress bar when stderr is not a terminal";
+}
+
+TEST(ProfileCli, JsonIsOneObject) {
+  const auto run = run_zeus("profile --json" + kShort + "-- true");
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const json summary = json::parse(run.out);
+  EXPECT_EQ(summary["command"], json::array({"true"}));
+  EXPECT_EQ(summary["gpus"], json::array({0}));
+  EXPECT_DOUBLE_EQ(summary["measurement_duration_s"].get<double>(), 0.05);
+  EXPECT_TRUE(summary["cooldown_duration_s"].is_number());
+  const json& candidates = summary["measurement_sweep"]["candidates"];
+  ASSERT_EQ(candidates.size(), 2U);  // every candidate is tried, for the full table
+  for (const json& candidate : candidates) {
+    EXPECT_GT(candidate["mean_energy_per_iteration_j"].get<double>(), 0.0);
+    EXPECT_EQ(candidate["trials"], 2);
+    EXPECT_TRUE(candidate["valid"].is_boolean());
+    // The thermal model reports a temperature above absolute zero and below boiling.
+    EXPECT_GT(candidate["mean_temperature_before_c"].get<double>(), 0.0);
+    EXPECT_LT(candidate["mean_temperature_after_c"].get<double>(), 100.0);
+  }
+  EXPECT_EQ(summary["cooldown_sweep"]["candidates"].size(), 2U);
+  EXPECT_GT(summary["measurement_sweep"]["iteration_duration_s"].get<double>(), 0.0);
+}
+
+TEST(ProfileCli, FailingCommandNamesItsTrial) {
+  const auto run = run_zeus("profile" + kShort + "-- false");
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_TRUE(contains(run.err, "exited with code 1 in trial 1 of the measurement-duration sweep"))
+      << run.err;
+  const auto killed = run_zeus("profile" + kShort + "-- sh -c 'kill -KILL $$'");
+  EXPECT_EQ(killed.exit_code, 1) << killed.err;
+  EXPECT_TRUE(contains(killed.err, "was killed by SIGKILL")) << killed.err;
+}
+
+TEST(ProfileCli, NoValidCandidateIsAnErrorAfterTheTable) {
+  // A threshold no two runs can meet.
+  const auto run = run_zeus(
+      "profile --measurement-durations 0.05 --cooldown-durations 0 --trials 2 --threshold 1e-12 "
+      "-- true");
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_TRUE(contains(run.out, "INVALID")) << run.out;
+  EXPECT_TRUE(contains(run.err, "no measurement duration candidate")) << run.err;
+}
+
+TEST(ProfileCli, BadInputIsExit2) {
+  const struct {
+    std::string args;
+    std::string message;
+  } cases[] = {
+      {"profile --measurement-durations '' -- true", "--measurement-durations is empty"},
+      {"profile --cooldown-durations 0,,1 -- true", "empty item"},
+      {"profile --cooldown-durations -1 -- true", "negative"},
+      {"profile --measurement-durations nan -- true", "not finite"},
+      {"profile --measurement-durations 0 -- true", "must be > 0"},
+      {"profile --trials 0 -- true", "--trials 0"},
+      {"profile --threshold nan -- true", "--threshold"},
+      {"profile --gpus 5 -- true", "--gpus"},
+      {"profile", "needs a command"},
+      {"profile" + kShort + "-- /nonexistent/zeus-profile-cmd", "cannot run"},
+  };
+  for (const auto& c : cases) {
+    const auto run = run_zeus(c.args);
+    EXPECT_EQ(run.exit_code, 2) << c.args << "\n" << run.err;
+    EXPECT_TRUE(contains(run.err, c.message)) << c.args << "\n" << run.err;
+  }
+}
+
+TEST(ProfileCli, SigtermStopsCleanlyWithoutLeavingTheCommand) {
+  // The marker file names this test's command, so that a leftover one can be looked for.
+  const std::string marker = "zeus_profile_sigterm_" + std::to_string(::getpid());
+  const auto run = zeus::testing::run_command(
+      "sh -c '" +
+      zeus_command("profile --measurement-durations 5 --cooldown-durations 0 "
+                   "--trials 2 -- sh -c \"sleep 0.4; : " +
+                   marker + "\"") +
+      " 2>&1 & pid=$!; sleep 1.5; kill -TERM $pid; wait $pid; echo rc=$?'");
+  EXPECT_TRUE(contains(run.output, "stopped by SIGTERM")) << run.output;
+  EXPECT_TRUE(contains(run.output, "rc=143")) << run.output;
+  const auto left = zeus::testing::run_command("pgrep -f '[z]" + marker.substr(1) + "'");
+  EXPECT_NE(left.exit_code, 0) << "the command was left running: " << left.output;
+}
+
+TEST(ProfileCli, ProgressBarOnlyOnATerminal) {
+  if (zeus::testing::run_command("command -v script >/dev/null 2>&1").exit_code != 0) {
+    GTEST_SKIP() << "script(1) (util-linux) is not installed: cannot make a terminal";
+  }
+  const auto terminal = zeus::testing::run_command(
+      "script -qec \"" + zeus_command("profile" + kShort + "-- true >/dev/null") + "\" /dev/null");
+  ASSERT_EQ(terminal.exit_code, 0) << terminal.output;
+  EXPECT_TRUE(contains(terminal.output, "trials")) << terminal.output;
+  EXPECT_TRUE(contains(terminal.output, "[#")) << terminal.output;
+}
+
+}  // namespace
