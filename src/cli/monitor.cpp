@@ -22,6 +22,7 @@
 #include "common/process.hpp"
 #include "common/signals.hpp"
 #include "devices.hpp"
+#include "price_spec.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
@@ -48,6 +49,7 @@ struct MonitorArgs {
   std::string metrics_host = "127.0.0.1";
   bool as_json = false;
   std::string carbon_intensity;  // --carbon-intensity SPEC (carbon_spec.hpp); empty: none
+  std::string price;             // --price SPEC (price_spec.hpp); empty: none
   std::vector<std::string> command;
 };
 
@@ -211,6 +213,7 @@ void write_text_summary(std::ostream& out, const MonitorArgs& args,
                         const monitor::Measurement& measured, const RunOutcome& outcome,
                         const device::Gpus& gpus, const device::CpuDiscovery& cpus,
                         const std::optional<monitor::CarbonEmissionMeasurement>& carbon,
+                        const std::optional<monitor::EnergyCostMeasurement>& cost,
                         const std::vector<std::string>& notes) {
   const std::string status = outcome_text(outcome);
   if (outcome.child) {
@@ -263,6 +266,13 @@ void write_text_summary(std::ostream& out, const MonitorArgs& args,
         carbon->cpu_carbon_emission_g.sum(), carbon->dram_carbon_emission_g.sum(),
         carbon->mean_gco2eq_per_kwh);
   }
+  if (cost) {
+    const std::string unit = cost->currency.empty() ? "" : " " + cost->currency;
+    out << fmt::format(
+        "\n   cost    {:.6g}{} (GPU {:.6g}, CPU {:.6g}, DRAM {:.6g}) at a mean {:.6g}{}/kWh\n",
+        cost->total_cost(), unit, cost->gpu_energy_cost.sum(), cost->cpu_energy_cost.sum(),
+        cost->dram_energy_cost.sum(), cost->mean_price_per_kwh, unit);
+  }
   for (const std::string& note : notes) {
     out << "\n   note: " << note << "\n";
   }
@@ -280,6 +290,7 @@ nlohmann::json energy_json(const monitor::EnergyByIndex& energy) {
 void write_json_summary(std::ostream& out, const MonitorArgs& args,
                         const monitor::Measurement& measured, const RunOutcome& outcome,
                         const std::optional<monitor::CarbonEmissionMeasurement>& carbon,
+                        const std::optional<monitor::EnergyCostMeasurement>& cost,
                         const std::vector<std::string>& notes) {
   nlohmann::json summary;
   summary["command"] =
@@ -304,6 +315,18 @@ void write_json_summary(std::ostream& out, const MonitorArgs& args,
                            {"gpu_gco2eq", energy_json(carbon->gpu_carbon_emission_g)},
                            {"cpu_gco2eq", energy_json(carbon->cpu_carbon_emission_g)},
                            {"dram_gco2eq", energy_json(carbon->dram_carbon_emission_g)}};
+    }
+  }
+  if (!args.price.empty()) {
+    summary["cost"] = nullptr;
+    if (cost) {
+      summary["cost"] = {{"total", cost->total_cost()},
+                         {"currency", cost->currency.empty() ? nlohmann::json(nullptr)
+                                                             : nlohmann::json(cost->currency)},
+                         {"mean_price_per_kwh", cost->mean_price_per_kwh},
+                         {"gpu", energy_json(cost->gpu_energy_cost)},
+                         {"cpu", energy_json(cost->cpu_energy_cost)},
+                         {"dram", energy_json(cost->dram_energy_cost)}};
     }
   }
   summary["notes"] = notes;
@@ -416,6 +439,8 @@ int run(const MonitorArgs& args) {
   // Before anything runs: a bad file or spec is a usage error, not a lost measurement.
   const std::shared_ptr<monitor::CarbonIntensityProvider> carbon_provider =
       args.carbon_intensity.empty() ? nullptr : carbon_provider_from_spec(args.carbon_intensity);
+  const std::shared_ptr<monitor::ElectricityPriceProvider> price_provider =
+      args.price.empty() ? nullptr : price_provider_from_spec(args.price);
   if (args.command.empty() && !duration_s) {
     throw Error(ErrorKind::kInvalidArgument,
                 "zeus monitor needs a command to measure (zeus monitor [OPTIONS] -- CMD ARGS...) "
@@ -584,6 +609,16 @@ int run(const MonitorArgs& args) {
       notes.push_back(fmt::format("no carbon emissions: {}", error.what()));
     }
   }
+  std::optional<monitor::EnergyCostMeasurement> cost;
+  if (price_provider) {
+    try {
+      cost = monitor::EnergyCostMonitor::cost_of(
+          measured, price_provider->price_over(start_unix_s, end_unix_s),
+          price_provider->currency());
+    } catch (const Error& error) {
+      notes.push_back(fmt::format("no electricity cost: {}", error.what()));
+    }
+  }
   if (metrics_server) {
     metrics_server->stop();
     device_metrics->stop();
@@ -603,9 +638,9 @@ int run(const MonitorArgs& args) {
 
   std::ostream& out = output_file ? output_file->stream() : static_cast<std::ostream&>(std::cerr);
   if (args.as_json) {
-    write_json_summary(out, args, measured, outcome, carbon, notes);
+    write_json_summary(out, args, measured, outcome, carbon, cost, notes);
   } else {
-    write_text_summary(out, args, measured, outcome, gpus, cpus, carbon, notes);
+    write_text_summary(out, args, measured, outcome, gpus, cpus, carbon, cost, notes);
   }
   try {
     if (output_file) {
@@ -658,6 +693,9 @@ void add_monitor(CLI::App& app, Action& action) {
                       "Add the carbon emissions (gCO2eq) to the summary, from gCO2eq/kWh given "
                       "as a number, a time series file (CSV timestamp,gco2eq_per_kwh or JSON), "
                       "or electricitymaps:ZONE (token from ELECTRICITYMAPS_TOKEN); docs/carbon.md");
+  command->add_option("--price", args->price,
+                      "Add the electricity cost to the summary, from a price per kWh given as a "
+                      "number or a JSON time-of-use tariff file; docs/cost.md");
   command->add_option("-o,--output", args->output,
                       "Write the summary to this file instead of standard error");
   command->add_option("--metrics-port", args->metrics_port,

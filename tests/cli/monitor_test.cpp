@@ -868,3 +868,48 @@ TEST_F(CliMonitor, AnUnreachableCarbonServiceCostsOnlyTheCarbonFigure) {
   }
   EXPECT_TRUE(noted) << summary["notes"].dump();
 }
+
+// --price (docs/cost.md): the window's energy times the price per kWh over it.
+TEST_F(CliMonitor, PriceAddsTheCostToTheSummary) {
+  // 1 kWh = 3.6e6 J: at 0.36 per kWh, a joule costs 1e-7.
+  const Result constant = run({kTwoH200}, {"monitor", "--json", "--output", path("p.json"),
+                                           "--price", "0.36", "--", "sleep", "0.2"});
+  ASSERT_EQ(constant.exit_code, 0) << constant.err;
+  const json summary = json::parse(read_file(path("p.json")));
+  const json& cost = summary["cost"];
+  ASSERT_TRUE(cost.is_object()) << summary.dump();
+  EXPECT_DOUBLE_EQ(cost["mean_price_per_kwh"].get<double>(), 0.36);
+  EXPECT_TRUE(cost["currency"].is_null());
+  for (const std::string index : {"0", "1"}) {
+    EXPECT_NEAR(cost["gpu"][index].get<double>(),
+                summary["gpu_energy_j"][index].get<double>() * 1e-7, 1e-12);
+  }
+  EXPECT_NEAR(cost["total"].get<double>(),
+              cost["gpu"]["0"].get<double>() + cost["gpu"]["1"].get<double>(), 1e-12);
+  EXPECT_FALSE(summary.contains("carbon"));
+
+  // A tariff whose only period covers the whole week: its price holds, with its currency.
+  std::ofstream(path("tariff.json")) << R"({"currency": "EUR", "default_price_per_kwh": 1,
+             "periods": [{"days": "all", "start": "00:00", "end": "24:00", "price_per_kwh": 0.25}]})";
+  const Result tariff =
+      run({kTwoH200}, {"monitor", "--price", path("tariff.json"), "--", "sleep", "0.1"});
+  ASSERT_EQ(tariff.exit_code, 0) << tariff.err;
+  EXPECT_TRUE(contains(tariff.err, "EUR (GPU ")) << tariff.err;
+  EXPECT_TRUE(contains(tariff.err, "at a mean 0.25 EUR/kWh")) << tariff.err;
+}
+
+TEST_F(CliMonitor, ABadPriceIsAUsageErrorBeforeAnythingRuns) {
+  std::ofstream(path("bad.json")) << R"({"default_price_per_kwh": "cheap"})";
+  for (const std::string& spec : {std::string("-1"), std::string("nan"), path("bad.json").string(),
+                                  path("missing.json").string()}) {
+    const Result result = run({kTwoH200}, {"monitor", "--price", spec, "--", "sh", "-c",
+                                           "touch " + path("ran").string()});
+    EXPECT_NE(result.exit_code, 0) << spec;
+    EXPECT_TRUE(contains(result.err, "--price")) << spec << ": " << result.err;
+    EXPECT_FALSE(fs::exists(path("ran"))) << spec << ": the command must not run";
+  }
+  const Result bad = run({kTwoH200}, {"monitor", "--price", path("bad.json"), "--", "true"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_TRUE(contains(bad.err, "bad.json")) << bad.err;
+  EXPECT_TRUE(contains(bad.err, "default_price_per_kwh")) << bad.err;
+}

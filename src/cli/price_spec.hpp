@@ -1,0 +1,16 @@
+// zeus monitor --price SPEC: which electricity price provider (docs/cost.md).
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "zeus/monitor/price.hpp"
+
+namespace zeus::cli {
+
+// SPEC is a number (a constant price per kWh, currency not said) or a JSON tariff file
+// (monitor::TariffElectricityPrice::from_file). Throws Error(kInvalidArgument, or kNotFound for a
+// missing file) naming --price and what is wrong.
+std::shared_ptr<monitor::ElectricityPriceProvider> price_provider_from_spec(std::string_view spec);
+
+}  // namespace zeus::cli
