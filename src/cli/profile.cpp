@@ -135,7 +135,8 @@ void run_once(const ProfileArgs& args, SignalWatch& watch, Position& at) {
   }
   auto started = ChildProcess::start(args.command, options);
   if (auto* failure = std::get_if<ChildProcess::StartFailure>(&started)) {
-    throw Error(ErrorKind::kInvalidArgument, "zeus profile: " + failure->message);
+    throw Error(ErrorKind::kInvalidArgument,
+                failure->message + "; give the command to profile after --");
   }
   ChildProcess& child = std::get<ChildProcess>(started);
   std::optional<ChildExit> exited;
