@@ -288,9 +288,7 @@ double OfflineCarbonIntensity::update_period_s() const {
 CarbonEmissionMonitor::CarbonEmissionMonitor(std::shared_ptr<WindowMonitor> monitor,
                                              std::shared_ptr<CarbonIntensityProvider> provider,
                                              std::shared_ptr<Clock> wall_clock)
-    : monitor_(std::move(monitor)),
-      provider_(std::move(provider)),
-      wall_clock_(wall_clock ? std::move(wall_clock) : system_clock()) {
+    : monitor_(std::move(monitor)), provider_(std::move(provider)), times_(std::move(wall_clock)) {
   if (!monitor_ || !provider_) {
     throw Error(ErrorKind::kInvalidArgument,
                 "CarbonEmissionMonitor needs an energy monitor and a carbon intensity provider");
@@ -299,23 +297,13 @@ CarbonEmissionMonitor::CarbonEmissionMonitor(std::shared_ptr<WindowMonitor> moni
 
 void CarbonEmissionMonitor::begin_window(const std::string& name, BeginWindowOptions options) {
   monitor_->begin_window(name, options);  // throws for a window already open
-  const std::lock_guard lock(mutex_);
-  starts_unix_s_[name] = wall_clock_->now_s();
+  times_.begin(name);
 }
 
 CarbonEmissionMeasurement CarbonEmissionMonitor::end_window(const std::string& name,
                                                             EndWindowOptions options) {
   const Measurement measurement = monitor_->end_window(name, options);
-  const double end_unix_s = wall_clock_->now_s();
-  double start_unix_s = end_unix_s;
-  {
-    const std::lock_guard lock(mutex_);
-    const auto found = starts_unix_s_.find(name);
-    if (found != starts_unix_s_.end()) {
-      start_unix_s = std::min(found->second, end_unix_s);
-      starts_unix_s_.erase(found);
-    }
-  }
+  const auto [start_unix_s, end_unix_s] = times_.end(name);
   if (options.cancel) {
     return emissions_of(measurement, {CarbonIntensityPiece{start_unix_s, end_unix_s, 0.0}});
   }

@@ -294,9 +294,7 @@ std::vector<ElectricityPricePiece> TariffElectricityPrice::price_over(double sta
 EnergyCostMonitor::EnergyCostMonitor(std::shared_ptr<WindowMonitor> monitor,
                                      std::shared_ptr<ElectricityPriceProvider> provider,
                                      std::shared_ptr<Clock> wall_clock)
-    : monitor_(std::move(monitor)),
-      provider_(std::move(provider)),
-      wall_clock_(wall_clock ? std::move(wall_clock) : system_clock()) {
+    : monitor_(std::move(monitor)), provider_(std::move(provider)), times_(std::move(wall_clock)) {
   if (!monitor_ || !provider_) {
     throw Error(ErrorKind::kInvalidArgument,
                 "EnergyCostMonitor needs an energy monitor and an electricity price provider");
@@ -305,21 +303,13 @@ EnergyCostMonitor::EnergyCostMonitor(std::shared_ptr<WindowMonitor> monitor,
 
 void EnergyCostMonitor::begin_window(const std::string& name, BeginWindowOptions options) {
   monitor_->begin_window(name, options);
-  const std::lock_guard lock(mutex_);
-  starts_unix_s_[name] = wall_clock_->now_s();
+  times_.begin(name);
 }
 
 EnergyCostMeasurement EnergyCostMonitor::end_window(const std::string& name,
                                                     EndWindowOptions options) {
   const Measurement measurement = monitor_->end_window(name, options);
-  const double end_unix_s = wall_clock_->now_s();
-  double start_unix_s = end_unix_s;
-  {
-    const std::lock_guard lock(mutex_);
-    if (const auto node = starts_unix_s_.extract(name)) {
-      start_unix_s = std::min(node.mapped(), end_unix_s);
-    }
-  }
+  const auto [start_unix_s, end_unix_s] = times_.end(name);
   const std::string currency = provider_->currency();
   if (options.cancel) {
     return cost_of(measurement, {ElectricityPricePiece{start_unix_s, end_unix_s, 0.0}}, currency);

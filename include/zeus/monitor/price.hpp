@@ -18,6 +18,7 @@
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/monitor/measurement.hpp"
+#include "zeus/monitor/wall_window_times.hpp"
 #include "zeus/monitor/window_monitor.hpp"
 
 namespace zeus::monitor {
@@ -137,9 +138,7 @@ class EnergyCostMonitor {
  private:
   std::shared_ptr<WindowMonitor> monitor_;
   std::shared_ptr<ElectricityPriceProvider> provider_;
-  std::shared_ptr<Clock> wall_clock_;
-  std::mutex mutex_;
-  std::unordered_map<std::string, double> starts_unix_s_;
+  WallWindowTimes times_;
 };
 
 }  // namespace zeus::monitor
