@@ -94,37 +94,19 @@ class TimelineWriter {
 
   // Called on the sampler thread; must not throw.
   void write(const std::vector<monitor::PowerSample>& sweep) noexcept {
-    try {
-      buffer_.clear();
-      for (const monitor::PowerSample& sample : sweep) {
-        const std::int64_t wall_us = wall_start_us_ + units::microseconds_from_nanoseconds(
-                                                          sample.time_ns - steady_start_ns_);
-        fmt::format_to(std::back_inserter(buffer_), "{}.{:06},gpu{},{},{:.3f},\n",
-                       wall_us / 1'000'000, wall_us % 1'000'000, sample.gpu_index,
-                       monitor::power_domain_name(sample.domain), sample.power_w);
-      }
-      file_.stream().write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
-    } catch (...) {
-      failed_ = true;
-    }
+    write_rows(sweep, [](std::string& out, const monitor::PowerSample& sample) {
+      fmt::format_to(std::back_inserter(out), "gpu{},{},{:.3f},\n", sample.gpu_index,
+                     monitor::power_domain_name(sample.domain), sample.power_w);
+    });
   }
 
   // The temperatures that changed in a sweep; the sampler thread, must not throw. The same
   // sweep's power rows come first (the sampler calls on_sweep before on_temperature_change).
   void write(const std::vector<monitor::TemperatureSample>& changes) noexcept {
-    try {
-      buffer_.clear();
-      for (const monitor::TemperatureSample& sample : changes) {
-        const std::int64_t wall_us = wall_start_us_ + units::microseconds_from_nanoseconds(
-                                                          sample.time_ns - steady_start_ns_);
-        fmt::format_to(std::back_inserter(buffer_), "{}.{:06},gpu{},temperature,,{}\n",
-                       wall_us / 1'000'000, wall_us % 1'000'000, sample.gpu_index,
-                       sample.temperature_c);
-      }
-      file_.stream().write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
-    } catch (...) {
-      failed_ = true;
-    }
+    write_rows(changes, [](std::string& out, const monitor::TemperatureSample& sample) {
+      fmt::format_to(std::back_inserter(out), "gpu{},temperature,,{}\n", sample.gpu_index,
+                     sample.temperature_c);
+    });
   }
 
   // Flushes; false when any write failed.
@@ -138,6 +120,24 @@ class TimelineWriter {
   }
 
  private:
+  // One row per sample: the Unix timestamp (microseconds), then what `rest` writes.
+  template <typename Sample, typename Rest>
+  void write_rows(const std::vector<Sample>& samples, Rest rest) noexcept {
+    try {
+      buffer_.clear();
+      for (const Sample& sample : samples) {
+        const std::int64_t wall_us = wall_start_us_ + units::microseconds_from_nanoseconds(
+                                                          sample.time_ns - steady_start_ns_);
+        fmt::format_to(std::back_inserter(buffer_), "{}.{:06},", wall_us / 1'000'000,
+                       wall_us % 1'000'000);
+        rest(buffer_, sample);
+      }
+      file_.stream().write(buffer_.data(), static_cast<std::streamsize>(buffer_.size()));
+    } catch (...) {
+      failed_ = true;
+    }
+  }
+
   OutputFile file_;
   std::int64_t steady_start_ns_;
   std::int64_t wall_start_us_;

@@ -691,6 +691,9 @@ struct PySampler {
   std::int64_t to_steady_ns(double wall_s) const {
     return static_cast<std::int64_t>((wall_s - wall_offset_s) * 1e9);
   }
+  std::optional<std::int64_t> to_steady_ns(std::optional<double> wall_s) const {
+    return wall_s ? std::optional<std::int64_t>(to_steady_ns(*wall_s)) : std::nullopt;
+  }
   double to_wall_s(std::int64_t steady_ns) const {
     return static_cast<double>(steady_ns) * 1e-9 + wall_offset_s;
   }
@@ -872,14 +875,8 @@ void bind_monitor(py::module_& module) {
           [](const PySampler& self, const std::string& domain, int gpu_index,
              std::optional<double> start_time, std::optional<double> end_time) {
             self.sampler->rethrow_if_failed();
-            std::optional<std::int64_t> start_ns;
-            std::optional<std::int64_t> end_ns;
-            if (start_time) {
-              start_ns = self.to_steady_ns(*start_time);
-            }
-            if (end_time) {
-              end_ns = self.to_steady_ns(*end_time);
-            }
+            const std::optional<std::int64_t> start_ns = self.to_steady_ns(start_time);
+            const std::optional<std::int64_t> end_ns = self.to_steady_ns(end_time);
             const std::vector<monitor::PowerSample> samples = self.sampler->timeline(
                 monitor::parse_power_domain(domain), gpu_index, start_ns, end_ns);
             py::array_t<double> array({static_cast<py::ssize_t>(samples.size()), py::ssize_t{2}});
@@ -899,10 +896,7 @@ void bind_monitor(py::module_& module) {
           [](const PySampler& self, const std::string& domain, int gpu_index,
              std::optional<double> time) {
             self.sampler->rethrow_if_failed();
-            std::optional<std::int64_t> time_ns;
-            if (time) {
-              time_ns = self.to_steady_ns(*time);
-            }
+            const std::optional<std::int64_t> time_ns = self.to_steady_ns(time);
             return self.sampler->power_w(monitor::parse_power_domain(domain), gpu_index, time_ns);
           },
           py::arg("domain"), py::arg("gpu_index"), py::arg("time") = py::none(),
@@ -931,14 +925,8 @@ void bind_monitor(py::module_& module) {
           [](const PySampler& self, int gpu_index, std::optional<double> start_time,
              std::optional<double> end_time) {
             self.sampler->rethrow_if_failed();
-            std::optional<std::int64_t> start_ns;
-            std::optional<std::int64_t> end_ns;
-            if (start_time) {
-              start_ns = self.to_steady_ns(*start_time);
-            }
-            if (end_time) {
-              end_ns = self.to_steady_ns(*end_time);
-            }
+            const std::optional<std::int64_t> start_ns = self.to_steady_ns(start_time);
+            const std::optional<std::int64_t> end_ns = self.to_steady_ns(end_time);
             py::list result;
             for (const monitor::TemperatureSample& sample :
                  self.sampler->temperature_timeline(gpu_index, start_ns, end_ns)) {
@@ -953,10 +941,7 @@ void bind_monitor(py::module_& module) {
           "temperature",
           [](const PySampler& self, int gpu_index, std::optional<double> time) {
             self.sampler->rethrow_if_failed();
-            std::optional<std::int64_t> time_ns;
-            if (time) {
-              time_ns = self.to_steady_ns(*time);
-            }
+            const std::optional<std::int64_t> time_ns = self.to_steady_ns(time);
             return self.sampler->temperature_c(gpu_index, time_ns);
           },
           py::arg("gpu_index"), py::arg("time") = py::none(),

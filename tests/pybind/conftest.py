@@ -86,12 +86,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.OK
 
 
-def run_python(code: str, env: Optional[Dict[str, str]] = None, timeout: float = 120) -> str:
-    """Runs ``code`` in a fresh interpreter that imports zeus_cpp from the same place.
-
-    ``env`` entries are added to (or, when None, removed from) the current environment. Returns
-    stdout; a failure raises AssertionError with stderr.
-    """
+def subprocess_env(env=None) -> dict:
+    """This process's environment for a child interpreter that imports zeus_cpp from the same
+    place: ``env`` entries added (or, when None, removed)."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(PYTHON_PATH) if PYTHON_PATH else "", full_env.get("PYTHONPATH", "")) if p
@@ -101,8 +98,17 @@ def run_python(code: str, env: Optional[Dict[str, str]] = None, timeout: float =
             full_env.pop(key, None)
         else:
             full_env[key] = value
+    return full_env
+
+
+def run_python(code: str, env: Optional[Dict[str, str]] = None, timeout: float = 120) -> str:
+    """Runs ``code`` in a fresh interpreter that imports zeus_cpp from the same place.
+
+    ``env`` entries are added to (or, when None, removed from) the current environment. Returns
+    stdout; a failure raises AssertionError with stderr.
+    """
     result = subprocess.run(
-        [sys.executable, "-c", code], env=full_env, capture_output=True, text=True,
+        [sys.executable, "-c", code], env=subprocess_env(env), capture_output=True, text=True,
         timeout=timeout,
     )
     assert result.returncode == 0, f"subprocess failed ({result.returncode}):\n{result.stderr}"

@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from typing import Dict, Optional
 
-from conftest import PYTHON_PATH
+from conftest import subprocess_env
 from zeusd_daemon import daemons  # noqa: F401  (the fixture)
 
 
 def run_module(args: list, env: Optional[Dict[str, Optional[str]]] = None,
                timeout: float = 60) -> subprocess.CompletedProcess:
-    full_env = dict(os.environ)
-    full_env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(PYTHON_PATH) if PYTHON_PATH else "", full_env.get("PYTHONPATH", "")) if p
-    )
-    for key, value in (env or {}).items():
-        if value is None:
-            full_env.pop(key, None)
-        else:
-            full_env[key] = value
-    return subprocess.run([sys.executable, "-m", *args], env=full_env, capture_output=True,
+    return subprocess.run([sys.executable, "-m", *args], env=subprocess_env(env), capture_output=True,
                           text=True, timeout=timeout)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from zeus_cpp import _zeus
 from zeus_cpp.exception import ZeusGPUNotSupportedError
 from zeus_cpp.monitor import _checks
+from zeus_cpp.monitor._sampled import SampledMonitor, max_samples
 
 
 class PowerDomain(enum.Enum):
@@ -81,7 +82,7 @@ def _domain(name: str, value: object) -> PowerDomain:
     raise TypeError(f"{name} must be a PowerDomain, not {type(value).__name__}")
 
 
-class PowerMonitor:
+class PowerMonitor(SampledMonitor):
     """Samples the power of GPUs in the background.
 
     Args:
@@ -112,15 +113,7 @@ class PowerMonitor:
         period = _checks.optional_number("update_period", update_period)
         if period is not None and period <= 0:
             raise ValueError(f"update_period must be positive, not {update_period!r}")
-        if max_samples_per_gpu is not None and (
-            isinstance(max_samples_per_gpu, bool) or not isinstance(max_samples_per_gpu, int)
-        ):
-            raise TypeError(
-                "max_samples_per_gpu must be an int or None, not "
-                f"{type(max_samples_per_gpu).__name__}"
-            )
-        if max_samples_per_gpu is not None and max_samples_per_gpu <= 0:
-            raise ValueError(f"max_samples_per_gpu must be positive, not {max_samples_per_gpu}")
+        max_samples_per_gpu = max_samples(max_samples_per_gpu)
         native_gpus = _zeus.get_gpus()
         if len(native_gpus) == 0:
             raise ValueError("No GPUs available.")
@@ -157,17 +150,6 @@ class PowerMonitor:
                 f"PowerMonitor to sample it)"
             )
         return parsed
-
-    def _gpus(self, gpu_index: Optional[int]) -> List[int]:
-        if gpu_index is None:
-            return self.gpu_indices
-        if isinstance(gpu_index, bool) or not isinstance(gpu_index, int):
-            raise TypeError(f"gpu_index must be an int or None, not {type(gpu_index).__name__}")
-        if gpu_index not in self.gpu_indices:
-            raise ValueError(
-                f"GPU index {gpu_index} is not being monitored. Monitored GPUs: {self.gpu_indices}"
-            )
-        return [gpu_index]
 
     def get_power_timeline(
         self,
@@ -230,28 +212,7 @@ class PowerMonitor:
         """{GPU index: W} in force at ``time`` (the latest when None); None if a GPU has none."""
         domain = self._check_domain(power_domain)
         when = _checks.optional_number("time", time)
-        result: Dict[int, float] = {}
-        for gpu in self.gpu_indices:
-            power = self._sampler.power(domain.value, gpu, when)
-            if power is None:
-                return None
-            result[gpu] = power
-        return result
-
-    def stop(self) -> None:
-        """Stops sampling (idempotent); what was collected stays queryable."""
-        self._sampler.stop()
-
-    def __enter__(self) -> "PowerMonitor":
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    def __del__(self) -> None:
-        sampler = getattr(self, "_sampler", None)
-        if sampler is not None:
-            sampler.stop()
+        return self._every_gpu(lambda gpu: self._sampler.power(domain.value, gpu, when))
 
 
 __all__ = ["PowerMonitor", "PowerDomain", "PowerSample"]

@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from zeus_cpp import _zeus
 from zeus_cpp.monitor import _checks
+from zeus_cpp.monitor._sampled import SampledMonitor, max_samples
 
 __all__ = ["TemperatureMonitor", "TemperatureSample"]
 
@@ -32,7 +33,7 @@ class TemperatureSample:
     temperature_c: int
 
 
-class TemperatureMonitor:
+class TemperatureMonitor(SampledMonitor):
     """Samples the temperature of GPUs in the background.
 
     Args:
@@ -58,31 +59,12 @@ class TemperatureMonitor:
         period = _checks.optional_number("update_period", update_period)
         if period is None or not period > 0:
             raise ValueError(f"update_period must be a positive number of seconds, not {update_period!r}")
-        if max_samples_per_gpu is not None and (
-            isinstance(max_samples_per_gpu, bool) or not isinstance(max_samples_per_gpu, int)
-        ):
-            raise TypeError(
-                "max_samples_per_gpu must be an int or None, not "
-                f"{type(max_samples_per_gpu).__name__}"
-            )
-        if max_samples_per_gpu is not None and max_samples_per_gpu <= 0:
-            raise ValueError(f"max_samples_per_gpu must be positive, not {max_samples_per_gpu}")
+        max_samples_per_gpu = max_samples(max_samples_per_gpu)
         if len(_zeus.get_gpus()) == 0:
             raise ValueError("No GPUs available.")
         self._sampler = _zeus.PowerSampler(gpus, [], period, max_samples_per_gpu, temperature=True)
         self.gpu_indices: List[int] = list(self._sampler.gpu_indices)
         self.update_period: float = self._sampler.period_s
-
-    def _gpus(self, gpu_index: Optional[int]) -> List[int]:
-        if gpu_index is None:
-            return self.gpu_indices
-        if isinstance(gpu_index, bool) or not isinstance(gpu_index, int):
-            raise TypeError(f"gpu_index must be an int or None, not {type(gpu_index).__name__}")
-        if gpu_index not in self.gpu_indices:
-            raise ValueError(
-                f"GPU index {gpu_index} is not being monitored. Monitored GPUs: {self.gpu_indices}"
-            )
-        return [gpu_index]
 
     def get_temperature_timeline(
         self,
@@ -99,25 +81,4 @@ class TemperatureMonitor:
         """{GPU index: degrees C} in force at ``time`` (the latest when None): the last change at or
         before it. None when any GPU has no reading by then, as in the reference."""
         when = _checks.optional_number("time", time)
-        result: Dict[int, int] = {}
-        for gpu in self.gpu_indices:
-            value = self._sampler.temperature(gpu, when)
-            if value is None:
-                return None
-            result[gpu] = value
-        return result
-
-    def stop(self) -> None:
-        """Stops sampling (idempotent)."""
-        self._sampler.stop()
-
-    def __enter__(self) -> "TemperatureMonitor":
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    def __del__(self) -> None:
-        sampler = getattr(self, "_sampler", None)
-        if sampler is not None:
-            sampler.stop()
+        return self._every_gpu(lambda gpu: self._sampler.temperature(gpu, when))
