@@ -6,11 +6,15 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "carbon_spec.hpp"
 #include "commands.hpp"
 #include "common/output_file.hpp"
+#include "price_spec.hpp"
 #include "report.hpp"
+#include "report_footprint.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/optimizer/power_limit_selector.hpp"
 
@@ -25,7 +29,23 @@ struct ReportArgs {
   std::string selector = "zeus-cost:0.5";
   int world_size = 1;
   std::string title = "Zeus report";
+  std::string carbon_intensity;  // SPEC, as zeus monitor's
+  std::string price;
 };
+
+// A --carbon-intensity or --price SPEC, parsed before anything is read or written: every way
+// it can be wrong is a usage error here (exit 2), a missing file included, as for the inputs.
+template <typename Parse>
+auto provider_from(const std::string& spec, Parse parse) -> decltype(parse(spec)) {
+  if (spec.empty()) {
+    return nullptr;
+  }
+  try {
+    return parse(spec);
+  } catch (const Error& error) {
+    throw Error(ErrorKind::kInvalidArgument, error.what());
+  }
+}
 
 // Every file read for the page, so that the page never replaces one of them.
 std::vector<fs::path> files_read(const report::Inputs& inputs) {
@@ -61,15 +81,51 @@ int run(const ReportArgs& args) {
     throw Error(ErrorKind::kInvalidArgument, "--world-size must be at least 1");
   }
   const auto selector = parse_selector(args.selector, args.world_size);
+  const std::shared_ptr<monitor::CarbonIntensityProvider> carbon =
+      provider_from(args.carbon_intensity,
+                    [](const std::string& spec) { return carbon_provider_from_spec(spec); });
+  const std::shared_ptr<monitor::ElectricityPriceProvider> price = provider_from(
+      args.price, [](const std::string& spec) { return price_provider_from_spec(spec); });
   // Opened first, so that a bad --out is reported before a long timeline is read; the page is
   // written to a temporary beside it and put in place at the end (docs/cli.md, "Input and output
   // files").
   OutputFileOptions out_options;
   out_options.what = "--out";
   out_options.inputs.assign(args.inputs.begin(), args.inputs.end());
+  // A series or tariff file is an input too (a path that is no file is ignored).
+  for (const std::string* spec : {&args.carbon_intensity, &args.price}) {
+    if (!spec->empty()) {
+      out_options.inputs.emplace_back(*spec);
+    }
+  }
   OutputFile out(args.out, std::move(out_options));
-  const report::Inputs inputs = report::read_inputs(args.inputs, *selector);
+  report::ReadOptions read_options;
+  read_options.keep_power_samples = carbon != nullptr || price != nullptr;
+  report::Inputs inputs = report::read_inputs(args.inputs, *selector, read_options);
   out.refuse_inputs(files_read(inputs));
+  if (inputs.timelines.empty()) {
+    for (const auto& [flag, given] : {std::pair{"--carbon-intensity", carbon != nullptr},
+                                      std::pair{"--price", price != nullptr}}) {
+      if (given) {
+        throw Error(ErrorKind::kInvalidArgument,
+                    fmt::format("{} needs a power timeline among the inputs (the CSV that `zeus "
+                                "monitor --timeline FILE` writes): it integrates the timeline's "
+                                "power",
+                                flag));
+      }
+    }
+  }
+  for (report::Timeline& timeline : inputs.timelines) {
+    if (carbon) {
+      timeline.carbon = report::carbon_footprint(timeline, *carbon, args.carbon_intensity);
+    }
+    if (price) {
+      timeline.cost = report::cost_footprint(timeline, *price, args.price);
+    }
+    for (report::PowerSeries& series : timeline.series) {
+      series.all_points = {};  // integrated: only the plotted points are needed from here on
+    }
+  }
   out.write(report::render_html(inputs, args.title));
   out.commit();
   return kExitOk;
@@ -80,8 +136,9 @@ int run(const ReportArgs& args) {
 void add_report(CLI::App& app, Action& action) {
   CLI::App* command = app.add_subcommand(
       "report",
-      "Write one self-contained HTML page (no network needed) plotting power timelines, "
-      "simulator results and power-limit profiles");
+      "Write one self-contained HTML page (no network needed) plotting power timelines (with "
+      "their carbon emissions and electricity cost), simulator results and power-limit "
+      "profiles");
   auto args = std::make_shared<ReportArgs>();
   command
       ->add_option("inputs", args->inputs,
@@ -101,6 +158,15 @@ void add_report(CLI::App& app, Action& action) {
                    "this)")
       ->capture_default_str();
   command->add_option("--title", args->title, "The page's title")->capture_default_str();
+  command->add_option("--carbon-intensity", args->carbon_intensity,
+                      "With a power timeline: chart its cumulative carbon emissions (gCO2eq) per "
+                      "device beside power. SPEC as for zeus monitor: gCO2eq/kWh (e.g. 350), a "
+                      "time series file (timestamp,gco2eq_per_kwh) or electricitymaps:ZONE (its "
+                      "history covers the last 24 hours only)");
+  command->add_option("--price", args->price,
+                      "With a power timeline: chart its cumulative electricity cost per device "
+                      "beside power. SPEC as for zeus monitor: a price per kWh (e.g. 0.15) or a "
+                      "JSON tariff file");
   command->footer(
       "The kind of each input is detected from its content. Exit code 2 names the input that "
       "cannot be read and what was expected. See docs/report.md.");

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,6 +35,36 @@ struct PowerSeries {
   std::string domain;                             // "instant", "average", ...
   std::vector<std::pair<double, double>> points;  // (Unix time s, W), ascending in time
   std::size_t samples = 0;                        // before any downsampling
+  // Every sample, ascending in time; kept only when ReadOptions::keep_power_samples is set (the
+  // carbon and cost integration needs them all, the charts only `points`).
+  std::vector<std::pair<double, double>> all_points;
+};
+
+// The carbon emissions or the electricity cost of a timeline: each device's power times the
+// rate (gCO2eq/kWh or price/kWh) in force at each instant, integrated (report_footprint.cpp).
+struct DeviceFootprint {
+  std::string device;  // "gpu0"
+  std::string domain;  // the power series integrated: "device_instant", ...
+  double energy_j = 0.0;
+  double amount = 0.0;             // gCO2eq or currency units
+  std::vector<double> cumulative;  // the amount up to each of Footprint::times_unix_s
+};
+
+struct Footprint {
+  std::string quantity;   // "Carbon emissions" or "Electricity cost"
+  std::string unit;       // "gCO2eq", or the currency ("" when the provider does not say)
+  std::string rate_name;  // "Carbon intensity" or "Electricity price"
+  std::string rate_unit;  // "gCO2eq/kWh", "EUR/kWh" or "per kWh"
+  std::string flag;       // "--carbon-intensity" or "--price"
+  std::string spec;       // as given
+  std::vector<double> times_unix_s;  // ascending, from the timeline's start to its end
+  std::vector<DeviceFootprint> devices;
+  std::vector<double> total_cumulative;               // the devices' sum at each time
+  std::vector<std::pair<double, double>> rate_steps;  // (Unix time s, rate) from then on
+  double energy_j = 0.0;
+  double amount = 0.0;
+  double mean_rate = 0.0;  // time-weighted over the timeline
+  std::vector<std::string> notes;
 };
 
 struct Timeline {
@@ -45,6 +76,8 @@ struct Timeline {
   std::vector<PowerSeries> temperatures;
   std::vector<Window> windows;  // from <path>.windows.csv, when present
   std::filesystem::path windows_path;
+  std::optional<Footprint> carbon;  // with --carbon-intensity
+  std::optional<Footprint> cost;    // with --price
 };
 
 // One policy's histories in a `zeus sim --out` directory.
@@ -117,10 +150,14 @@ struct Inputs {
 // At most this many points per plotted power series; longer ones are averaged in buckets.
 constexpr std::size_t kMaxSeriesPoints = 4000;
 
+struct ReadOptions {
+  bool keep_power_samples = false;  // fill PowerSeries::all_points
+};
+
 // Reads every input, detecting its kind by content. Errors (zeus::Error, kInvalidArgument) name
 // the file and say what was expected.
 Inputs read_inputs(const std::vector<std::string>& paths,
-                   const optimizer::OptimumSelector& selector);
+                   const optimizer::OptimumSelector& selector, ReadOptions options = {});
 
 // The whole page.
 std::string render_html(const Inputs& inputs, std::string_view title);

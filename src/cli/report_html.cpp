@@ -12,13 +12,11 @@
 #include <string>
 
 #include "report.hpp"
+#include "report_page.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/version.hpp"
 
 namespace zeus::cli::report {
-namespace {
-
-using json = nlohmann::ordered_json;
 
 std::string escape_html(std::string_view text) {
   std::string out;
@@ -46,6 +44,8 @@ std::string escape_html(std::string_view text) {
   }
   return out;
 }
+
+namespace {
 
 // JSON for inside <script>: "</" could end the element early, "<!" could start a comment. In
 // JSON, '<' occurs only inside strings, where \u003c means the same.
@@ -106,33 +106,6 @@ std::string quantity(double value, std::string_view unit) {
 double round_to(double value, double step) {
   return std::round(value / step) * step;
 }
-
-// The page under construction: body HTML and the chart specifications keyed by canvas id.
-class Page {
- public:
-  void html(std::string_view text) { body_ += text; }
-
-  // A canvas for `spec`, with a caption under it.
-  void chart(json spec, std::string_view caption) {
-    const std::string id = fmt::format("chart-{}", charts_.size() + 1);
-    const std::string kind = spec.at("kind").get<std::string>();
-    fmt::format_to(std::back_inserter(body_),
-                   "<figure class=\"chart\"><div class=\"chart-box\"><canvas id=\"{}\" "
-                   "data-chart=\"{}\" role=\"img\" aria-label=\"{}\"></canvas></div>"
-                   "<figcaption>{}</figcaption></figure>\n",
-                   id, escape_html(kind), escape_html(spec.value("title", kind)),
-                   escape_html(caption));
-    charts_[id] = std::move(spec);
-  }
-
-  std::size_t chart_count() const { return charts_.size(); }
-  const std::string& body() const { return body_; }
-  const json& charts() const { return charts_; }
-
- private:
-  std::string body_;
-  json charts_ = json::object();
-};
 
 json window_bands(const std::vector<Window>& windows, double origin_s, double start_s,
                   double end_s) {
@@ -253,6 +226,7 @@ void timeline_section(Page& page, const Timeline& timeline,
     }
     page.chart(std::move(spec), "GPU temperature over time (each change, held until the next).");
   }
+  footprint_section(page, timeline, bands);
   window_table(page, windows);
   page.html("</section>\n");
 }

@@ -256,7 +256,7 @@ std::vector<Window> read_windows(const fs::path& path) {
   return windows;
 }
 
-Timeline parse_timeline(CsvReader& reader) {
+Timeline parse_timeline(CsvReader& reader, bool keep_power_samples) {
   const Csv& csv = reader.csv();
   const auto columns = csv.columns(kTimelineColumns, "power timeline",
                                    "it is the file that `zeus monitor --timeline` writes");
@@ -293,14 +293,14 @@ Timeline parse_timeline(CsvReader& reader) {
       const auto [found, inserted] =
           temperature_index.try_emplace(device, timeline.temperatures.size());
       if (inserted) {
-        timeline.temperatures.push_back(PowerSeries{device, domain, {}, 0});
+        timeline.temperatures.push_back(PowerSeries{device, domain, {}, 0, {}});
       }
       timeline.temperatures[found->second].points.emplace_back(time, celsius);
     } else {
       const double watts = csv.number(row, columns[3]);
       const auto [found, inserted] = index.try_emplace({device, domain}, timeline.series.size());
       if (inserted) {
-        timeline.series.push_back(PowerSeries{device, domain, {}, 0});
+        timeline.series.push_back(PowerSeries{device, domain, {}, 0, {}});
       }
       timeline.series[found->second].points.emplace_back(time, watts);
     }
@@ -317,6 +317,9 @@ Timeline parse_timeline(CsvReader& reader) {
       std::stable_sort(series.points.begin(), series.points.end(),
                        [](const auto& a, const auto& b) { return a.first < b.first; });
       series.samples = series.points.size();
+      if (keep_power_samples && kind == &timeline.series) {
+        series.all_points = series.points;
+      }
       series.points = downsample(std::move(series.points), kMaxSeriesPoints);
     }
   }
@@ -488,7 +491,8 @@ Profile read_profile(const fs::path& path, const optimizer::OptimumSelector& sel
   return profile;
 }
 
-void read_one(const fs::path& path, const optimizer::OptimumSelector& selector, Inputs& inputs) {
+void read_one(const fs::path& path, const optimizer::OptimumSelector& selector,
+              const ReadOptions& options, Inputs& inputs) {
   std::error_code error;
   const fs::file_status status = fs::status(path, error);
   if (!fs::exists(status)) {
@@ -527,7 +531,7 @@ void read_one(const fs::path& path, const optimizer::OptimumSelector& selector, 
   CsvReader reader(path, file);
   const Csv& csv = reader.csv();
   if (has_column(csv, "timestamp") || has_column(csv, "watts")) {
-    inputs.timelines.push_back(parse_timeline(reader));
+    inputs.timelines.push_back(parse_timeline(reader, options.keep_power_samples));
     return;
   }
   if (has_column(csv, "start_time") || has_column(csv, "window_name")) {
@@ -551,11 +555,11 @@ fs::path canonical_or_same(const fs::path& path) {
 }  // namespace
 
 Inputs read_inputs(const std::vector<std::string>& paths,
-                   const optimizer::OptimumSelector& selector) {
+                   const optimizer::OptimumSelector& selector, ReadOptions options) {
   Inputs inputs;
   std::set<fs::path> sibling_windows;
   for (const std::string& path : paths) {
-    read_one(fs::path(path), selector, inputs);
+    read_one(fs::path(path), selector, options, inputs);
   }
   // A timeline's own windows file, named as an input too, is not shown twice.
   for (const Timeline& timeline : inputs.timelines) {

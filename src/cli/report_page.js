@@ -105,6 +105,28 @@
       return config;
     },
 
+    // A cumulative amount (gCO2eq, cost) per device and in all, with the rate it was integrated
+    // with (gCO2eq/kWh, price/kWh), stepped, on the right axis.
+    footprint: function (spec) {
+      var config = base(spec, { x: axis('Time since the first sample (s)', { bounds: 'data' }),
+        y: axis(spec.y_title, { position: 'left', beginAtZero: true }),
+        y1: axis(spec.rate_title, { position: 'right', beginAtZero: true,
+          grid: { drawOnChartArea: false } }) }, spec.bands);
+      config.type = 'line';
+      config.options.normalized = true;
+      spec.series.forEach(function (series, i) {
+        var total = series.label === 'total';
+        var colour = total ? '#000' : palette[i % palette.length];
+        config.data.datasets.push({ label: series.label, yAxisID: 'y',
+          data: xy(series.points, 0, 1), borderColor: colour, backgroundColor: colour,
+          borderWidth: total ? 2.5 : 1.5, pointRadius: 0, tension: 0 });
+      });
+      config.data.datasets.push({ label: spec.rate_title, yAxisID: 'y1',
+        data: xy(spec.rate, 0, 1), stepped: 'after', borderColor: '#8c564b',
+        backgroundColor: '#8c564b', borderDash: [6, 3], borderWidth: 1.5, pointRadius: 0 });
+      return config;
+    },
+
     'sim-cost': function (spec) {
       var config = base(spec, { x: axis('Recurrence', { ticks: { precision: 0 } }),
         y: axis('Cost per recurrence (J, log scale)', { type: 'logarithmic', ticks: {
