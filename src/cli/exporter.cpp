@@ -6,9 +6,11 @@
 #include <optional>
 
 #include "arguments.hpp"
+#include "carbon_spec.hpp"
 #include "commands.hpp"
 #include "common/signals.hpp"
 #include "devices.hpp"
+#include "price_spec.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
 #include "zeus/metrics/prometheus.hpp"
@@ -24,6 +26,8 @@ struct ExporterArgs {
   std::string interval = "1s";
   std::string duration;
   std::string port_file;
+  std::string carbon_intensity;  // --carbon-intensity SPEC (carbon_spec.hpp); empty: none
+  std::string price;             // --price SPEC (price_spec.hpp); empty: none
 };
 
 int run(const ExporterArgs& args) {
@@ -41,6 +45,14 @@ int run(const ExporterArgs& args) {
   std::optional<double> duration_s;
   if (!args.duration.empty()) {
     duration_s = parse_duration_s(args.duration, "--duration");
+  }
+  // Bad SPECs are usage errors before anything is served. The providers are then asked only by
+  // the reading thread (never by a scrape), and a failing one leaves its intervals out.
+  if (!args.carbon_intensity.empty()) {
+    options.carbon_intensity = carbon_provider_from_spec(args.carbon_intensity);
+  }
+  if (!args.price.empty()) {
+    options.electricity_price = price_provider_from_spec(args.price);
   }
 
   const device::Gpus& gpus = device::get_gpus();
@@ -73,11 +85,18 @@ int run(const ExporterArgs& args) {
   if (!args.port_file.empty()) {
     write_port_file(args.port_file, server.port());
   }
+  std::string priced;
+  if (options.carbon_intensity) {
+    priced = "; with carbon emissions";
+  }
+  if (options.electricity_price) {
+    priced += priced.empty() ? "; with electricity cost" : " and cost";
+  }
   std::cerr << fmt::format(
       "zeus exporter: serving http://{}:{}/metrics ({} GPU(s), {} CPU package(s), read every "
-      "{})\n",
+      "{}{})\n",
       args.host, server.port(), options.gpu_indices ? options.gpu_indices->size() : gpus.size(),
-      cpus.size(), format_duration(options.interval_s));
+      cpus.size(), format_duration(options.interval_s), priced);
 
   wait_for_stop_signal(duration_s);
   server.stop();
@@ -108,10 +127,19 @@ void add_exporter(CLI::App& app, Action& action) {
                       "Stop after this long (default: until SIGTERM)");
   command->add_option("--port-file", args->port_file,
                       "Write the port listened on to this file once serving");
+  command->add_option("--carbon-intensity", args->carbon_intensity,
+                      "Add carbon emission counters (gCO2eq per device), from gCO2eq/kWh given "
+                      "as a number, a CSV/JSON time series file (timestamp,gco2eq_per_kwh) or "
+                      "electricitymaps:ZONE (token from ELECTRICITYMAPS_TOKEN); docs/carbon.md");
+  command->add_option("--price", args->price,
+                      "Add electricity cost counters per device, from a price SPEC as zeus monitor "
+                      "--price takes (a price per kWh, a JSON tariff file, ...); docs/cost.md");
   command->footer(
       "Metrics (text format 0.0.4): zeus_gpu_energy_joules_total, power_monitor_gpu_power_watts, "
       "zeus_gpu_power_limit_watts, zeus_gpu_temperature_celsius, zeus_cpu_energy_joules_total, "
-      "zeus_dram_energy_joules_total, ... (docs/prometheus.md). Stops on SIGINT or SIGTERM.");
+      "zeus_dram_energy_joules_total, with --carbon-intensity zeus_gpu_carbon_emission_grams_total "
+      "and with --price zeus_gpu_energy_cost_total, ... (docs/prometheus.md). Stops on SIGINT or "
+      "SIGTERM.");
   command->callback([&action, args] { action = [args] { return run(*args); }; });
 }
 

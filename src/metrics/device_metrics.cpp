@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "common/log.hpp"
+#include "metrics/carbon_cost_counters.hpp"
 #include "metrics/exposition.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
@@ -17,7 +18,9 @@ namespace zeus::metrics {
 DeviceMetrics::DeviceMetrics(const device::Gpus& gpus,
                              std::vector<std::shared_ptr<device::Cpu>> cpus,
                              DeviceMetricsOptions options)
-    : clock_(options.clock ? options.clock : steady_clock()), interval_s_(options.interval_s) {
+    : clock_(options.clock ? options.clock : steady_clock()),
+      interval_s_(options.interval_s),
+      wall_clock_(options.wall_clock ? options.wall_clock : system_clock()) {
   if (!(interval_s_ >= monitor::kMinSamplingPeriodS) || !std::isfinite(interval_s_)) {
     throw Error(ErrorKind::kInvalidArgument,
                 fmt::format("the metrics interval must be at least 1 ms; got {} s", interval_s_));
@@ -67,6 +70,10 @@ DeviceMetrics::DeviceMetrics(const device::Gpus& gpus,
     state.cpu = std::move(cpu);
     cpus_.push_back(std::move(state));
   }
+  if (options.carbon_intensity || options.electricity_price) {
+    carbon_cost_ = std::make_unique<CarbonCostCounters>(std::move(options.carbon_intensity),
+                                                        std::move(options.electricity_price));
+  }
   sample_once();
   if (options.start_thread) {
     thread_ = std::thread([this] { run(); });
@@ -100,6 +107,7 @@ void DeviceMetrics::run() {
 
 void DeviceMetrics::sample_once() {
   const std::int64_t now_ns = clock_->now_ns();
+  const double now_unix_s = wall_clock_->now_s();
   // Read outside the lock; a scrape only waits for the copy into the state.
   struct GpuReading {
     std::optional<std::uint64_t> counter_mj;
@@ -151,7 +159,7 @@ void DeviceMetrics::sample_once() {
     }
   }
 
-  const std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   for (std::size_t i = 0; i < gpus_.size(); ++i) {
     GpuState& state = gpus_[i];
     GpuReading& reading = readings[i];
@@ -212,6 +220,41 @@ void DeviceMetrics::sample_once() {
     update(reading.dram_uj, state.dram_base_uj, state.dram_j, state.dram_w);
     state.last_ns = now_ns;
   }
+  if (!carbon_cost_) {
+    return;
+  }
+  const monitor::Measurement energy = take_energy_since_last_priced();
+  lock.unlock();
+  // The providers may block on HTTP: asked outside the lock, so that scrapes go on meanwhile.
+  if (!last_priced_unix_s_) {
+    carbon_cost_->track(energy);
+  } else {
+    // A wall clock set back gives a zero-length interval rather than an invalid one.
+    carbon_cost_->add(energy, std::min(*last_priced_unix_s_, now_unix_s), now_unix_s);
+  }
+  last_priced_unix_s_ = now_unix_s;
+}
+
+monitor::Measurement DeviceMetrics::take_energy_since_last_priced() {
+  // A counter that went down (a GPU counter reset) prices nothing, and the baseline follows it.
+  const auto take = [](double now_j, double& priced_j) {
+    const double delta_j = std::max(0.0, now_j - priced_j);
+    priced_j = now_j;
+    return delta_j;
+  };
+  monitor::Measurement energy;
+  for (GpuState& gpu : gpus_) {
+    energy.gpu_energy_j.set(gpu.index, take(gpu.energy_j, gpu.priced_j));
+  }
+  for (CpuState& cpu : cpus_) {
+    if (cpu.package_base_uj) {
+      energy.cpu_energy_j.set(cpu.cpu->index(), take(cpu.package_j, cpu.priced_package_j));
+    }
+    if (cpu.dram_base_uj) {
+      energy.dram_energy_j.set(cpu.cpu->index(), take(cpu.dram_j, cpu.priced_dram_j));
+    }
+  }
+  return energy;
 }
 
 void DeviceMetrics::render(std::string& out) const {
@@ -290,6 +333,9 @@ void DeviceMetrics::render(std::string& out) const {
   for (const CpuState& cpu : cpus_) {
     line("zeus_device_read_errors_total", fmt::format("device=\"cpu{}\"", cpu.cpu->index()),
          static_cast<double>(cpu.errors));
+  }
+  if (carbon_cost_) {
+    carbon_cost_->render(out);
   }
 }
 

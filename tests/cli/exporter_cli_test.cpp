@@ -6,10 +6,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -53,6 +57,37 @@ std::string scrape(int port, double seconds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return "";
+}
+
+// The value of the sample line `series` (name and labels as rendered) in `body`.
+std::optional<double> sample(const std::string& body, const std::string& series) {
+  std::istringstream lines(body);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind(series + " ", 0) == 0) {
+      return std::stod(line.substr(series.size() + 1));
+    }
+  }
+  return std::nullopt;
+}
+
+// Waits for `port_file` to hold the port (0 when it never did).
+int wait_for_port(const fs::path& port_file) {
+  int port = 0;
+  for (int i = 0; i < 600 && port == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::ifstream in(port_file);
+    in >> port;
+  }
+  return port;
+}
+
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t count = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+    ++count;
+  }
+  return count;
 }
 
 TEST(ExporterCli, ServesMetricsAndStopsAfterItsDuration) {
@@ -133,6 +168,114 @@ TEST(ExporterCli, MonitorServesMetricsWhileTheCommandRuns) {
   httplib::Client after("127.0.0.1", port);
   after.set_connection_timeout(1, 0);
   EXPECT_FALSE(after.Get("/metrics"));
+}
+
+TEST(ExporterCli, CarbonAndCostCountersFollowTheEnergyCounters) {
+  const fs::path port_file = temp_path("carbon-port");
+  fs::remove(port_file);
+  auto run = std::async(std::launch::async, [&] {
+    return run_command(kEnv + kZeus +
+                       " exporter --port 0 --interval 100ms --duration 4s --carbon-intensity 400 "
+                       "--price 0.2 --port-file " +
+                       port_file.string() + " 2>&1");
+  });
+  const int port = wait_for_port(port_file);
+  ASSERT_GT(port, 0) << "no port file";
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const std::string body = scrape(port, 10);
+  for (const std::string family :
+       {"zeus_gpu_carbon_emission_grams_total", "zeus_gpu_energy_cost_total",
+        "zeus_cpu_carbon_emission_grams_total", "zeus_dram_energy_cost_total"}) {
+    EXPECT_NE(body.find("# TYPE " + family + " counter"), std::string::npos) << body;
+  }
+  EXPECT_EQ(sample(body, "zeus_carbon_intensity_gco2eq_per_kwh"), 400.0) << body;
+  EXPECT_EQ(sample(body, "zeus_electricity_price_per_kwh"), 0.2) << body;  // no currency label
+  EXPECT_EQ(sample(body, "zeus_carbon_intensity_failures_total"), 0.0) << body;
+  for (const std::string index : {"0", "1"}) {
+    const std::string labels = "{index=\"" + index + "\"}";
+    const auto joules = sample(body, "zeus_gpu_energy_joules_total" + labels);
+    const auto grams = sample(body, "zeus_gpu_carbon_emission_grams_total" + labels);
+    const auto cost = sample(body, "zeus_gpu_energy_cost_total" + labels);
+    ASSERT_TRUE(joules && grams && cost) << body;
+    EXPECT_GT(*joules, 30.0) << "55 W idle for over a second";
+    // The emissions are those of the energy up to the last priced read: a scrape may fall
+    // between a read's energy and its pricing, so they may trail by one read (100 ms, ~6 J).
+    const double priced_j = *grams / 400.0 * 3.6e6;
+    EXPECT_LE(priced_j, *joules + 1e-6) << body;
+    EXPECT_GE(priced_j, *joules - std::max(15.0, 0.2 * *joules)) << body;
+    // Both priced at the same reads.
+    EXPECT_NEAR(*cost / 0.2, *grams / 400.0, 1e-9 * *grams) << body;
+  }
+  const auto result = run.get();
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("with carbon emissions and cost"), std::string::npos)
+      << result.output;
+  fs::remove(port_file);
+}
+
+TEST(ExporterCli, AFailingCarbonServiceKeepsMetricsServing) {
+  httplib::Server service;
+  std::atomic<int> requests{0};
+  service.Get(".*", [&](const httplib::Request&, httplib::Response& res) {
+    ++requests;
+    res.status = 500;
+    res.set_content("{\"error\": \"down\"}", "application/json");
+  });
+  const int service_port = service.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(service_port, 0);
+  std::thread serving([&] { service.listen_after_bind(); });
+
+  const fs::path port_file = temp_path("failing-port");
+  fs::remove(port_file);
+  auto run = std::async(std::launch::async, [&] {
+    return run_command("ELECTRICITYMAPS_URL=http://127.0.0.1:" + std::to_string(service_port) +
+                       " " + kEnv + kZeus +
+                       " exporter --port 0 --interval 100ms --duration 6s "
+                       "--carbon-intensity electricitymaps:DE --port-file " +
+                       port_file.string() + " 2>&1");
+  });
+  const int port = wait_for_port(port_file);
+  ASSERT_GT(port, 0) << "no port file";
+  // While the reading thread waits on the service's retries, scrapes are answered.
+  const auto started = std::chrono::steady_clock::now();
+  const std::string first = scrape(port, 5);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(2));
+  ASSERT_FALSE(first.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  const std::string later = scrape(port, 5);
+  const auto failures = sample(later, "zeus_carbon_intensity_failures_total");
+  ASSERT_TRUE(failures) << later;
+  EXPECT_GE(*failures, 1.0) << later;
+  EXPECT_EQ(sample(later, "zeus_gpu_carbon_emission_grams_total{index=\"0\"}"), 0.0) << later;
+  EXPECT_FALSE(sample(later, "zeus_carbon_intensity_gco2eq_per_kwh")) << "never known";
+  // The device reads went on.
+  EXPECT_GT(*sample(later, "zeus_gpu_energy_joules_total{index=\"0\"}"),
+            *sample(first, "zeus_gpu_energy_joules_total{index=\"0\"}") + 50.0);
+  const auto result = run.get();
+  service.stop();
+  serving.join();
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_GT(requests.load(), 0);
+  // Logged once for the streak, not once per read.
+  EXPECT_EQ(occurrences(result.output, "the carbon intensity provider failed"), 1u)
+      << result.output;
+  fs::remove(port_file);
+}
+
+TEST(ExporterCli, BadCarbonOrPriceSpecsStopItBeforeServing) {
+  // A bad value is a usage error (2); a missing tariff file is the monitor's not-found (1).
+  for (const auto& [flags, code] :
+       {std::pair<std::string, int>("--carbon-intensity -5", 2),
+        std::pair<std::string, int>("--carbon-intensity electricitymaps:", 2),
+        std::pair<std::string, int>("--price -1", 2),
+        std::pair<std::string, int>("--price /nonexistent/tariff.json", 1)}) {
+    const auto bad = run_command(kEnv + kZeus + " exporter --duration 1s " + flags + " 2>&1");
+    EXPECT_EQ(bad.exit_code, code) << flags << "\n" << bad.output;
+    EXPECT_NE(bad.output.find(flags.substr(0, flags.find(' '))), std::string::npos)
+        << flags << ": names the flag\n"
+        << bad.output;
+    EXPECT_EQ(bad.output.find("serving"), std::string::npos) << bad.output;
+  }
 }
 
 }  // namespace

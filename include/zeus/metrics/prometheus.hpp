@@ -25,6 +25,10 @@
 namespace zeus::http {
 class Host;
 }
+namespace zeus::monitor {
+class CarbonIntensityProvider;
+class ElectricityPriceProvider;
+}  // namespace zeus::monitor
 
 namespace zeus::metrics {
 
@@ -82,7 +86,17 @@ struct DeviceMetricsOptions {
   std::shared_ptr<Clock> clock;  // the steady clock when null
   // Start the sampling thread. Tests leave it off and call sample_once().
   bool start_thread = true;
+  // Carbon emission and electricity cost counters (none when null): at every read, each device's
+  // energy since the previous read times the provider's intensity or price over that interval,
+  // apportioned to the provider's pieces by time as the carbon and cost monitors do. The
+  // providers are called from the reading thread, never from a scrape; a failing provider
+  // leaves that interval out (counted in zeus_*_failures_total) and never stops the reads.
+  std::shared_ptr<monitor::CarbonIntensityProvider> carbon_intensity;
+  std::shared_ptr<monitor::ElectricityPriceProvider> electricity_price;
+  std::shared_ptr<Clock> wall_clock;  // Unix time for the providers; system_clock() when null
 };
+
+class CarbonCostCounters;  // metrics/carbon_cost_counters.hpp (internal)
 
 // The devices' state, read every interval by a background thread and rendered on scrape (a
 // scrape never waits for a device). Families:
@@ -96,6 +110,10 @@ struct DeviceMetricsOptions {
 //   zeus_dram_energy_joules_total{index}      counter (RAPL DRAM)
 //   zeus_cpu_power_watts{index,domain}        gauge (package, dram; from the energy deltas)
 //   zeus_device_read_errors_total{device}     counter (a failed read keeps the last value)
+// With a carbon intensity provider: zeus_{gpu,cpu,dram}_carbon_emission_grams_total{index},
+// zeus_carbon_intensity_gco2eq_per_kwh, zeus_carbon_intensity_failures_total; with a price
+// provider: zeus_{gpu,cpu,dram}_energy_cost_total{index,currency}, zeus_electricity_price_per_kwh
+// {currency}, zeus_electricity_price_failures_total (currency: only when the provider says it).
 class DeviceMetrics {
  public:
   // Throws Error(kInvalidArgument) for a bad GPU index or interval.
@@ -126,6 +144,7 @@ class DeviceMetrics {
     std::uint64_t errors = 0;
     std::optional<std::int64_t> last_ns;  // for integration
     double last_power_w = 0.0;
+    double priced_j = 0.0;  // energy_j at the last read given to the carbon/cost counters
   };
   struct CpuState {
     std::shared_ptr<device::Cpu> cpu;
@@ -134,14 +153,20 @@ class DeviceMetrics {
     std::optional<double> package_w, dram_w;
     std::uint64_t errors = 0;
     std::optional<std::int64_t> last_ns;
+    double priced_package_j = 0.0, priced_dram_j = 0.0;  // as GpuState::priced_j
   };
   void run();
+  // The energy of each device since the previous call (never negative); under mutex_.
+  monitor::Measurement take_energy_since_last_priced();
 
   std::shared_ptr<Clock> clock_;
   double interval_s_;
   mutable std::mutex mutex_;
   std::vector<GpuState> gpus_;
   std::vector<CpuState> cpus_;
+  std::shared_ptr<Clock> wall_clock_;
+  std::unique_ptr<CarbonCostCounters> carbon_cost_;  // null without a provider
+  std::optional<double> last_priced_unix_s_;         // the reading thread's only
   std::mutex stop_mutex_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
