@@ -52,8 +52,9 @@ int main(int argc, char** argv) {
   app.footer(
       "Exit codes: 0 success, 1 run-time failure, 2 usage error, 3 permission denied, "
       "4 not supported or no device; `zeus monitor -- CMD` exits with CMD's code (127 when it "
-      "cannot be started).\nSet ZEUS_SIMULATED_GPUS=<count>[:<model>] to use simulated "
-      "GPUs (models: v100, p100, a40, a100, h100, h200).");
+      "cannot be started); `zeus profile -- CMD` exits 128+N when signal N stopped it.\nSet "
+      "ZEUS_SIMULATED_GPUS=<count>[:<model>[:thermal]] to use simulated GPUs (models: v100, "
+      "p100, a40, a100, h100, h200; thermal: with a temperature model, docs/devices.md).");
 
   zeus::cli::Action action;
   zeus::cli::add_show_env(app, action);

@@ -2,8 +2,8 @@
 // One iteration of the workload is one run of CMD; the measurement duration is swept first (with
 // the longest cooldown candidate), then the cooldown (with the chosen measurement duration).
 #include <fmt/format.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstdint>
@@ -20,6 +20,7 @@
 #include "common/signals.hpp"
 #include "common/text.hpp"
 #include "devices.hpp"
+#include "progress_bar.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
@@ -29,8 +30,6 @@
 
 namespace zeus::cli {
 namespace {
-
-constexpr int kProgressBarWidth = 30;
 
 struct ProfileArgs {
   std::string gpus;
@@ -94,33 +93,6 @@ struct Position {
   int trials_done = 0;  // in this sweep, warm-up trials included
   int total_trials = 0;
   std::int64_t iterations = 0;
-};
-
-class ProgressBar {
- public:
-  ProgressBar() : enabled_(isatty(STDERR_FILENO) == 1) {}
-  ProgressBar(const ProgressBar&) = delete;
-  ProgressBar& operator=(const ProgressBar&) = delete;
-  ~ProgressBar() { clear(); }
-  void show(const Position& at, const std::string& current) {
-    if (!enabled_ || at.total_trials <= 0) {
-      return;
-    }
-    const int filled =
-        kProgressBarWidth * std::min(at.trials_done, at.total_trials) / at.total_trials;
-    std::cerr << fmt::format("\r\033[K [{:#<{}}{:.<{}}] {} sweep {}/{} trials  {}", "", filled, "",
-                             kProgressBarWidth - filled, at.sweep, at.trials_done, at.total_trials,
-                             current)
-              << std::flush;
-  }
-  void clear() {
-    if (enabled_) {
-      std::cerr << "\r\033[K" << std::flush;
-    }
-  }
-
- private:
-  bool enabled_;
 };
 
 // One run of CMD, waited for. A failure names the sweep and trial.
@@ -254,10 +226,14 @@ int run(const ProfileArgs& args) {
   options.stop_at_first_valid = false;  // the full table
   options.on_trial = [&](double candidate_s, int trial, int trials, const monitor::TrialResult&) {
     ++at.trials_done;
-    bar.show(at, std::isnan(candidate_s)
-                     ? fmt::format("warm-up {}/{}", trial + 1, trials)
-                     : fmt::format("candidate {} trial {}/{}", format_duration(candidate_s),
-                                   trial + 1, trials));
+    const std::string current = std::isnan(candidate_s)
+                                    ? fmt::format("warm-up {}/{}", trial + 1, trials)
+                                    : fmt::format("candidate {} trial {}/{}",
+                                                  format_duration(candidate_s), trial + 1, trials);
+    bar.show(static_cast<std::size_t>(std::max(at.trials_done, 0)),
+             static_cast<std::size_t>(std::max(at.total_trials, 0)),
+             fmt::format("{} sweep {}/{} trials  {}", at.sweep, at.trials_done, at.total_trials,
+                         current));
   };
   monitor::SweepOptions measurement = options;
   measurement.search_range_s = measurement_s;

@@ -26,6 +26,7 @@
 #include "common/csv.hpp"
 #include "common/output_file.hpp"
 #include "common/text.hpp"
+#include "progress_bar.hpp"
 #include "sim/limits.hpp"
 #include "sim_args.hpp"
 #include "sim_report.hpp"
@@ -50,8 +51,6 @@ using sim_report::history_csv;
 using sim_report::SimArgs;
 using sim_report::summary_json;
 using sim_report::write_text;
-
-constexpr int kProgressBarWidth = 30;
 
 constexpr PolicyKind kAllPolicies[] = {PolicyKind::kZeus, PolicyKind::kLowRegret,
                                        PolicyKind::kDefault, PolicyKind::kGrid,
@@ -185,36 +184,6 @@ std::vector<std::string> merged_notes(const std::vector<std::string>& first,
   return notes;
 }
 
-// A progress bar on standard error, only when it is a terminal.
-class Progress {
- public:
-  explicit Progress(std::size_t total)
-      : total_(total), enabled_(isatty(STDERR_FILENO) == 1 && total > 0) {}
-  Progress(const Progress&) = delete;
-  Progress& operator=(const Progress&) = delete;
-  ~Progress() { clear(); }
-
-  void show(std::size_t done, std::string_view current, double elapsed_s) {
-    if (!enabled_) {
-      return;
-    }
-    const auto filled = static_cast<int>(kProgressBarWidth * done / total_);
-    std::cerr << fmt::format("\r\033[K [{:#<{}}{:.<{}}] {}/{} cells  {:.1f} s  {}", "", filled, "",
-                             kProgressBarWidth - filled, done, total_, elapsed_s, current)
-              << std::flush;
-  }
-
-  void clear() {
-    if (enabled_) {
-      std::cerr << "\r\033[K" << std::flush;
-    }
-  }
-
- private:
-  std::size_t total_;
-  bool enabled_;
-};
-
 int run(const SimArgs& args) {
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed_s = [&] {
@@ -300,7 +269,8 @@ int run(const SimArgs& args) {
         as_usage_error([&] { return sim::TraceDirectory(fs::path(args.trace_dir)); }));
   }
 
-  Progress progress(workloads.size() * gpus.size() * policies.size());
+  const std::size_t total_cells = workloads.size() * gpus.size() * policies.size();
+  ProgressBar progress;
   std::vector<Cell> cells;
   for (std::size_t w = 0; w < workloads.size(); ++w) {
     const std::string& workload_name = workloads[w];
@@ -347,9 +317,9 @@ int run(const SimArgs& args) {
                    configurations_csv(trace, sim::compute_oracle(trace, config.eta), config.eta));
       }
       for (const PolicyKind policy : policies) {
-        progress.show(cells.size(),
-                      fmt::format("{}/{}/{}", workload_name, gpu, sim::policy_name(policy)),
-                      elapsed_s());
+        progress.show(cells.size(), total_cells,
+                      fmt::format("{}/{} cells  {:.1f} s  {}/{}/{}", cells.size(), total_cells,
+                                  elapsed_s(), workload_name, gpu, sim::policy_name(policy)));
         Cell cell;
         try {
           if (drift_error) {

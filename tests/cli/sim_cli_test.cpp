@@ -378,6 +378,20 @@ TEST(SimCli, TextTableHasARowPerCellAndTheWallTime) {
   EXPECT_TRUE(result.err.empty()) << result.err;  // no progress bar when stderr is not a terminal
 }
 
+TEST(SimCli, ProgressBarOnATerminal) {
+  if (zeus::testing::run_command("command -v script >/dev/null 2>&1").exit_code != 0) {
+    GTEST_SKIP() << "script(1) (util-linux) is not installed: cannot make a terminal";
+  }
+  const auto terminal = zeus::testing::run_command(
+      "script -qec \"" + std::string(ZEUS_CLI_PATH) +
+      " sim --workload librispeech --gpu v100,a40 --seeds 1 --recurrences 3 >/dev/null\" "
+      "/dev/null");
+  ASSERT_EQ(terminal.exit_code, 0) << terminal.output;
+  EXPECT_TRUE(contains(terminal.output, "1/2 cells")) << terminal.output;
+  EXPECT_TRUE(contains(terminal.output, "[###############...............]")) << terminal.output;
+  EXPECT_TRUE(contains(terminal.output, "\r\033[K")) << "the bar is cleared at the end";
+}
+
 TEST(SimCli, OutWritesHistoriesAndSummary) {
   const fs::path dir = fresh_dir("out") / "nested";
   const Result result = run_sim("--workload librispeech --gpu v100 --seeds 1-2 --recurrences 4 " +
