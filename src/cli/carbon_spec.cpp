@@ -28,6 +28,11 @@ std::shared_ptr<monitor::CarbonIntensityProvider> carbon_provider_from_spec(std:
   constexpr std::string_view kElectricityMaps = "electricitymaps:";
   if (spec.starts_with(kElectricityMaps)) {
     monitor::ElectricityMapsOptions options;
+    // The emissions are asked for once, when CMD has finished: a hung service must not hold the
+    // summary back for long (the library's defaults allow about 16.5 s; these about 6.3 s).
+    options.read_timeout_s = 3.0;
+    options.max_attempts = 2;
+    options.backoff_initial_s = 0.25;
     options.zone = std::string(spec.substr(kElectricityMaps.size()));
     if (options.zone.empty()) {
       throw Error(ErrorKind::kInvalidArgument,

@@ -1,6 +1,9 @@
 // `zeus monitor` and `zeus power`, run as a user would run them, on simulated GPUs.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -867,6 +870,34 @@ TEST_F(CliMonitor, AnUnreachableCarbonServiceCostsOnlyTheCarbonFigure) {
     noted = noted || contains(note.get<std::string>(), "no carbon emissions: ");
   }
   EXPECT_TRUE(noted) << summary["notes"].dump();
+}
+
+TEST_F(CliMonitor, AHungCarbonServiceHoldsTheSummaryBackOnlySeconds) {
+  // A socket that listens and is never accepted from: the kernel completes each connection, the
+  // request is sent, and no answer ever comes (a half-open service). zeus monitor's limits (two
+  // attempts, 3 s read timeout) bound the wait to about 6.3 s, not the library's 16.5 s.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener, 16), 0);
+  socklen_t size = sizeof address;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size), 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  const auto start = std::chrono::steady_clock::now();
+  const Result result = run({kTwoH200, "ELECTRICITYMAPS_URL=" + url},
+                            {"monitor", "--json", "--output", path("h.json"), "--carbon-intensity",
+                             "electricitymaps:DE", "--", "true"},
+                            60.0);
+  const double waited_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ::close(listener);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(json::parse(read_file(path("h.json")))["carbon"].is_null());
+  EXPECT_GE(waited_s, 5.0) << "both attempts should have waited for their read timeout";
+  EXPECT_LT(waited_s, 12.0);
 }
 
 // --price (docs/cost.md): the window's energy times the price per kWh over it.
