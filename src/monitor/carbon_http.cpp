@@ -5,11 +5,11 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
-#include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "monitor/http_fetch.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/monitor/carbon.hpp"
 
@@ -21,17 +21,6 @@ constexpr double kHourS = 3600.0;
 std::int64_t hour_of(double unix_s) {
   return static_cast<std::int64_t>(std::floor(unix_s / kHourS)) * 3600;
 }
-
-std::chrono::microseconds to_duration(double seconds) {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-      std::chrono::duration<double>(seconds));
-}
-
-// A failure worth retrying (network, timeout, 5xx, 429) or not (4xx, bad body).
-struct FetchError {
-  bool retry = false;
-  std::string message;
-};
 
 void check_emission_factor_type(const std::string& type) {
   if (type != "direct" && type != "lifecycle") {
@@ -46,8 +35,8 @@ void check_emission_factor_type(const std::string& type) {
 
 struct ElectricityMapsClient::Impl {
   ElectricityMapsOptions options;
-  std::string scheme_host_port;  // "http://127.0.0.1:8080"
-  std::string path_prefix;       // "/v3"
+  http::BaseUrl base;  // {"http://127.0.0.1:8080", "/v3"}
+  http::FetchOptions fetch_options;
   mutable std::mutex mutex;
   std::map<std::int64_t, double> cache;  // hour start -> intensity
   std::optional<std::int64_t> last_failure_ns;
@@ -68,61 +57,22 @@ struct ElectricityMapsClient::Impl {
     return httplib::detail::params_to_query_str(params);
   }
 
-  // One GET with retries. Returns the parsed body or throws Error(kUnavailable) / (kNotFound).
+  // One GET with retries. Returns the parsed body or throws Error(kUnavailable).
   nlohmann::json get(const std::string& endpoint) {
-    const std::string path = path_prefix + "/carbon-intensity/" + endpoint + "?" + query();
-    std::string last;
-    double backoff_s = options.backoff_initial_s;
-    for (int attempt = 1; attempt <= options.max_attempts; ++attempt) {
-      FetchError failure;
-      try {
-        return attempt_get(path, endpoint);
-      } catch (const FetchError& error) {
-        failure = error;
-      }
-      last = failure.message;
-      if (!failure.retry) {
-        break;
-      }
-      if (attempt < options.max_attempts) {
-        options.clock->sleep_for_s(backoff_s);
-        backoff_s *= 2.0;
-      }
-    }
-    throw CarbonIntensityError(
-        ErrorKind::kUnavailable,
-        fmt::format("carbon intensity service {}{}: {}", scheme_host_port, path, last));
-  }
-
-  nlohmann::json attempt_get(const std::string& path, const std::string& endpoint) {
-    httplib::Client client(scheme_host_port);
-    client.set_connection_timeout(to_duration(options.connect_timeout_s));
-    client.set_read_timeout(to_duration(options.read_timeout_s));
-    client.set_write_timeout(to_duration(options.read_timeout_s));
-    client.set_keep_alive(false);
-    httplib::Headers headers;
+    const std::string path = base.path_prefix + "/carbon-intensity/" + endpoint + "?" + query();
+    http::Headers headers;
     if (!options.auth_token.empty()) {
-      headers.emplace("auth-token", options.auth_token);
-    }
-    {
-      const std::lock_guard lock(mutex);
-      ++requests;
-    }
-    const httplib::Result result = client.Get(path, headers);
-    if (!result) {
-      throw FetchError{true,
-                       fmt::format("request failed ({})", httplib::to_string(result.error()))};
-    }
-    const int status = result->status;
-    if (status != 200) {
-      const bool retry = status >= 500 || status == 429;
-      throw FetchError{retry, fmt::format("HTTP {} from the {} endpoint", status, endpoint)};
+      headers.emplace_back("auth-token", options.auth_token);
     }
     try {
-      return nlohmann::json::parse(result->body);
-    } catch (const nlohmann::json::exception&) {
-      // A proxy's error page or a truncated body: the service is not answering properly.
-      throw FetchError{true, fmt::format("the {} response is not valid JSON", endpoint)};
+      return http::get_json(base, path, headers, endpoint, fetch_options, [this] {
+        const std::lock_guard lock(mutex);
+        ++requests;
+      });
+    } catch (const http::FetchFailure& failure) {
+      throw CarbonIntensityError(ErrorKind::kUnavailable,
+                                 fmt::format("carbon intensity service {}{}: {}",
+                                             base.scheme_host_port, path, failure.message));
     }
   }
 };
@@ -137,31 +87,18 @@ ElectricityMapsClient::ElectricityMapsClient(ElectricityMapsOptions options)
                 "ElectricityMaps client: give a zone (e.g. \"DE\") or both latitude and longitude");
   }
   check_emission_factor_type(options.emission_factor_type);
-  if (options.max_attempts < 1 || !(options.connect_timeout_s > 0) ||
-      !(options.read_timeout_s > 0) || !(options.backoff_initial_s >= 0)) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "ElectricityMaps client: max_attempts must be >= 1, timeouts > 0, backoff >= 0");
-  }
+  impl_->fetch_options.connect_timeout_s = options.connect_timeout_s;
+  impl_->fetch_options.read_timeout_s = options.read_timeout_s;
+  impl_->fetch_options.max_attempts = options.max_attempts;
+  impl_->fetch_options.backoff_initial_s = options.backoff_initial_s;
+  impl_->fetch_options.clock = options.clock;
+  http::check_fetch_options(impl_->fetch_options, "ElectricityMaps client");
   if (options.fallback_gco2eq_per_kwh &&
       (!std::isfinite(*options.fallback_gco2eq_per_kwh) || *options.fallback_gco2eq_per_kwh < 0)) {
     throw Error(ErrorKind::kInvalidArgument,
                 "ElectricityMaps client: the fallback intensity must be a finite value >= 0");
   }
-  const std::string& url = options.base_url;
-  const std::size_t scheme_end = url.find("://");
-  const std::string scheme = scheme_end == std::string::npos ? "" : url.substr(0, scheme_end);
-  if (scheme != "http" && scheme != "https") {
-    throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("ElectricityMaps client: base URL '{}' must start with http:// or "
-                            "https://",
-                            url));
-  }
-  const std::size_t path_start = url.find('/', scheme_end + 3);
-  impl_->scheme_host_port = url.substr(0, path_start);
-  impl_->path_prefix = path_start == std::string::npos ? "" : url.substr(path_start);
-  while (!impl_->path_prefix.empty() && impl_->path_prefix.back() == '/') {
-    impl_->path_prefix.pop_back();
-  }
+  impl_->base = http::split_base_url(options.base_url, "ElectricityMaps client");
   impl_->options = std::move(options);
 }
 

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -18,6 +20,8 @@ namespace {
 
 constexpr int kDayS = 86400;
 constexpr const char* kWeekdayNames[] = {"mon", "tue", "wed", "thu", "fri", "sat", "sun"};
+constexpr const char* kMonthNames[] = {"jan", "feb", "mar", "apr", "may", "jun",
+                                       "jul", "aug", "sep", "oct", "nov", "dec"};
 
 bool valid_price(double value) {
   return std::isfinite(value) && value >= 0.0;
@@ -31,17 +35,54 @@ void check_price_interval(double start_unix_s, double end_unix_s) {
   }
 }
 
-int weekday_index(std::string_view name) {
+// The index of `name` (case-insensitive) in `names`; -1 when not there.
+int name_index(std::string_view name, const char* const* names, int count) {
   std::string lower;
   for (const char c : name) {
     lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   }
-  for (int i = 0; i < 7; ++i) {
-    if (lower == kWeekdayNames[i]) {
+  for (int i = 0; i < count; ++i) {
+    if (lower == names[i]) {
       return i;
     }
   }
   return -1;
+}
+
+// "a-b,c" over a cyclic list of names (a week, a year) -> bits; "all" -> every bit; 0 when not
+// that. A range may wrap around ("sat-mon", "nov-feb").
+unsigned parse_cyclic_names(std::string_view text, const char* const* names, int count) {
+  text = text::trim(text);
+  constexpr const char* kAll[] = {"all"};
+  if (name_index(text, kAll, 1) == 0) {
+    return (1u << count) - 1;
+  }
+  unsigned bits = 0;
+  for (const std::string_view item : text::split(text, ',')) {
+    const std::vector<std::string_view> range = text::split(item, '-');
+    if (range.size() > 2) {
+      return 0;
+    }
+    const int first = name_index(text::trim(range.front()), names, count);
+    const int last = name_index(text::trim(range.back()), names, count);
+    if (first < 0 || last < 0) {
+      return 0;
+    }
+    for (int index = first;; index = (index + 1) % count) {
+      bits |= 1u << index;
+      if (index == last) {
+        break;
+      }
+    }
+  }
+  return bits;
+}
+
+// The month (0 January) of the day `day` days after 1970-01-01.
+int month_of_day(double day) {
+  const std::chrono::year_month_day date{
+      std::chrono::sys_days{std::chrono::days{static_cast<std::int64_t>(day)}}};
+  return static_cast<int>(static_cast<unsigned>(date.month())) - 1;
 }
 
 // "HH:MM" (00:00 to 24:00) -> seconds after midnight; -1 when not that.
@@ -66,30 +107,11 @@ int parse_clock_time(std::string_view text) {
 }  // namespace
 
 unsigned parse_weekdays(std::string_view text) {
-  text = text::trim(text);
-  if (text == "all" || text == "ALL" || text == "All") {
-    return 0x7f;
-  }
-  unsigned bits = 0;
-  for (const std::string_view item : text::split(text, ',')) {
-    const std::vector<std::string_view> range = text::split(item, '-');
-    if (range.size() > 2) {
-      return 0;
-    }
-    const int first = weekday_index(text::trim(range.front()));
-    const int last = weekday_index(text::trim(range.back()));
-    if (first < 0 || last < 0) {
-      return 0;
-    }
-    // A range may wrap around the week ("sat-mon").
-    for (int day = first;; day = (day + 1) % 7) {
-      bits |= 1u << day;
-      if (day == last) {
-        break;
-      }
-    }
-  }
-  return bits;
+  return parse_cyclic_names(text, kWeekdayNames, 7);
+}
+
+unsigned parse_months(std::string_view text) {
+  return parse_cyclic_names(text, kMonthNames, 12);
 }
 
 double ElectricityPriceProvider::price_at(double unix_s) {
@@ -143,6 +165,10 @@ TariffElectricityPrice::TariffElectricityPrice(std::vector<Period> periods,
     if (period.weekdays == 0 || period.weekdays > 0x7f) {
       throw Error(ErrorKind::kInvalidArgument,
                   fmt::format("{}: period {}: no days (use e.g. \"mon-fri\")", source, i));
+    }
+    if (period.months == 0 || period.months > 0xfff) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  fmt::format("{}: period {}: no months (use e.g. \"jun-sep\")", source, i));
     }
     if (period.start_s < 0 || period.end_s > kDayS || period.end_s <= period.start_s) {
       throw Error(ErrorKind::kInvalidArgument,
@@ -222,6 +248,12 @@ TariffElectricityPrice TariffElectricityPrice::from_json(std::string_view text,
           bad("\"days\" is not like \"mon-fri\", \"sat,sun\" or \"all\"");
         }
       }
+      if (entry.contains("months")) {
+        if (!entry["months"].is_string() ||
+            (period.months = parse_months(entry["months"].get<std::string>())) == 0) {
+          bad("\"months\" is not like \"jun-sep\", \"jan,feb,dec\" or \"all\"");
+        }
+      }
       for (const char* key : {"start", "end"}) {
         if (!entry.contains(key) || !entry[key].is_string()) {
           bad(fmt::format("\"{}\" is missing or not a \"HH:MM\" string", key));
@@ -257,11 +289,13 @@ std::vector<ElectricityPricePiece> TariffElectricityPrice::price_over(double sta
     const double second_of_day = local_s - day * kDayS;
     // 1970-01-01 was a Thursday (index 3 with Monday 0).
     const auto weekday = static_cast<int>(std::fmod(std::fmod(day + 3.0, 7.0) + 7.0, 7.0));
+    // Months change only at midnight, which is always an edge below.
+    const int month = month_of_day(day);
     double price = default_price_per_kwh_;
     bool matched = false;
     double next_edge_s = kDayS;  // the next second of the day at which the price may change
     for (const Period& period : periods_) {
-      if ((period.weekdays & (1u << weekday)) == 0) {
+      if ((period.weekdays & (1u << weekday)) == 0 || (period.months & (1u << month)) == 0) {
         continue;
       }
       if (!matched && period.start_s <= second_of_day && second_of_day < period.end_s) {

@@ -122,6 +122,58 @@ TEST(TariffElectricityPrice, FirstListedOverlappingPeriodWinsAndDaysParse) {
   EXPECT_EQ(parse_weekdays("mon-tue-wed"), 0u);
 }
 
+// 2025-06-30T00:00:00Z, a Monday, and 2025-07-01 the day after.
+constexpr double kJune30 = 1751241600.0;
+
+TEST(TariffElectricityPrice, MonthsMakeSeasonsInLocalTime) {
+  // Summer (jun-sep) weekday peak 14:00-20:00 at 0.40; a winter (nov-feb, wrapping) weekday
+  // evening at 0.20; otherwise 0.10. UTC+2.
+  auto tariff = TariffElectricityPrice::from_json(
+      R"({"default_price_per_kwh": 0.10, "timezone_offset_hours": 2, "periods": [
+          {"days": "mon-fri", "months": "jun-sep", "start": "14:00", "end": "20:00",
+           "price_per_kwh": 0.40},
+          {"days": "mon-fri", "months": "Nov-Feb", "start": "17:00", "end": "20:00",
+           "price_per_kwh": 0.20}]})",
+      "s.json");
+  ASSERT_EQ(tariff.periods().size(), 2u);
+  EXPECT_EQ(tariff.periods()[0].months, 0x1e0u);
+  EXPECT_EQ(tariff.periods()[1].months, 0xc03u);
+  // Monday June 30, 15:00 local (13:00 UTC): summer peak.
+  EXPECT_DOUBLE_EQ(tariff.price_at(kJune30 + 13 * kHour), 0.40);
+  // The same weekday hour in winter (Monday 2025-12-01, 15:00 local) is off-peak; 18:00 is not.
+  EXPECT_DOUBLE_EQ(tariff.price_at(kMonday + 13 * kHour), 0.10);
+  EXPECT_DOUBLE_EQ(tariff.price_at(kMonday + 16 * kHour), 0.20);
+  // October is in neither season.
+  const double october_1 = 1759276800.0;  // 2025-10-01T00:00:00Z, a Wednesday
+  EXPECT_DOUBLE_EQ(tariff.price_at(october_1 + 13 * kHour), 0.10);
+  // A window across local midnight into July: the pieces still tile it (off-peak across the
+  // midnight, then July 1, a Tuesday in summer, from 14:00 local).
+  const double july_1_local = kJune30 + 22 * kHour;  // July 1 00:00 at UTC+2
+  const auto pieces = tariff.price_over(july_1_local - kHour, july_1_local + 16 * kHour);
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_DOUBLE_EQ(pieces[1].start_unix_s, july_1_local + 14 * kHour);
+  EXPECT_DOUBLE_EQ(pieces[1].price_per_kwh, 0.40);
+  // The month is the local date's: at UTC+2, 2025-09-30T22:30Z is already October 1.
+  auto october = TariffElectricityPrice::from_json(
+      R"({"default_price_per_kwh": 0.10, "timezone_offset_hours": 2, "periods": [
+          {"months": "oct", "start": "00:00", "end": "24:00", "price_per_kwh": 0.50}]})",
+      "o.json");
+  EXPECT_DOUBLE_EQ(october.price_at(october_1 - 2.5 * kHour), 0.10);
+  EXPECT_DOUBLE_EQ(october.price_at(october_1 - 1.5 * kHour), 0.50);
+  EXPECT_EQ(parse_months("jan,feb,dec"), 0x803u);
+  EXPECT_EQ(parse_months("all"), 0xfffu);
+  EXPECT_EQ(parse_months("JUN"), 0x20u);
+  EXPECT_EQ(parse_months("summer"), 0u);
+  EXPECT_EQ(parse_months("jan-feb-mar"), 0u);
+  // A period built in code: months default to the whole year; no month is an error.
+  TariffElectricityPrice::Period period;
+  EXPECT_EQ(period.months, 0xfffu);
+  period.months = 0;
+  period.price_per_kwh = 1;
+  expect_error([&] { TariffElectricityPrice({period}, 1.0, 0.0, "", "code"); },
+               ErrorKind::kInvalidArgument, {"code", "period 0", "no months"});
+}
+
 TEST(TariffElectricityPrice, HostileFilesAreNamedWithWhatIsWrong) {
   const zeus::testing::TempDir dir;
   const auto check = [&](const std::string& text, std::initializer_list<std::string> parts) {
@@ -143,6 +195,9 @@ TEST(TariffElectricityPrice, HostileFilesAreNamedWithWhatIsWrong) {
   check(R"({"default_price_per_kwh": 1, "periods": [{"days": "someday", "start": "01:00",
         "end": "02:00", "price_per_kwh": 1}]})",
         {"period 0", "days"});
+  check(R"({"default_price_per_kwh": 1, "periods": [{"months": "summer", "start": "01:00",
+        "end": "02:00", "price_per_kwh": 1}]})",
+        {"period 0", "months", "jun-sep"});
   check(R"({"default_price_per_kwh": 1, "periods": [{"start": "25:00", "end": "26:00",
         "price_per_kwh": 1}]})",
         {"period 0", "'25:00'"});

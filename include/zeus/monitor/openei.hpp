@@ -7,6 +7,7 @@
 // prices and what happens when the service fails.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,6 +38,8 @@ struct OpenEIOptions {
   // ElectricityPriceError(kUnavailable).
   std::optional<double> fallback_price_per_kwh;
   std::shared_ptr<Clock> clock;  // sleeps/now; system_clock() when null
+  // A larger answer is a failure (kUnavailable), read no further than that.
+  std::size_t max_body_bytes = std::size_t{16} << 20;
 };
 
 // The OpenEI client. The tariff is fetched on first use and cached for the client's lifetime

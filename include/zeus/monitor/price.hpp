@@ -1,8 +1,9 @@
 // Electricity cost of measurement windows: energy (from a WindowMonitor) times the price of the
 // electricity (currency units per kWh) in force while it was used, from a provider.
 //
-// Providers: a constant, or an offline time-of-use tariff file (periods in the tariff's local
-// time). No online (OpenEI) client yet. Times given to providers are Unix seconds (UTC wall time);
+// Providers: a constant, an offline time-of-use tariff file (periods in the tariff's local
+// time), or an OpenEI utility rate (zeus/monitor/openei.hpp, converted into such a tariff).
+// Times given to providers are Unix seconds (UTC wall time);
 // the monitor reads them from an injected wall clock (system_clock() by default). docs/cost.md
 // says how the number is computed and documents the tariff format.
 #pragma once
@@ -62,13 +63,14 @@ class ConstantElectricityPrice final : public ElectricityPriceProvider {
   std::string currency_;
 };
 
-// A time-of-use tariff: periods of the week in the tariff's local time (a fixed UTC offset),
-// each with a price; outside every period the default price holds. When periods overlap, the
-// first one listed wins.
+// A time-of-use tariff: periods of the week (optionally only in some months: seasons) in the
+// tariff's local time (a fixed UTC offset), each with a price; outside every period the default
+// price holds. When periods overlap, the first one listed wins.
 class TariffElectricityPrice final : public ElectricityPriceProvider {
  public:
   struct Period {
     unsigned weekdays = 0x7f;  // bit 0 Monday ... bit 6 Sunday
+    unsigned months = 0xfff;   // bit 0 January ... bit 11 December (of the local date)
     int start_s = 0;           // seconds after local midnight, [0, 86400)
     int end_s = 86400;         // (start_s, 86400]
     double price_per_kwh = 0.0;
@@ -98,6 +100,9 @@ class TariffElectricityPrice final : public ElectricityPriceProvider {
 // "mon-fri", "sat,sun", "mon", "all" (case-insensitive) -> weekday bits (bit 0 Monday); 0 when
 // not one of those.
 unsigned parse_weekdays(std::string_view text);
+// "jun-sep", "jan,feb,dec", "nov-feb", "all" (case-insensitive) -> month bits (bit 0 January); 0
+// when not one of those.
+unsigned parse_months(std::string_view text);
 
 struct EnergyCostMeasurement {
   double time_s = 0.0;

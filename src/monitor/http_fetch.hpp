@@ -1,0 +1,56 @@
+// One home for the monitors' HTTP GETs to web services (carbon intensity, electricity prices):
+// bounded time per request (connect and read timeouts), a bounded number of attempts with
+// exponential backoff on an injected clock, a bounded body, and a JSON body. A failing service
+// makes a fetch throw after a known, short time; it never blocks a measurement for long.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "zeus/common/clock.hpp"
+
+namespace zeus::monitor::http {
+
+// "https://host:port/prefix/" -> {"https://host:port", "/prefix"}.
+struct BaseUrl {
+  std::string scheme_host_port;
+  std::string path_prefix;  // without a trailing '/'; "" for none
+};
+// Throws Error(kInvalidArgument) "<who>: base URL '<url>' must start with http:// or https://".
+BaseUrl split_base_url(const std::string& url, const std::string& who);
+
+struct FetchOptions {
+  double connect_timeout_s = 2.0;
+  double read_timeout_s = 5.0;
+  int max_attempts = 3;            // 5xx, 429, timeouts, refused connections and bad JSON retry
+  double backoff_initial_s = 0.5;  // then doubled per attempt
+  std::size_t max_body_bytes = 0;  // 0: no limit; a larger body fails without a retry
+  std::shared_ptr<Clock> clock;    // sleeps between attempts; must not be null
+};
+
+// Throws Error(kInvalidArgument) "<who>: max_attempts must be >= 1, ..." for bad options.
+void check_fetch_options(const FetchOptions& options, const std::string& who);
+
+// Why a fetch failed, after the retries. The message names neither the URL nor the query (a
+// caller's query may hold a secret): it is "request failed (...)", "HTTP 500 from the X
+// endpoint", "the X response is not valid JSON" or "the X response is over N bytes".
+struct FetchFailure {
+  std::string message;
+  int http_status = 0;  // the last answer's status; 0 when there was none
+};
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// GET <base.scheme_host_port><path_and_query> with `headers`, retried per `options`; the body of
+// a 200 answer parsed as JSON. `endpoint` names the request in messages; `on_attempt` is called
+// before every attempt (request counters). Throws FetchFailure.
+nlohmann::json get_json(const BaseUrl& base, const std::string& path_and_query,
+                        const Headers& headers, const std::string& endpoint,
+                        const FetchOptions& options, const std::function<void()>& on_attempt);
+
+}  // namespace zeus::monitor::http
