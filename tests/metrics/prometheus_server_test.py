@@ -4,7 +4,8 @@
 Usage: prometheus_server_test.py ZEUS_BINARY WINDOW_DRIVER_BINARY
 
 Starts, on loopback ports in a temporary directory:
-- `zeus exporter` on two simulated H200s and a fake RAPL tree whose counter this script advances;
+- `zeus exporter` on two simulated H200s and a fake RAPL tree whose counter this script advances,
+  with a constant carbon intensity (400 gCO2eq/kWh) and price (0.25 per kWh);
 - metrics_window_driver: ZeusMonitor windows "step" (~50 ms) and "epoch" feeding the histograms;
 - Debian's `prometheus` with a 1 s scrape interval pointing at both.
 Then asks the Prometheus HTTP API for the expected series and checks their values are plausible.
@@ -29,6 +30,7 @@ from pathlib import Path
 SKIP = 77
 STARTUP_S = 60.0
 H200_IDLE_W, H200_MAX_W = 75.0, 700.0
+GCO2EQ_PER_KWH, PRICE_PER_KWH, JOULES_PER_KWH = 400.0, 0.25, 3.6e6
 
 
 class Failure(Exception):
@@ -128,7 +130,8 @@ def run(zeus: str, driver: str, work: Path) -> None:
         exporter = start(
             "exporter",
             [zeus, "exporter", "--port", "0", "--port-file", str(work / "exporter.port"),
-             "--interval", "200ms"],
+             "--interval", "200ms", "--carbon-intensity", str(GCO2EQ_PER_KWH),
+             "--price", str(PRICE_PER_KWH)],
             env,
         )  # fmt: skip
         exporter_port = wait_for_file(work / "exporter.port", exporter, "zeus exporter")
@@ -209,6 +212,40 @@ def run(zeus: str, driver: str, work: Path) -> None:
             len(cpu_rate) == 1 and 20 <= list(cpu_rate.values())[0] <= 80,
             f"RAPL power is about the 40 W the test drives: {cpu_rate}",
         )
+
+        # Carbon and cost: each scrape's counters are the energy up to the last priced read times
+        # the constant rate (a scrape may fall between a read and its pricing: one 200 ms read).
+        job = '{job="zeus_exporter"}'
+        for device in ("gpu", "cpu"):
+            energy_family = f"zeus_{device}_energy_joules_total{job}"
+            grams_family = f"zeus_{device}_carbon_emission_grams_total{job}"
+            grams = prometheus.values(grams_family)
+            expect(
+                len(grams) == len(prometheus.values(energy_family))
+                and all(v > 0 for v in grams.values()),
+                f"one positive {device} emission counter per device: {grams}",
+            )
+            priced = prometheus.values(
+                f"{grams_family} * {JOULES_PER_KWH} / {GCO2EQ_PER_KWH} / {energy_family}"
+            )
+            expect(
+                len(priced) == len(grams) and all(0.8 <= v <= 1.0 + 1e-9 for v in priced.values()),
+                f"{device} grams = J / 3.6e6 x 400 (to one read): {priced}",
+            )
+            per_gram = prometheus.values(f"zeus_{device}_energy_cost_total{job} / {grams_family}")
+            expect(
+                len(per_gram) == len(grams)
+                and all(abs(v - PRICE_PER_KWH / GCO2EQ_PER_KWH) < 1e-9 for v in per_gram.values()),
+                f"{device} cost and emissions priced at the same reads: {per_gram}",
+            )
+        intensity = prometheus.values(f"zeus_carbon_intensity_gco2eq_per_kwh{job}")
+        price = prometheus.values(f"zeus_electricity_price_per_kwh{job}")
+        expect(
+            list(intensity.values()) == [GCO2EQ_PER_KWH] and list(price.values()) == [PRICE_PER_KWH],
+            f"intensity and price gauges: {intensity}, {price}",
+        )
+        failures = prometheus.values(f"zeus_carbon_intensity_failures_total{job}")
+        expect(list(failures.values()) == [0.0], f"no provider failures: {failures}")
 
         steps = prometheus.values('energy_monitor_gpu_energy_joules_count{window="step"}')
         expect(len(steps) == 2 and all(v >= 20 for v in steps.values()),
