@@ -253,6 +253,77 @@ class _CarbonEmissionMonitor:
         float,
     ]: ...
 
+# ---- electricity price (zeus_cpp.monitor.price) ----
+
+class ElectricityPriceProvider:
+    def __init__(self) -> None: ...
+    def price_over(self, start: float, end: float) -> List[Tuple[float, float, float]]: ...
+    def price_at(self, when: float) -> float: ...
+    def currency(self) -> str: ...
+    def get_current_electricity_prices(self) -> Dict[str, list]: ...
+
+class ConstantElectricityPrice(ElectricityPriceProvider):
+    def __init__(self, price_per_kwh: float, currency: str = "") -> None: ...
+    @property
+    def value(self) -> float: ...
+
+class TariffElectricityPrice(ElectricityPriceProvider):
+    def __init__(
+        self,
+        periods: List[Dict[str, Any]],
+        default_price_per_kwh: float,
+        timezone_offset_hours: float = 0.0,
+        currency: str = "",
+    ) -> None: ...
+    @staticmethod
+    def from_file(path: str) -> TariffElectricityPrice: ...
+    @staticmethod
+    def from_json(text: str, source: str = "tariff") -> TariffElectricityPrice: ...
+    def periods(self) -> List[Dict[str, Any]]: ...
+    @property
+    def default_price_per_kwh(self) -> float: ...
+    @property
+    def timezone_offset_hours(self) -> float: ...
+
+class _OpenEIClient(ElectricityPriceProvider):
+    def __init__(
+        self,
+        base_url: str,
+        latitude: float,
+        longitude: float,
+        label: str,
+        sector: str,
+        radius_miles: int,
+        api_key: str,
+        timezone_offset_hours: Optional[float],
+        connect_timeout_s: float,
+        read_timeout_s: float,
+        max_attempts: int,
+        backoff_initial_s: float,
+        retry_after_failure_s: float,
+        fallback_price_per_kwh: Optional[float],
+    ) -> None: ...
+    def fetch_tariff(self) -> TariffElectricityPrice: ...
+    def requests_sent(self) -> int: ...
+    def last_fallback_reason(self) -> str: ...
+
+class _EnergyCostMonitor:
+    def __init__(self, monitor: Any, provider: ElectricityPriceProvider) -> None: ...
+    def begin_window(self, key: str, sync_execution: bool = True) -> None: ...
+    def end_window(
+        self, key: str, sync_execution: bool = True, cancel: bool = False
+    ) -> Tuple[
+        float,
+        Dict[int, float],
+        Dict[int, float],
+        Dict[int, float],
+        Dict[int, float],
+        Dict[int, float],
+        Dict[int, float],
+        float,
+        str,
+    ]: ...
+
 class PowerSampler:
     def __init__(
         self,

@@ -16,7 +16,8 @@ Hierarchy::
         │   └── ZeusRAPL...Error, ZeusEMI...Error
         ├── ZeusBaseSoCError (ZeusSoCInitError)
         ├── ZeusBSO...Error (the batch-size-optimizer client's errors)
-        └── ZeusCarbonIntensityHTTPError, ZeusCarbonIntensityNotFoundError
+        ├── ZeusCarbonIntensityHTTPError, ZeusCarbonIntensityNotFoundError
+        └── ZeusElectricityPriceHTTPError, ZeusElectricityPriceNotFoundError
 
 ``ZeusGPUInvalidArgError`` is also a ``ValueError``, so that ``except ValueError`` catches a bad
 GPU index as it catches any other bad argument.
@@ -238,6 +239,19 @@ class ZeusCarbonIntensityHTTPError(ZeusBaseError):
 
 class ZeusCarbonIntensityNotFoundError(ZeusBaseError):
     """The carbon intensity service answered without the value asked for."""
+
+
+# ---- Electricity price (zeus_cpp.monitor.price re-exports these) -------------------------------
+
+
+class ZeusElectricityPriceHTTPError(ZeusBaseError):
+    """The electricity price service failed (network, timeout, HTTP status, malformed answer)
+    and no fallback price was given."""
+
+
+class ZeusElectricityPriceNotFoundError(ZeusBaseError):
+    """No price was found: the service has no rate with the label asked for, or a provider's
+    rate data lacks what a price needs."""
 
 
 __all__ = [name for name, value in list(globals().items())

@@ -34,6 +34,8 @@ void bind_metrics(py::module_& module);
 //   - zeus::bso::ValidationError   -> ZeusBSOConfigError
 //   - zeus::monitor::CarbonIntensityError -> ZeusCarbonIntensityNotFoundError (kNotFound)
 //                                     or ZeusCarbonIntensityHTTPError
+//   - zeus::monitor::ElectricityPriceError -> ZeusElectricityPriceHTTPError (kUnavailable)
+//                                     or ZeusElectricityPriceNotFoundError
 //   - any other zeus::Error        -> by ErrorKind, in the CPU family (ZeusCPU...Error) when
 //                                     its subject() is ErrorSubject::kCpu, else in the GPU
 //                                     family (ZeusGPU...Error).

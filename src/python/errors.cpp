@@ -9,6 +9,7 @@
 #include "zeus/bso/client.hpp"
 #include "zeus/bso/wire.hpp"
 #include "zeus/monitor/carbon.hpp"
+#include "zeus/monitor/price.hpp"
 
 namespace zeus::python {
 namespace {
@@ -129,6 +130,10 @@ void set_python_error(const Error& error) {
     set_error(error.kind() == ErrorKind::kNotFound ? "ZeusCarbonIntensityNotFoundError"
                                                    : "ZeusCarbonIntensityHTTPError",
               error.what());
+  } else if (dynamic_cast<const monitor::ElectricityPriceError*>(&error) != nullptr) {
+    set_error(error.kind() == ErrorKind::kUnavailable ? "ZeusElectricityPriceHTTPError"
+                                                      : "ZeusElectricityPriceNotFoundError",
+              error.what());
   } else {
     set_error(class_name_for(error, family_of(error)), error.what());
   }
@@ -160,6 +165,8 @@ void bind_errors(py::module_& module) {
         "ZeusCarbonIntensityNotFoundError"}) {
     add(name);
   }
+  add("ZeusElectricityPriceHTTPError");
+  add("ZeusElectricityPriceNotFoundError");
 
   py::register_exception_translator([](std::exception_ptr pointer) {
     try {

@@ -10,6 +10,8 @@ void bind_replay(py::module_& module);
 void bind_carbon(py::module_& module);
 // profile.cpp: the thermally stable profiler (zeus_cpp.profile).
 void bind_profile(py::module_& module);
+// price.cpp: electricity price providers and the energy cost monitor (zeus_cpp.monitor.price).
+void bind_price(py::module_& module);
 }  // namespace zeus::python
 
 PYBIND11_MODULE(_zeus, module) {
@@ -24,4 +26,5 @@ PYBIND11_MODULE(_zeus, module) {
   zeus::python::bind_replay(module);
   zeus::python::bind_carbon(module);
   zeus::python::bind_profile(module);
+  zeus::python::bind_price(module);
 }
