@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,19 +30,19 @@ struct ReportArgs {
   std::string selector = "zeus-cost:0.5";
   int world_size = 1;
   std::string title = "Zeus report";
-  std::string carbon_intensity;  // SPEC, as zeus monitor's
-  std::string price;
+  std::optional<std::string> carbon_intensity;  // SPEC, as zeus monitor's
+  std::optional<std::string> price;
 };
 
 // A --carbon-intensity or --price SPEC, parsed before anything is read or written: every way
 // it can be wrong is a usage error here (exit 2), a missing file included, as for the inputs.
 template <typename Parse>
-auto provider_from(const std::string& spec, Parse parse) -> decltype(parse(spec)) {
-  if (spec.empty()) {
+auto provider_from(const std::optional<std::string>& spec, Parse parse) -> decltype(parse(*spec)) {
+  if (!spec) {
     return nullptr;
   }
   try {
-    return parse(spec);
+    return parse(*spec);
   } catch (const Error& error) {
     throw Error(ErrorKind::kInvalidArgument, error.what());
   }
@@ -93,9 +94,9 @@ int run(const ReportArgs& args) {
   out_options.what = "--out";
   out_options.inputs.assign(args.inputs.begin(), args.inputs.end());
   // A series or tariff file is an input too (a path that is no file is ignored).
-  for (const std::string* spec : {&args.carbon_intensity, &args.price}) {
-    if (!spec->empty()) {
-      out_options.inputs.emplace_back(*spec);
+  for (const std::optional<std::string>* spec : {&args.carbon_intensity, &args.price}) {
+    if (*spec && !(*spec)->empty()) {
+      out_options.inputs.emplace_back(**spec);
     }
   }
   OutputFile out(args.out, std::move(out_options));
@@ -117,10 +118,10 @@ int run(const ReportArgs& args) {
   }
   for (report::Timeline& timeline : inputs.timelines) {
     if (carbon) {
-      timeline.carbon = report::carbon_footprint(timeline, *carbon, args.carbon_intensity);
+      timeline.carbon = report::carbon_footprint(timeline, *carbon, *args.carbon_intensity);
     }
     if (price) {
-      timeline.cost = report::cost_footprint(timeline, *price, args.price);
+      timeline.cost = report::cost_footprint(timeline, *price, *args.price);
     }
     for (report::PowerSeries& series : timeline.series) {
       series.all_points = {};  // integrated: only the plotted points are needed from here on
