@@ -2,26 +2,127 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "common/text.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/monitor/openei.hpp"
 
 namespace zeus::cli {
+namespace {
+
+constexpr std::string_view kOpenEI = "openei:";
+constexpr std::string_view kOpenEIForm =
+    "openei:LABEL@LAT,LON[,sector=Commercial][,radius=MILES][,utc_offset=HOURS]";
+
+// The whole of `text` as a number; nullopt otherwise.
+std::optional<double> number(std::string_view text) {
+  double value = 0.0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+[[noreturn]] void bad_openei(std::string_view spec, const std::string& what) {
+  throw Error(ErrorKind::kInvalidArgument, "--price " + std::string(spec) + ": " + what +
+                                               " (give " + std::string(kOpenEIForm) +
+                                               "; docs/cost.md)");
+}
+
+// openei:LABEL@LAT,LON[,key=value...] -> the client's options (key from OPENEI_API_KEY, base URL
+// from OPENEI_URL). The timeouts are short: the rate is fetched when CMD has ended, and a dead
+// service must not hold the summary back for long.
+monitor::OpenEIOptions openei_options(std::string_view spec) {
+  const std::string_view rest = spec.substr(kOpenEI.size());
+  const std::size_t at = rest.rfind('@');
+  if (at == std::string_view::npos || at == 0) {
+    bad_openei(spec, "needs the rate's label and where, LABEL@LAT,LON");
+  }
+  monitor::OpenEIOptions options;
+  options.label = std::string(text::trim(rest.substr(0, at)));
+  const std::vector<std::string_view> fields = text::split_trimmed(rest.substr(at + 1), ',');
+  if (fields.size() < 2) {
+    bad_openei(spec, "needs a latitude and a longitude after '@'");
+  }
+  const std::optional<double> latitude = number(fields[0]);
+  const std::optional<double> longitude = number(fields[1]);
+  if (!latitude || !longitude) {
+    bad_openei(spec, "'" + std::string(fields[0]) + "," + std::string(fields[1]) +
+                         "' is not a latitude,longitude in degrees");
+  }
+  options.latitude = *latitude;
+  options.longitude = *longitude;
+  for (std::size_t i = 2; i < fields.size(); ++i) {
+    const std::size_t equals = fields[i].find('=');
+    const std::string_view key =
+        equals == std::string_view::npos ? fields[i] : fields[i].substr(0, equals);
+    const std::string_view value =
+        equals == std::string_view::npos ? std::string_view() : fields[i].substr(equals + 1);
+    if (key == "sector" && !value.empty()) {
+      options.sector = std::string(value);
+    } else if (key == "radius" && number(value) && std::floor(*number(value)) == *number(value)) {
+      const double miles = *number(value);
+      if (miles < 0 || miles > 200) {
+        bad_openei(spec, "radius " + std::string(value) + " is not from 0 to 200 miles");
+      }
+      options.radius_miles = static_cast<int>(miles);
+    } else if (key == "utc_offset" && number(value)) {
+      options.timezone_offset_hours = *number(value);
+    } else {
+      bad_openei(spec, "'" + std::string(fields[i]) +
+                           "' is not sector=NAME, radius=MILES (a whole number) or "
+                           "utc_offset=HOURS");
+    }
+  }
+  const char* key = std::getenv("OPENEI_API_KEY");
+  if (key == nullptr || *key == '\0') {
+    throw Error(ErrorKind::kInvalidArgument,
+                "--price " + std::string(spec) +
+                    ": set OPENEI_API_KEY to an OpenEI API key (free at "
+                    "https://openei.org/services/api/signup)");
+  }
+  options.api_key = key;
+  if (const char* url = std::getenv("OPENEI_URL"); url != nullptr && *url != '\0') {
+    options.base_url = url;
+  }
+  // As for --carbon-intensity: a service that accepts and never answers costs about 6.3 s (the
+  // library's defaults allow about 31.5 s).
+  options.connect_timeout_s = 2.0;
+  options.read_timeout_s = 3.0;
+  options.max_attempts = 2;
+  options.backoff_initial_s = 0.25;
+  return options;
+}
+
+}  // namespace
 
 std::shared_ptr<monitor::ElectricityPriceProvider> price_provider_from_spec(std::string_view spec) {
-  constexpr std::string_view kHint = "give a price per kWh (e.g. 0.15) or a JSON tariff file";
+  constexpr std::string_view kHint =
+      "give a price per kWh (e.g. 0.15), a JSON tariff file or openei:LABEL@LAT,LON";
   if (spec.empty()) {
     throw Error(ErrorKind::kInvalidArgument, "--price is empty; " + std::string(kHint));
   }
-  double price_per_kwh = 0.0;
-  const auto [end, ec] = std::from_chars(spec.data(), spec.data() + spec.size(), price_per_kwh);
-  if (ec == std::errc() && end == spec.data() + spec.size()) {
-    if (!std::isfinite(price_per_kwh) || price_per_kwh < 0.0) {
+  if (const std::optional<double> price_per_kwh = number(spec)) {
+    if (!std::isfinite(*price_per_kwh) || *price_per_kwh < 0.0) {
       throw Error(ErrorKind::kInvalidArgument, "--price " + std::string(spec) +
                                                    " is not a price: " + std::string(kHint) +
                                                    " (a finite number >= 0)");
     }
-    return std::make_shared<monitor::ConstantElectricityPrice>(price_per_kwh);
+    return std::make_shared<monitor::ConstantElectricityPrice>(*price_per_kwh);
+  }
+  if (spec.starts_with(kOpenEI)) {
+    monitor::OpenEIOptions options = openei_options(spec);
+    try {
+      return std::make_shared<monitor::OpenEIClient>(std::move(options));
+    } catch (const Error& error) {
+      // The client's messages name the option, never the key.
+      bad_openei(spec, error.what());
+    }
   }
   try {
     return std::make_shared<monitor::TariffElectricityPrice>(

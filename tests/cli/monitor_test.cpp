@@ -944,3 +944,180 @@ TEST_F(CliMonitor, ABadPriceIsAUsageErrorBeforeAnythingRuns) {
   EXPECT_TRUE(contains(bad.err, "bad.json")) << bad.err;
   EXPECT_TRUE(contains(bad.err, "default_price_per_kwh")) << bad.err;
 }
+
+namespace {
+
+// A minimal HTTP server on loopback for the --price openei: tests: every request gets the same
+// 200 JSON answer. The request lines are kept; read them after stop().
+class CannedHttpServer {
+ public:
+  explicit CannedHttpServer(std::string body) : body_(std::move(body)) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof address;
+    if (listener_ < 0 ||
+        ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        ::listen(listener_, 16) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
+      ADD_FAILURE() << "cannot listen on loopback";
+      return;
+    }
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  CannedHttpServer(const CannedHttpServer&) = delete;
+  CannedHttpServer& operator=(const CannedHttpServer&) = delete;
+  ~CannedHttpServer() { stop(); }
+
+  void stop() {
+    if (thread_.joinable()) {
+      ::shutdown(listener_, SHUT_RDWR);  // wakes the accept() below
+      thread_.join();
+    }
+    if (listener_ >= 0) {
+      ::close(listener_);
+      listener_ = -1;
+    }
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  const std::vector<std::string>& request_lines() const { return request_lines_; }
+
+ private:
+  void serve() {
+    while (true) {
+      const int connection = ::accept(listener_, nullptr, nullptr);
+      if (connection < 0) {
+        return;
+      }
+      std::string request;
+      char buffer[4096];
+      while (request.find("\r\n\r\n") == std::string::npos) {
+        const ssize_t got = ::read(connection, buffer, sizeof buffer);
+        if (got <= 0) {
+          break;
+        }
+        request.append(buffer, static_cast<std::size_t>(got));
+      }
+      request_lines_.push_back(request.substr(0, request.find("\r\n")));
+      const std::string answer =
+          "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
+          std::to_string(body_.size()) + "\r\nConnection: close\r\n\r\n" + body_;
+      for (std::size_t sent = 0; sent < answer.size();) {
+        const ssize_t wrote =
+            ::send(connection, answer.data() + sent, answer.size() - sent, MSG_NOSIGNAL);
+        if (wrote <= 0) {
+          break;
+        }
+        sent += static_cast<std::size_t>(wrote);
+      }
+      ::close(connection);
+    }
+  }
+
+  std::string body_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+  std::vector<std::string> request_lines_;
+};
+
+// An OpenEI answer with the rate `label`: one period (0.20 + 0.05 adj) at every hour of the year,
+// so the price does not depend on when the test runs.
+std::string openei_answer(const std::string& label) {
+  std::string day = "[0";
+  for (int hour = 1; hour < 24; ++hour) {
+    day += ",0";
+  }
+  day += "]";
+  std::string year = day;
+  for (int month = 1; month < 12; ++month) {
+    year += ',';
+    year += day;
+  }
+  return R"({"items": [{"label": ")" + label +
+         R"(", "name": "Flat commercial", "utility": "Example Power",
+         "energyratestructure": [[{"rate": 0.20, "adj": 0.05, "unit": "kWh"}]],
+         "energyweekdayschedule": [)" +
+         year + R"(], "energyweekendschedule": [)" + year + "]}]}";
+}
+
+constexpr const char* kOpenEIKey = "OPENEI_API_KEY=cli-test-key";
+
+}  // namespace
+
+// --price openei:LABEL@LAT,LON (docs/cost.md): the rate from a local OpenEI-compatible server.
+TEST_F(CliMonitor, PriceFromAnOpenEIRate) {
+  CannedHttpServer server(openei_answer("lbl123"));
+  const Result result =
+      run({kTwoH200, kOpenEIKey, "OPENEI_URL=" + server.url()},
+          {"monitor", "--json", "--output", path("o.json"), "--price",
+           "openei:lbl123@40.02,-105.27,sector=commercial,radius=5", "--", "sleep", "0.1"});
+  const Result text = run({kTwoH200, kOpenEIKey, "OPENEI_URL=" + server.url()},
+                          {"monitor", "--price", "openei:lbl123@40.02,-105.27", "--", "true"});
+  server.stop();
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json summary = json::parse(read_file(path("o.json")));
+  const json& cost = summary["cost"];
+  ASSERT_TRUE(cost.is_object()) << summary.dump();
+  EXPECT_EQ(cost["currency"], "USD");
+  EXPECT_DOUBLE_EQ(cost["mean_price_per_kwh"].get<double>(), 0.25);
+  EXPECT_NEAR(cost["gpu"]["0"].get<double>(),
+              summary["gpu_energy_j"]["0"].get<double>() / 3.6e6 * 0.25, 1e-12);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_TRUE(contains(text.err, "at a mean 0.25 USD/kWh")) << text.err;
+  // One request per run, with the reference's query and the key from the environment.
+  ASSERT_EQ(server.request_lines().size(), 2u);
+  const std::string& request = server.request_lines()[0];
+  for (const std::string part :
+       {"GET /utility_rates?", "api_key=cli-test-key", "sector=Commercial", "radius=5", "lat=40.02",
+        "lon=-105.27", "detail=full", "version=latest", "format=json"}) {
+    EXPECT_TRUE(contains(request, part)) << part << " not in " << request;
+  }
+  EXPECT_FALSE(contains(result.err + read_file(path("o.json")) + text.err, "cli-test-key"));
+}
+
+TEST_F(CliMonitor, ABadOpenEIPriceIsAUsageErrorBeforeAnythingRuns) {
+  for (const std::string& spec :
+       {std::string("openei:"), std::string("openei:lbl"), std::string("openei:lbl@40"),
+        std::string("openei:lbl@north,west"), std::string("openei:@40,-105"),
+        std::string("openei:lbl@40,-105,color=red"), std::string("openei:lbl@95,0"),
+        std::string("openei:lbl@40,-105,radius=500"), std::string("openei:lbl@40,-105,sector=Farm"),
+        std::string("openei:lbl@40,-105,utc_offset=20")}) {
+    const Result result =
+        run({kTwoH200, kOpenEIKey, "OPENEI_URL=http://127.0.0.1:9"},
+            {"monitor", "--price", spec, "--", "sh", "-c", "touch " + path("ran").string()});
+    EXPECT_EQ(result.exit_code, 2) << spec << ": " << result.err;
+    EXPECT_TRUE(contains(result.err, "--price " + spec)) << spec << ": " << result.err;
+    EXPECT_FALSE(contains(result.err, "cli-test-key")) << result.err;
+    EXPECT_FALSE(fs::exists(path("ran"))) << spec << ": the command must not run";
+  }
+  const Result no_key =
+      run({kTwoH200, "OPENEI_API_KEY="}, {"monitor", "--price", "openei:lbl@40,-105", "--", "sh",
+                                          "-c", "touch " + path("ran").string()});
+  EXPECT_EQ(no_key.exit_code, 2) << no_key.err;
+  EXPECT_TRUE(contains(no_key.err, "OPENEI_API_KEY")) << no_key.err;
+  EXPECT_FALSE(fs::exists(path("ran")));
+}
+
+TEST_F(CliMonitor, AnUnreachableOpenEIServiceCostsOnlyTheCostFigure) {
+  // Nothing listens on port 9 here: both attempts are refused at once; the energy stays.
+  const auto start = std::chrono::steady_clock::now();
+  const Result result = run({kTwoH200, kOpenEIKey, "OPENEI_URL=http://127.0.0.1:9"},
+                            {"monitor", "--json", "--output", path("u.json"), "--price",
+                             "openei:lbl@40,-105", "--", "true"},
+                            60.0);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_LT(seconds_since(start), 10.0);
+  const std::string written = read_file(path("u.json"));
+  const json summary = json::parse(written);
+  EXPECT_TRUE(summary["cost"].is_null()) << summary.dump();
+  EXPECT_EQ(summary["gpu_energy_j"].size(), 2u);
+  bool noted = false;
+  for (const json& note : summary["notes"]) {
+    noted = noted || contains(note.get<std::string>(), "no electricity cost: ");
+  }
+  EXPECT_TRUE(noted) << summary["notes"].dump();
+  EXPECT_FALSE(contains(written + result.err, "cli-test-key"));
+}

@@ -32,7 +32,8 @@ constexpr const char* kLabel = "5cd33f0a5457a3b8d2d0c6f5";
 std::string weekday_row(int peak, int from, int to) {
   std::string row = "[";
   for (int hour = 0; hour < 24; ++hour) {
-    row += (hour > 0 ? "," : "") + std::to_string(hour >= from && hour < to ? peak : 0);
+    row += hour > 0 ? "," : "";
+    row += std::to_string(hour >= from && hour < to ? peak : 0);
   }
   return row + "]";
 }
@@ -46,11 +47,12 @@ std::string rate_item(const std::string& label, bool with_weekend = true) {
   for (int month = 0; month < 12; ++month) {
     const bool summer = month >= 5 && month <= 8;
     const bool winter = month <= 2 || month >= 10;
-    const std::string sep = month > 0 ? "," : "";
-    weekday += sep + (summer   ? weekday_row(1, 16, 21)
-                      : winter ? weekday_row(2, 17, 20)
-                               : weekday_row(0, 0, 0));
-    weekend += sep + weekday_row(0, 0, 0);
+    weekday += month > 0 ? "," : "";
+    weekday += summer   ? weekday_row(1, 16, 21)
+               : winter ? weekday_row(2, 17, 20)
+                        : weekday_row(0, 0, 0);
+    weekend += month > 0 ? "," : "";
+    weekend += weekday_row(0, 0, 0);
   }
   weekday += "]";
   weekend += "]";
@@ -115,9 +117,12 @@ class FakeOpenEI {
           break;
       }
       // Another utility's rate first: the client must pick the item by its label.
-      response.set_content(R"({"items": [)" + rate_item("0000other") + "," +
-                               rate_item(kLabel, mode_ != Mode::kNoWeekend) + "]}",
-                           "application/json");
+      std::string body = R"({"items": [)";
+      body += rate_item("0000other");
+      body += ",";
+      body += rate_item(kLabel, mode_ != Mode::kNoWeekend);
+      body += "]}";
+      response.set_content(body, "application/json");
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
@@ -290,7 +295,8 @@ TEST(OpenEIClient, MalformedRatesAreNamed) {
   const std::string hours24 = weekday_row(0, 0, 0);
   std::string year;
   for (int month = 0; month < 12; ++month) {
-    year += (month > 0 ? "," : "") + hours24;
+    year += month > 0 ? "," : "";
+    year += hours24;
   }
   const std::string schedules =
       R"("energyweekdayschedule": [)" + year + R"(], "energyweekendschedule": [)" + year + "]";
@@ -310,14 +316,16 @@ TEST(OpenEIClient, MalformedRatesAreNamed) {
         ErrorKind::kUnavailable, {"energyweekdayschedule", "12 months"});
   std::string bad_year;
   for (int month = 0; month < 12; ++month) {
-    bad_year += (month > 0 ? "," : "") + (month == 3 ? std::string("[0,0]") : hours24);
+    bad_year += month > 0 ? "," : "";
+    bad_year += month == 3 ? std::string("[0,0]") : hours24;
   }
   check(R"({"energyratestructure": [[{"rate": 0.1}]], "energyweekdayschedule": [)" + bad_year +
             R"(], "energyweekendschedule": [)" + year + "]}",
         ErrorKind::kUnavailable, {"energyweekdayschedule", "3 (Apr)", "24 hours"});
   std::string bad_index;
   for (int month = 0; month < 12; ++month) {
-    bad_index += (month > 0 ? "," : "") + (month == 6 ? weekday_row(3, 5, 6) : hours24);
+    bad_index += month > 0 ? "," : "";
+    bad_index += month == 6 ? weekday_row(3, 5, 6) : hours24;
   }
   check(R"({"energyratestructure": [[{"rate": 0.1}]], "energyweekdayschedule": [)" + year +
             R"(], "energyweekendschedule": [)" + bad_index + "]}",
