@@ -2,7 +2,8 @@
 """`zeus report` drawn in headless Chromium.
 
 Makes the three input kinds with the real `zeus` binary (a power timeline on simulated GPUs, a
-small simulation, a power-limit profile), writes the report, loads it in headless Chromium and
+small simulation, a power-limit profile), writes the report (with --carbon-intensity and --price,
+which chart the timeline's emissions and cost beside its power), loads it in headless Chromium and
 checks the page's own status marker: no console or script error, and every chart canvas painted.
 Saves a screenshot as a test artifact. Exit code 77 (CTest SKIP_RETURN_CODE) when Chromium is not
 installed.
@@ -92,8 +93,16 @@ def main():
              "--seeds", "1-3", "--out", "sim", "--threads", "2"], cwd=work)
         with open(os.path.join(work, "profile.json"), "w", encoding="utf-8") as file:
             json.dump(PROFILE, file)
+        # A carbon-intensity series whose value changes a second into the timeline (a stepped
+        # rate on the emissions chart), and a constant price.
+        with open(os.path.join(work, "t.csv"), encoding="utf-8") as file:
+            first_time = float(file.readlines()[1].split(",")[0])
+        with open(os.path.join(work, "intensity.csv"), "w", encoding="utf-8") as file:
+            file.write(f"timestamp,gco2eq_per_kwh\n{first_time - 3600:.3f},300\n"
+                       f"{first_time + 1:.3f},450\n")
         report = os.path.join(work, "report.html")
-        run([args.zeus, "report", "t.csv", "sim", "profile.json", "--out", report], cwd=work)
+        run([args.zeus, "report", "t.csv", "sim", "profile.json", "--carbon-intensity",
+             "intensity.csv", "--price", "0.3", "--out", report], cwd=work)
         shutil.copy(report, os.path.join(args.artifacts, "report.html"))
 
         # A fresh profile directory each time; no network is needed or allowed to matter.
@@ -122,10 +131,10 @@ def main():
         print(f"charts: {charts}, painted: {nonempty}, errors: {errors}")
         if errors != 0:
             failures.append(f"{errors} error(s) on the page: {finder.status_text.strip()}")
-        if charts != finder.canvases or charts != 7:
-            failures.append(f"expected 7 charts (2 power timelines, 1 of the GPUs' temperatures, "
-                            f"3 simulation plots, 1 profile), the page has {finder.canvases} and "
-                            f"reports {charts}")
+        if charts != finder.canvases or charts != 9:
+            failures.append(f"expected 9 charts (2 power timelines, 1 of the GPUs' temperatures, "
+                            f"carbon emissions and electricity cost, 3 simulation plots, 1 "
+                            f"profile), the page has {finder.canvases} and reports {charts}")
         if nonempty != charts:
             failures.append(f"only {nonempty} of {charts} charts have painted pixels")
     if not os.path.exists(screenshot) or os.path.getsize(screenshot) < 10_000:
