@@ -25,6 +25,11 @@ def parameters(callable_: object) -> list:
         ("zeus_cpp.device.cpu", ["get_cpus", "CpuDramMeasurement", "ZeusCPUInitError"]),
         ("zeus_cpp.device.exception", ["ZeusBaseGPUError", "ZeusBaseCPUError", "ZeusdError"]),
         ("zeus_cpp.exception", ["ZeusBaseError"]),
+        ("zeus_cpp.monitor.price", [
+            "ZeusElectricityPriceHTTPError", "ZeusElectricityPriceNotFoundError",
+            "ElectricityPriceProvider", "OpenEIClient", "EnergyCostMeasurement",
+            "EnergyCostMonitor",
+        ]),
     ],
 )
 def test_module_paths(module: str, names: list) -> None:
@@ -44,6 +49,25 @@ def test_zeus_monitor_signatures() -> None:
     assert parameters(ZeusMonitor.begin_window) == ["self", "key", "sync_execution", "restart"]
     assert parameters(ZeusMonitor.end_window) == ["self", "key", "sync_execution", "cancel"]
     assert callable(ZeusMonitor.reset_windows)
+
+
+def test_price_signatures() -> None:
+    from zeus_cpp.monitor.price import EnergyCostMonitor, OpenEIClient
+
+    signature = inspect.signature(OpenEIClient)
+    assert [(p.name, p.default) for p in list(signature.parameters.values())[:4]] == [
+        ("location", inspect.Parameter.empty), ("label", inspect.Parameter.empty),
+        ("sector", "Residential"), ("radius", 0),
+    ]
+    assert all(p.kind is p.KEYWORD_ONLY for p in list(signature.parameters.values())[4:])
+    signature = inspect.signature(EnergyCostMonitor)
+    assert [(p.name, p.default) for p in list(signature.parameters.values())[:4]] == [
+        ("electricity_price_provider", inspect.Parameter.empty), ("gpu_indices", None),
+        ("cpu_indices", None), ("sync_execution_with", "torch"),
+    ]
+    assert parameters(EnergyCostMonitor.begin_window) == ["self", "key", "sync_execution"]
+    assert parameters(EnergyCostMonitor.end_window)[:3] == ["self", "key", "sync_execution"]
+    assert parameters(OpenEIClient.get_current_electricity_prices) == ["self"]
 
 
 def test_measurement_fields() -> None:

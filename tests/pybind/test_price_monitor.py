@@ -338,8 +338,14 @@ def test_openei_rate_feeds_the_monitor(openei):
     tariff = provider.fetch_tariff()
     assert isinstance(tariff, TariffElectricityPrice)
     assert tariff.price_at(utc(*JULY_WEDNESDAY, 9, 30)) == pytest.approx(0.3)
+    # The reference's accessor, read back from the converted rate (first tier: rate + adj).
     rates = provider.get_current_electricity_prices()
-    assert len(rates["energy_weekday_schedule"]) == 12
+    structure = rates["energy_rate_structure"]
+    january = [structure[i][0]["rate"] for i in rates["energy_weekday_schedule"][0]]
+    assert january == pytest.approx([0.12] * 12 + [0.3] * 12)
+    july = [structure[i][0]["rate"] for i in rates["energy_weekday_schedule"][6]]
+    assert july == pytest.approx([0.3] * 24)
+    assert len(rates["energy_weekend_schedule"]) == 12
 
     sent = provider.requests_sent()
     monitor = EnergyCostMonitor(provider, **NO_SYNC)

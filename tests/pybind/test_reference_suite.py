@@ -227,7 +227,10 @@ NOT_RUN = {
     "tests/monitor/test_carbon.py": "imports the reference's private Op and _polling_process "
     "(its polling subprocess); zeus_cpp.monitor.carbon has the public classes, tested in "
     "tests/pybind/test_carbon_monitor.py",
-    "tests/monitor/test_price.py": "zeus_cpp has no zeus.monitor.price",
+    "tests/monitor/test_price.py": "imports the reference's private Op and _polling_process "
+    "(its polling subprocess) and mocks requests.get; zeus_cpp.monitor.price has the public "
+    "classes, tested in tests/pybind/test_price_monitor.py (OpenEIClient against a local "
+    "server)",
     "tests/optimizer/batch_size/test_explorer.py": "unit tests of the reference server's "
     "Python internals (zeus.optimizer.batch_size.server.explorer)",
     "tests/optimizer/batch_size/test_simulator.py": "the reference's legacy simulator "
@@ -390,6 +393,8 @@ SAME_SIGNATURES = [
     "zeus_cpp.optimizer.batch_size.client.BatchSizeOptimizer.on_train_begin",
     "zeus_cpp.optimizer.batch_size.client.BatchSizeOptimizer.on_evaluate",
     "zeus_cpp.utils.testing.ReplayZeusMonitor.__init__",
+    "zeus_cpp.monitor.price.EnergyCostMonitor.begin_window",
+    "zeus_cpp.monitor.price.OpenEIClient.get_current_electricity_prices",
 ]
 MIN_SAME_SIGNATURES = 120
 MIN_COMPATIBLE_SIGNATURES = 130  # same + extended

@@ -143,6 +143,11 @@ class OpenEIClient(_zeus._OpenEIClient):
         self.radius = radius
         self.timezone_offset_hours = timezone_offset_hours
 
+    def get_current_electricity_prices(self) -> Dict[str, list]:
+        """The rate as the reference's rate data, read back from the converted tariff (first
+        tiers only, each ``rate`` being the rate plus its ``adj``; 12 months x 24 local hours)."""
+        return _zeus.ElectricityPriceProvider.get_current_electricity_prices(self)
+
 
 @dataclass
 class EnergyCostMeasurement:
