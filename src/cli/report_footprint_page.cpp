@@ -26,8 +26,21 @@ double significant(double value, int digits) {
   return std::round(value * scale) / scale;
 }
 
+// Six significant digits in fixed notation (a table of grams and cents reads badly in
+// exponents), trailing zeros dropped.
 std::string amount_text(double value) {
-  return fmt::format("{:.6g}", value);
+  if (value == 0.0 || !std::isfinite(value)) {
+    return fmt::format("{}", value);
+  }
+  const int magnitude = static_cast<int>(std::floor(std::log10(std::fabs(value))));
+  std::string text = fmt::format("{:.{}f}", value, std::clamp(5 - magnitude, 0, 15));
+  if (text.find('.') != std::string::npos) {
+    text.erase(text.find_last_not_of('0') + 1);
+    if (text.back() == '.') {
+      text.pop_back();
+    }
+  }
+  return text;
 }
 
 std::string with_unit(const Footprint& footprint) {
