@@ -1,5 +1,7 @@
 #include "price_spec.hpp"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -29,9 +31,8 @@ std::optional<double> number(std::string_view text) {
 }
 
 [[noreturn]] void bad_openei(std::string_view spec, const std::string& what) {
-  throw Error(ErrorKind::kInvalidArgument, "--price " + std::string(spec) + ": " + what +
-                                               " (give " + std::string(kOpenEIForm) +
-                                               "; docs/cost.md)");
+  throw Error(ErrorKind::kInvalidArgument,
+              fmt::format("--price {}: {} (give {}; docs/cost.md)", spec, what, kOpenEIForm));
 }
 
 // openei:LABEL@LAT,LON[,key=value...] -> the client's options (key from OPENEI_API_KEY, base URL
@@ -52,8 +53,8 @@ monitor::OpenEIOptions openei_options(std::string_view spec) {
   const std::optional<double> latitude = number(fields[0]);
   const std::optional<double> longitude = number(fields[1]);
   if (!latitude || !longitude) {
-    bad_openei(spec, "'" + std::string(fields[0]) + "," + std::string(fields[1]) +
-                         "' is not a latitude,longitude in degrees");
+    bad_openei(spec,
+               fmt::format("'{},{}' is not a latitude,longitude in degrees", fields[0], fields[1]));
   }
   options.latitude = *latitude;
   options.longitude = *longitude;
@@ -68,23 +69,23 @@ monitor::OpenEIOptions openei_options(std::string_view spec) {
     } else if (key == "radius" && number(value) && std::floor(*number(value)) == *number(value)) {
       const double miles = *number(value);
       if (miles < 0 || miles > 200) {
-        bad_openei(spec, "radius " + std::string(value) + " is not from 0 to 200 miles");
+        bad_openei(spec, fmt::format("radius {} is not from 0 to 200 miles", value));
       }
       options.radius_miles = static_cast<int>(miles);
     } else if (key == "utc_offset" && number(value)) {
       options.timezone_offset_hours = *number(value);
     } else {
-      bad_openei(spec, "'" + std::string(fields[i]) +
-                           "' is not sector=NAME, radius=MILES (a whole number) or "
-                           "utc_offset=HOURS");
+      bad_openei(spec, fmt::format("'{}' is not sector=NAME, radius=MILES (a whole number) or "
+                                   "utc_offset=HOURS",
+                                   fields[i]));
     }
   }
   const char* key = std::getenv("OPENEI_API_KEY");
   if (key == nullptr || *key == '\0') {
     throw Error(ErrorKind::kInvalidArgument,
-                "--price " + std::string(spec) +
-                    ": set OPENEI_API_KEY to an OpenEI API key (free at "
-                    "https://openei.org/services/api/signup)");
+                fmt::format("--price {}: set OPENEI_API_KEY to an OpenEI API key (free at "
+                            "https://openei.org/services/api/signup)",
+                            spec));
   }
   options.api_key = key;
   if (const char* url = std::getenv("OPENEI_URL"); url != nullptr && *url != '\0') {

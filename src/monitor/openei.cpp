@@ -263,6 +263,37 @@ struct OpenEIClient::Impl {
     return tariff;
   }
 
+  // The cached tariff, else one fetched now. With `respect_retry_window`, no fetch within
+  // retry_after_failure_s of a failed one (then null). Throws fetch()'s errors, recorded first.
+  std::shared_ptr<TariffElectricityPrice> tariff_or_fetch(bool respect_retry_window) {
+    // Under fetch_mutex: a caller that waited for another's fetch finds its result here.
+    const std::lock_guard fetching(fetch_mutex);
+    {
+      const std::lock_guard lock(mutex);
+      if (tariff) {
+        return tariff;
+      }
+      if (respect_retry_window && last_failure_ns &&
+          options.clock->now_ns() - *last_failure_ns <
+              units::nanoseconds_from_seconds(options.retry_after_failure_s)) {
+        return nullptr;
+      }
+    }
+    try {
+      auto fetched = std::make_shared<TariffElectricityPrice>(fetch());
+      const std::lock_guard lock(mutex);
+      tariff = fetched;
+      last_failure_ns.reset();
+      return fetched;
+    } catch (const ElectricityPriceError& error) {
+      const std::lock_guard lock(mutex);
+      last_failure_ns = options.clock->now_ns();
+      last_failure = error.what();
+      last_failure_kind = error.kind();
+      throw;
+    }
+  }
+
   // GET, pick the item with the label, convert it. Throws ElectricityPriceError.
   TariffElectricityPrice fetch() {
     httplib::Params params;
@@ -381,24 +412,7 @@ std::string OpenEIClient::currency() const {
 }
 
 TariffElectricityPrice OpenEIClient::fetch_tariff() {
-  Impl& impl = *impl_;
-  const std::lock_guard fetching(impl.fetch_mutex);
-  if (const std::shared_ptr<TariffElectricityPrice> tariff = impl.cached()) {
-    return *tariff;
-  }
-  try {
-    auto tariff = std::make_shared<TariffElectricityPrice>(impl.fetch());
-    const std::lock_guard lock(impl.mutex);
-    impl.tariff = tariff;
-    impl.last_failure_ns.reset();
-    return *tariff;
-  } catch (const ElectricityPriceError& error) {
-    const std::lock_guard lock(impl.mutex);
-    impl.last_failure_ns = impl.options.clock->now_ns();
-    impl.last_failure = error.what();
-    impl.last_failure_kind = error.kind();
-    throw;
-  }
+  return *impl_->tariff_or_fetch(false);
 }
 
 std::vector<ElectricityPricePiece> OpenEIClient::price_over(double start_unix_s,
@@ -412,22 +426,12 @@ std::vector<ElectricityPricePiece> OpenEIClient::price_over(double start_unix_s,
   if (const std::shared_ptr<TariffElectricityPrice> tariff = impl.cached()) {
     return tariff->price_over(start_unix_s, end_unix_s);
   }
-  bool may_fetch = false;
-  {
-    const std::lock_guard lock(impl.mutex);
-    may_fetch = !impl.last_failure_ns ||
-                impl.options.clock->now_ns() - *impl.last_failure_ns >=
-                    units::nanoseconds_from_seconds(impl.options.retry_after_failure_s);
-  }
-  if (may_fetch) {
-    try {
-      fetch_tariff();
-    } catch (const ElectricityPriceError&) {
-      // Recorded by fetch_tariff; the fallback below decides.
+  try {
+    if (const std::shared_ptr<TariffElectricityPrice> tariff = impl.tariff_or_fetch(true)) {
+      return tariff->price_over(start_unix_s, end_unix_s);
     }
-  }
-  if (const std::shared_ptr<TariffElectricityPrice> tariff = impl.cached()) {
-    return tariff->price_over(start_unix_s, end_unix_s);
+  } catch (const ElectricityPriceError&) {
+    // Recorded by tariff_or_fetch; the fallback below decides.
   }
   const std::lock_guard lock(impl.mutex);
   if (impl.options.fallback_price_per_kwh) {

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "support/expect_error.hpp"
 #include "zeus/common/units.hpp"
@@ -424,6 +425,28 @@ TEST(OpenEIClient, NothingCachedFallsBackOrIsUnavailable) {
   EXPECT_EQ(client.last_fallback_reason().find(kKey), std::string::npos);
   // fetch_tariff itself never falls back.
   EXPECT_THROW(client.fetch_tariff(), ElectricityPriceError);
+}
+
+TEST(OpenEIClient, ConcurrentCallersShareOneFetch) {
+  Rig rig;
+  rig.server.set_mode(Mode::kSlow);  // 0.6 s: the callers overlap
+  OpenEIOptions options = rig.options();
+  options.read_timeout_s = 5.0;
+  OpenEIClient client(options);
+  std::vector<std::thread> callers;
+  std::atomic<int> peak_prices{0};
+  for (int i = 0; i < 4; ++i) {
+    callers.emplace_back([&] {
+      if (client.price_at(local(kJune30, 17)) == 0.32) {
+        ++peak_prices;
+      }
+    });
+  }
+  for (std::thread& caller : callers) {
+    caller.join();
+  }
+  EXPECT_EQ(peak_prices, 4);
+  EXPECT_EQ(client.requests_sent(), 1);
 }
 
 TEST(OpenEIClient, AHugeBodyIsCutShort) {
