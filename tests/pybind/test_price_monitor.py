@@ -95,6 +95,19 @@ def test_constant_price_costs_energy_times_price_per_gpu():
     assert set(one.end_window("w").gpu_energy_cost) == {1}
 
 
+def test_an_existing_energy_monitor_can_be_priced():
+    from zeus_cpp.monitor import ZeusMonitor
+
+    energy = ZeusMonitor(gpu_indices=[1], approx_instant_energy=True, **NO_SYNC)
+    monitor = EnergyCostMonitor(ConstantElectricityPrice(2.0), monitor=energy)
+    assert monitor.zeus_monitor is energy and monitor.gpu_indices == [1]
+    monitor.begin_window("w")
+    assert "w" in energy.open_windows()
+    m = monitor.end_window("w")
+    assert m.gpu_energy_cost == {1: pytest.approx(kwh(m.gpu_energy[1]) * 2.0)}
+    assert energy.open_windows() == []
+
+
 def test_window_errors_are_value_errors_as_the_reference():
     monitor = EnergyCostMonitor(ConstantElectricityPrice(0.1), **NO_SYNC)
     monitor.begin_window("w")
@@ -146,6 +159,36 @@ def test_tariff_across_a_period_boundary(tmp_path):
         TariffElectricityPrice.from_file(str(bad))
     with pytest.raises(ValueError, match="period 0"):
         TariffElectricityPrice([{"start": "10:00", "end": "09:00", "price_per_kwh": 1}], 0.1)
+
+
+def test_a_window_across_a_tariff_boundary_is_priced_by_time():
+    # A tariff whose local noon (where 0.1 becomes 0.5) falls 0.3 s from now: its UTC offset is
+    # chosen so (any offset within +-14 h is allowed, not only whole hours).
+    boundary = time.time() + 0.3
+    offset_hours = ((43200 - boundary % 86400) / 3600 + 12) % 24 - 12
+    tariff = TariffElectricityPrice(
+        [{"days": "all", "start": "12:00", "end": "24:00", "price_per_kwh": 0.5}], 0.1,
+        timezone_offset_hours=offset_hours)
+    monitor = EnergyCostMonitor(tariff, **NO_SYNC)
+    before_begin = time.time()
+    monitor.begin_window("w")
+    after_begin = time.time()
+    time.sleep(max(0.0, boundary + 0.3 - time.time()))
+    before_end = time.time()
+    m = monitor.end_window("w")
+    after_end = time.time()
+    assert after_begin < boundary < before_end
+
+    def mean(start, end):
+        return (0.1 * (boundary - start) + 0.5 * (end - boundary)) / (end - start)
+
+    # The window's wall times lie between the readings around begin_window and end_window, and
+    # the mean grows with both.
+    low, high = mean(before_begin, before_end), mean(after_begin, after_end)
+    assert low - 1e-6 <= m.mean_price_per_kwh <= high + 1e-6
+    assert 0.1 < low and high < 0.5
+    for gpu, energy in m.gpu_energy.items():
+        assert m.gpu_energy_cost[gpu] == pytest.approx(kwh(energy) * m.mean_price_per_kwh)
 
 
 def test_python_provider_with_price_over_is_apportioned_by_time():
