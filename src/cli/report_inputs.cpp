@@ -210,8 +210,9 @@ bool has_column(const Csv& csv, std::string_view name) {
 }
 
 // Averages `points` in equal buckets down to at most `limit` points.
-std::vector<std::pair<double, double>> downsample(std::vector<std::pair<double, double>> points,
-                                                  std::size_t limit) {
+// (By reference: a kept series is averaged without a copy of every sample.)
+std::vector<std::pair<double, double>> downsample(
+    const std::vector<std::pair<double, double>>& points, std::size_t limit) {
   if (points.size() <= limit || limit == 0) {
     return points;
   }
@@ -318,9 +319,12 @@ Timeline parse_timeline(CsvReader& reader, bool keep_power_samples) {
                        [](const auto& a, const auto& b) { return a.first < b.first; });
       series.samples = series.points.size();
       if (keep_power_samples && kind == &timeline.series) {
-        series.all_points = series.points;
+        // Kept whole, and a copy only of what the chart needs (no second copy of every sample).
+        series.all_points = std::move(series.points);
+        series.points = downsample(series.all_points, kMaxSeriesPoints);
+      } else if (series.points.size() > kMaxSeriesPoints) {
+        series.points = downsample(series.points, kMaxSeriesPoints);
       }
-      series.points = downsample(std::move(series.points), kMaxSeriesPoints);
     }
   }
   // `zeus monitor --timeline T` records its window in T.windows.csv.
