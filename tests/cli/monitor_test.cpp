@@ -1121,3 +1121,30 @@ TEST_F(CliMonitor, AnUnreachableOpenEIServiceCostsOnlyTheCostFigure) {
   EXPECT_TRUE(noted) << summary["notes"].dump();
   EXPECT_FALSE(contains(written + result.err, "cli-test-key"));
 }
+
+TEST_F(CliMonitor, AHungOpenEIServiceHoldsTheSummaryBackOnlySeconds) {
+  // A socket that listens and is never accepted from: each request is sent and never answered.
+  // zeus monitor's limits (two attempts, 3 s read timeout) bound the wait to about 6.3 s, not
+  // the library's 31.5 s.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener, 16), 0);
+  socklen_t size = sizeof address;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size), 0);
+  const std::string url = "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  const auto start = std::chrono::steady_clock::now();
+  const Result result = run({kTwoH200, kOpenEIKey, "OPENEI_URL=" + url},
+                            {"monitor", "--json", "--output", path("h.json"), "--price",
+                             "openei:lbl@40,-105", "--", "true"},
+                            60.0);
+  const double waited_s = seconds_since(start);
+  ::close(listener);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_TRUE(json::parse(read_file(path("h.json")))["cost"].is_null());
+  EXPECT_GE(waited_s, 5.0) << "both attempts should have waited for their read timeout";
+  EXPECT_LT(waited_s, 12.0);
+}
