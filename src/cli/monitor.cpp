@@ -510,6 +510,9 @@ int run(const MonitorArgs& args) {
     metrics::DeviceMetricsOptions metrics_options;
     metrics_options.gpu_indices = gpu_indices;
     metrics_options.interval_s = interval_s.value_or(1.0);
+    // The same providers as the summary's: a web service's cache then serves both.
+    metrics_options.carbon_intensity = carbon_provider;
+    metrics_options.electricity_price = price_provider;
     std::vector<std::shared_ptr<device::Cpu>> metric_cpus = cpus_with_indices(cpus, cpu_indices);
     device_metrics =
         std::make_unique<metrics::DeviceMetrics>(gpus, metric_cpus, std::move(metrics_options));

@@ -170,6 +170,26 @@ TEST(ExporterCli, MonitorServesMetricsWhileTheCommandRuns) {
   EXPECT_FALSE(after.Get("/metrics"));
 }
 
+TEST(ExporterCli, MonitorServesCarbonAndCostCountersWithItsFlags) {
+  const int port = free_port();
+  auto run = std::async(std::launch::async, [&] {
+    return run_command(kEnv + kZeus + " monitor --interval 100ms --metrics-port " +
+                       std::to_string(port) +
+                       " --carbon-intensity 300 --price 0.3 -- sleep 3 2>&1");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const std::string body = scrape(port, 10);
+  EXPECT_EQ(sample(body, "zeus_carbon_intensity_gco2eq_per_kwh"), 300.0) << body;
+  EXPECT_EQ(sample(body, "zeus_electricity_price_per_kwh"), 0.3) << body;
+  const auto grams = sample(body, "zeus_gpu_carbon_emission_grams_total{index=\"0\"}");
+  const auto cost = sample(body, "zeus_gpu_energy_cost_total{index=\"0\"}");
+  ASSERT_TRUE(grams && cost) << body;
+  EXPECT_GT(*grams, 0.0) << body;
+  EXPECT_NEAR(*cost / 0.3, *grams / 300.0, 1e-9 * *grams) << body;
+  const auto result = run.get();
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+}
+
 TEST(ExporterCli, CarbonAndCostCountersFollowTheEnergyCounters) {
   const fs::path port_file = temp_path("carbon-port");
   fs::remove(port_file);
