@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "bindings.hpp"
+#include "footprint.hpp"
 #include "zeus/monitor/carbon.hpp"
 
 namespace zeus::python {
@@ -14,15 +15,6 @@ namespace {
 
 using monitor::CarbonIntensityPiece;
 using monitor::CarbonIntensityProvider;
-
-// Runs `body` without the GIL: an HTTP provider may wait on the network for seconds, and a
-// Python server in the same process must be able to answer. Its CarbonIntensityError becomes
-// ZeusCarbonIntensityHTTPError / ...NotFoundError through the global translator (errors.cpp).
-template <typename Body>
-auto without_gil(Body&& body) {
-  const py::gil_scoped_release release;
-  return body();
-}
 
 double unix_seconds_of(py::handle key) {
   if (py::hasattr(key, "timestamp")) {
@@ -76,14 +68,6 @@ py::list pieces_to_python(const std::vector<CarbonIntensityPiece>& pieces) {
   py::list out;
   for (const CarbonIntensityPiece& piece : pieces) {
     out.append(py::make_tuple(piece.start_unix_s, piece.end_unix_s, piece.gco2eq_per_kwh));
-  }
-  return out;
-}
-
-py::dict energy_dict(const monitor::EnergyByIndex& values) {
-  py::dict out;
-  for (const auto& [index, value] : values) {
-    out[py::int_(index)] = value;
   }
   return out;
 }
@@ -186,34 +170,13 @@ void bind_carbon(py::module_& module) {
       .def("requests_sent", &monitor::ElectricityMapsClient::requests_sent)
       .def("last_fallback_reason", &monitor::ElectricityMapsClient::last_fallback_reason);
 
-  py::class_<monitor::CarbonEmissionMonitor, std::shared_ptr<monitor::CarbonEmissionMonitor>>(
-      module, "_CarbonEmissionMonitor")
-      .def(py::init(
-               [](py::handle energy_monitor, std::shared_ptr<CarbonIntensityProvider> provider) {
-                 return std::make_shared<monitor::CarbonEmissionMonitor>(
-                     window_monitor_from_python(energy_monitor, "monitor"), std::move(provider));
-               }),
-           py::arg("monitor"), py::arg("provider"))
-      .def(
-          "begin_window",
-          [](monitor::CarbonEmissionMonitor& self, const std::string& key, bool sync_execution) {
-            without_gil([&] { self.begin_window(key, {.sync_execution = sync_execution}); });
-          },
-          py::arg("key"), py::arg("sync_execution") = true)
-      .def(
-          "end_window",
-          [](monitor::CarbonEmissionMonitor& self, const std::string& key, bool sync_execution,
-             bool cancel) {
-            const monitor::CarbonEmissionMeasurement m = without_gil([&] {
-              return self.end_window(key, {.sync_execution = sync_execution, .cancel = cancel});
-            });
-            return py::make_tuple(m.time_s, energy_dict(m.gpu_energy_j),
-                                  energy_dict(m.gpu_carbon_emission_g), energy_dict(m.cpu_energy_j),
-                                  energy_dict(m.cpu_carbon_emission_g),
-                                  energy_dict(m.dram_energy_j),
-                                  energy_dict(m.dram_carbon_emission_g), m.mean_gco2eq_per_kwh);
-          },
-          py::arg("key"), py::arg("sync_execution") = true, py::arg("cancel") = false);
+  bind_footprint_monitor<monitor::CarbonEmissionMonitor, CarbonIntensityProvider>(
+      module, "_CarbonEmissionMonitor", [](const monitor::CarbonEmissionMeasurement& m) {
+        return py::make_tuple(m.time_s, energy_dict(m.gpu_energy_j),
+                              energy_dict(m.gpu_carbon_emission_g), energy_dict(m.cpu_energy_j),
+                              energy_dict(m.cpu_carbon_emission_g), energy_dict(m.dram_energy_j),
+                              energy_dict(m.dram_carbon_emission_g), m.mean_gco2eq_per_kwh);
+      });
 }
 
 }  // namespace zeus::python

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "footprint.hpp"
 #include "zeus/monitor/openei.hpp"
 #include "zeus/monitor/price.hpp"
 
@@ -18,15 +19,6 @@ namespace {
 
 using monitor::ElectricityPricePiece;
 using monitor::ElectricityPriceProvider;
-
-// Runs `body` without the GIL: an HTTP provider may wait on the network for seconds, and a
-// Python server in the same process must be able to answer. Its ElectricityPriceError becomes
-// ZeusElectricityPriceHTTPError / ...NotFoundError through the global translator (errors.cpp).
-template <typename Body>
-auto without_gil(Body&& body) {
-  const py::gil_scoped_release release;
-  return body();
-}
 
 // This machine's UTC offset now, in hours east of UTC (what a schedule in "local time" means
 // when its provider does not say which zone it is in).
@@ -133,14 +125,6 @@ py::list pieces_to_python(const std::vector<ElectricityPricePiece>& pieces) {
   py::list out;
   for (const ElectricityPricePiece& piece : pieces) {
     out.append(py::make_tuple(piece.start_unix_s, piece.end_unix_s, piece.price_per_kwh));
-  }
-  return out;
-}
-
-py::dict energy_dict(const monitor::EnergyByIndex& values) {
-  py::dict out;
-  for (const auto& [index, value] : values) {
-    out[py::int_(index)] = value;
   }
   return out;
 }
@@ -340,34 +324,13 @@ void bind_price(py::module_& module) {
       .def("requests_sent", &monitor::OpenEIClient::requests_sent)
       .def("last_fallback_reason", &monitor::OpenEIClient::last_fallback_reason);
 
-  py::class_<monitor::EnergyCostMonitor, std::shared_ptr<monitor::EnergyCostMonitor>>(
-      module, "_EnergyCostMonitor")
-      .def(py::init(
-               [](py::handle energy_monitor, std::shared_ptr<ElectricityPriceProvider> provider) {
-                 return std::make_shared<monitor::EnergyCostMonitor>(
-                     window_monitor_from_python(energy_monitor, "monitor"), std::move(provider));
-               }),
-           py::arg("monitor"), py::arg("provider"))
-      .def(
-          "begin_window",
-          [](monitor::EnergyCostMonitor& self, const std::string& key, bool sync_execution) {
-            without_gil([&] { self.begin_window(key, {.sync_execution = sync_execution}); });
-          },
-          py::arg("key"), py::arg("sync_execution") = true)
-      .def(
-          "end_window",
-          [](monitor::EnergyCostMonitor& self, const std::string& key, bool sync_execution,
-             bool cancel) {
-            const monitor::EnergyCostMeasurement m = without_gil([&] {
-              return self.end_window(key, {.sync_execution = sync_execution, .cancel = cancel});
-            });
-            return py::make_tuple(m.time_s, energy_dict(m.gpu_energy_j),
-                                  energy_dict(m.gpu_energy_cost), energy_dict(m.cpu_energy_j),
-                                  energy_dict(m.cpu_energy_cost), energy_dict(m.dram_energy_j),
-                                  energy_dict(m.dram_energy_cost), m.mean_price_per_kwh,
-                                  m.currency);
-          },
-          py::arg("key"), py::arg("sync_execution") = true, py::arg("cancel") = false);
+  bind_footprint_monitor<monitor::EnergyCostMonitor, ElectricityPriceProvider>(
+      module, "_EnergyCostMonitor", [](const monitor::EnergyCostMeasurement& m) {
+        return py::make_tuple(m.time_s, energy_dict(m.gpu_energy_j), energy_dict(m.gpu_energy_cost),
+                              energy_dict(m.cpu_energy_j), energy_dict(m.cpu_energy_cost),
+                              energy_dict(m.dram_energy_j), energy_dict(m.dram_energy_cost),
+                              m.mean_price_per_kwh, m.currency);
+      });
 }
 
 }  // namespace zeus::python
