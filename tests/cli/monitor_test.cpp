@@ -1,9 +1,6 @@
 // `zeus monitor` and `zeus power`, run as a user would run them, on simulated GPUs.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +18,7 @@
 #include <vector>
 
 #include "run_command.hpp"
+#include "support/loopback_peers.hpp"
 
 extern char** environ;
 
@@ -876,16 +874,8 @@ TEST_F(CliMonitor, AHungCarbonServiceHoldsTheSummaryBackOnlySeconds) {
   // A socket that listens and is never accepted from: the kernel completes each connection, the
   // request is sent, and no answer ever comes (a half-open service). zeus monitor's limits (two
   // attempts, 3 s read timeout) bound the wait to about 6.3 s, not the library's 16.5 s.
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(listener, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(::listen(listener, 16), 0);
-  socklen_t size = sizeof address;
-  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size), 0);
-  const std::string url = "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  const zeus::testing::SilentListener listener;
+  const std::string url = listener.url();
   const auto start = std::chrono::steady_clock::now();
   const Result result = run({kTwoH200, "ELECTRICITYMAPS_URL=" + url},
                             {"monitor", "--json", "--output", path("h.json"), "--carbon-intensity",
@@ -893,7 +883,6 @@ TEST_F(CliMonitor, AHungCarbonServiceHoldsTheSummaryBackOnlySeconds) {
                             60.0);
   const double waited_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ::close(listener);
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_TRUE(json::parse(read_file(path("h.json")))["carbon"].is_null());
   EXPECT_GE(waited_s, 5.0) << "both attempts should have waited for their read timeout";
@@ -947,82 +936,6 @@ TEST_F(CliMonitor, ABadPriceIsAUsageErrorBeforeAnythingRuns) {
 
 namespace {
 
-// A minimal HTTP server on loopback for the --price openei: tests: every request gets the same
-// 200 JSON answer. The request lines are kept; read them after stop().
-class CannedHttpServer {
- public:
-  explicit CannedHttpServer(std::string body) : body_(std::move(body)) {
-    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t size = sizeof address;
-    if (listener_ < 0 ||
-        ::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-        ::listen(listener_, 16) != 0 ||
-        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
-      ADD_FAILURE() << "cannot listen on loopback";
-      return;
-    }
-    port_ = ntohs(address.sin_port);
-    thread_ = std::thread([this] { serve(); });
-  }
-  CannedHttpServer(const CannedHttpServer&) = delete;
-  CannedHttpServer& operator=(const CannedHttpServer&) = delete;
-  ~CannedHttpServer() { stop(); }
-
-  void stop() {
-    if (thread_.joinable()) {
-      ::shutdown(listener_, SHUT_RDWR);  // wakes the accept() below
-      thread_.join();
-    }
-    if (listener_ >= 0) {
-      ::close(listener_);
-      listener_ = -1;
-    }
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
-  const std::vector<std::string>& request_lines() const { return request_lines_; }
-
- private:
-  void serve() {
-    while (true) {
-      const int connection = ::accept(listener_, nullptr, nullptr);
-      if (connection < 0) {
-        return;
-      }
-      std::string request;
-      char buffer[4096];
-      while (request.find("\r\n\r\n") == std::string::npos) {
-        const ssize_t got = ::read(connection, buffer, sizeof buffer);
-        if (got <= 0) {
-          break;
-        }
-        request.append(buffer, static_cast<std::size_t>(got));
-      }
-      request_lines_.push_back(request.substr(0, request.find("\r\n")));
-      const std::string answer =
-          "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " +
-          std::to_string(body_.size()) + "\r\nConnection: close\r\n\r\n" + body_;
-      for (std::size_t sent = 0; sent < answer.size();) {
-        const ssize_t wrote =
-            ::send(connection, answer.data() + sent, answer.size() - sent, MSG_NOSIGNAL);
-        if (wrote <= 0) {
-          break;
-        }
-        sent += static_cast<std::size_t>(wrote);
-      }
-      ::close(connection);
-    }
-  }
-
-  std::string body_;
-  int listener_ = -1;
-  int port_ = 0;
-  std::thread thread_;
-  std::vector<std::string> request_lines_;
-};
-
 // An OpenEI answer with the rate `label`: one period (0.20 + 0.05 adj) at every hour of the year,
 // so the price does not depend on when the test runs.
 std::string openei_answer(const std::string& label) {
@@ -1049,7 +962,9 @@ constexpr const char* kOpenEIKey = "OPENEI_API_KEY=cli-test-key";
 
 // --price openei:LABEL@LAT,LON (docs/cost.md): the rate from a local OpenEI-compatible server.
 TEST_F(CliMonitor, PriceFromAnOpenEIRate) {
-  CannedHttpServer server(openei_answer("lbl123"));
+  // Every request gets the same 200 answer; the request lines are read after stop().
+  const std::string answer = zeus::testing::RawHttpPeer::ok_json(openei_answer("lbl123"));
+  zeus::testing::RawHttpPeer server([&answer](const std::string&) { return answer; });
   const Result result =
       run({kTwoH200, kOpenEIKey, "OPENEI_URL=" + server.url()},
           {"monitor", "--json", "--output", path("o.json"), "--price",
@@ -1068,8 +983,9 @@ TEST_F(CliMonitor, PriceFromAnOpenEIRate) {
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_TRUE(contains(text.err, "at a mean 0.25 USD/kWh")) << text.err;
   // One request per run, with the reference's query and the key from the environment.
-  ASSERT_EQ(server.request_lines().size(), 2u);
-  const std::string& request = server.request_lines()[0];
+  const std::vector<std::string> request_lines = server.request_lines();
+  ASSERT_EQ(request_lines.size(), 2u);
+  const std::string& request = request_lines[0];
   for (const std::string part :
        {"GET /utility_rates?", "api_key=cli-test-key", "sector=Commercial", "radius=5", "lat=40.02",
         "lon=-105.27", "detail=full", "version=latest", "format=json"}) {
@@ -1126,23 +1042,14 @@ TEST_F(CliMonitor, AHungOpenEIServiceHoldsTheSummaryBackOnlySeconds) {
   // A socket that listens and is never accepted from: each request is sent and never answered.
   // zeus monitor's limits (two attempts, 3 s read timeout) bound the wait to about 6.3 s, not
   // the library's 31.5 s.
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(listener, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(::listen(listener, 16), 0);
-  socklen_t size = sizeof address;
-  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size), 0);
-  const std::string url = "http://127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  const zeus::testing::SilentListener listener;
+  const std::string url = listener.url();
   const auto start = std::chrono::steady_clock::now();
   const Result result = run({kTwoH200, kOpenEIKey, "OPENEI_URL=" + url},
                             {"monitor", "--json", "--output", path("h.json"), "--price",
                              "openei:lbl@40,-105", "--", "true"},
                             60.0);
   const double waited_s = seconds_since(start);
-  ::close(listener);
   ASSERT_EQ(result.exit_code, 0) << result.err;
   EXPECT_TRUE(json::parse(read_file(path("h.json")))["cost"].is_null());
   EXPECT_GE(waited_s, 5.0) << "both attempts should have waited for their read timeout";

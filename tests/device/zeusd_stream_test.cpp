@@ -4,12 +4,8 @@
 #include "zeus/device/zeusd_stream.hpp"
 
 #include <gtest/gtest.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -17,6 +13,7 @@
 
 #include "daemon/running_daemon.hpp"
 #include "support/expect_error.hpp"
+#include "support/loopback_peers.hpp"
 #include "support/temp_dir.hpp"
 #include "zeus/common/error.hpp"
 
@@ -66,19 +63,6 @@ TEST(SseSplitter, DropsAnOversizedEventAndKeepsTheNext) {
 // nothing is ever answered.
 class SilentSocket {
  public:
-  SilentSocket() : path_((dir_.path() / "silent.sock").string()) {
-    fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    std::strncpy(address.sun_path, path_.c_str(), sizeof(address.sun_path) - 1);
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-        ::listen(fd_, 16) != 0) {
-      throw std::runtime_error("cannot listen on " + path_);
-    }
-  }
-  ~SilentSocket() { ::close(fd_); }
-  SilentSocket(const SilentSocket&) = delete;
-  SilentSocket& operator=(const SilentSocket&) = delete;
   ZeusdConfig config() const {
     ZeusdConfig config;
     config.socket_path = path_;
@@ -87,8 +71,8 @@ class SilentSocket {
 
  private:
   zeus::testing::TempDir dir_;
-  std::string path_;
-  int fd_ = -1;
+  std::string path_ = (dir_.path() / "silent.sock").string();
+  zeus::testing::SilentListener listener_{path_};
 };
 
 ZeusdConfig config_of(Running& daemon) {
