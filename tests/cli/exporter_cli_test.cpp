@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "run_command.hpp"
+#include "support/local_http_server.hpp"
 
 namespace {
 
@@ -235,10 +236,10 @@ TEST(ExporterCli, CarbonAndCostCountersFollowTheEnergyCounters) {
 
 TEST(ExporterCli, AFailingCarbonServiceKeepsMetricsServing) {
   // The service answers 500, and slowly: the reading thread waits about 2 s on its two attempts.
-  httplib::Server service;
   std::atomic<int> requests{0};
   std::atomic<int> in_flight{0};
-  service.Get(".*", [&](const httplib::Request&, httplib::Response& res) {
+  zeus::testing::LocalHttpServer service;
+  service.server().Get(".*", [&](const httplib::Request&, httplib::Response& res) {
     ++requests;
     ++in_flight;
     std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -246,9 +247,9 @@ TEST(ExporterCli, AFailingCarbonServiceKeepsMetricsServing) {
     res.set_content("{\"error\": \"down\"}", "application/json");
     --in_flight;
   });
-  const int service_port = service.bind_to_any_port("127.0.0.1");
+  service.start();
+  const int service_port = service.port();
   ASSERT_GT(service_port, 0);
-  std::thread serving([&] { service.listen_after_bind(); });
 
   const fs::path port_file = temp_path("failing-port");
   fs::remove(port_file);
@@ -288,7 +289,6 @@ TEST(ExporterCli, AFailingCarbonServiceKeepsMetricsServing) {
             *sample(first, "zeus_gpu_energy_joules_total{index=\"0\"}") + 50.0);
   const auto result = run.get();
   service.stop();
-  serving.join();
   EXPECT_EQ(result.exit_code, 0) << result.output;
   EXPECT_GT(requests.load(), 0);
   // Logged once for the streak, not once per read.

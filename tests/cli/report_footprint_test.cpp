@@ -18,6 +18,7 @@
 
 #include "report_footprint.hpp"
 #include "run_command.hpp"
+#include "support/local_http_server.hpp"
 
 namespace {
 
@@ -325,8 +326,9 @@ TEST_F(ReportFootprint, TheSeriesFileIsAnInputTheOutputMustNotReplace) {
 class FakeHistory {
  public:
   explicit FakeHistory(double first_hour_unix_s) {
-    server_.Get("/carbon-intensity/history", [first_hour_unix_s](const httplib::Request&,
-                                                                 httplib::Response& response) {
+    http_.server().Get("/carbon-intensity/history", [first_hour_unix_s](
+                                                        const httplib::Request&,
+                                                        httplib::Response& response) {
       json history = json::array();
       for (int hour = 0; hour < 24; ++hour) {
         const auto seconds = static_cast<std::time_t>(first_hour_unix_s) + hour * std::time_t{3600};
@@ -338,25 +340,16 @@ class FakeHistory {
       }
       response.set_content(json{{"zone", "DE"}, {"history", history}}.dump(), "application/json");
     });
-    server_.Get("/carbon-intensity/latest", [](const httplib::Request&, httplib::Response& r) {
-      r.set_content(R"({"zone":"DE","carbonIntensity":999})", "application/json");
-    });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    http_.server().Get(
+        "/carbon-intensity/latest", [](const httplib::Request&, httplib::Response& r) {
+          r.set_content(R"({"zone":"DE","carbonIntensity":999})", "application/json");
+        });
+    http_.start();
   }
-  ~FakeHistory() {
-    server_.stop();
-    thread_.join();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  std::string url() const { return http_.url(); }
 
  private:
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
+  zeus::testing::LocalHttpServer http_;
 };
 
 TEST_F(ReportFootprint, ElectricityMapsHistoryForARecentTimeline) {

@@ -17,6 +17,8 @@
 #include <thread>
 
 #include "support/expect_error.hpp"
+#include "support/local_http_server.hpp"
+#include "support/loopback_peers.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/device/simulated_gpu.hpp"
 
@@ -43,17 +45,13 @@ class RecordingGateway {
       res.status = status;
       res.set_content(answer, "text/plain");
     };
-    server_.Put(".*", handler);
-    server_.Post(".*", handler);
-    server_.Delete(".*", handler);
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    http_.server().Put(".*", handler);
+    http_.server().Post(".*", handler);
+    http_.server().Delete(".*", handler);
+    http_.start();
   }
-  ~RecordingGateway() {
-    server_.stop();
-    thread_.join();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  ~RecordingGateway() { http_.stop(); }
+  std::string url() const { return http_.url(); }
   int requests() const {
     const std::lock_guard lock(mutex_);
     return requests_;
@@ -76,68 +74,23 @@ class RecordingGateway {
   }
 
  private:
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
+  zeus::testing::LocalHttpServer http_;
   mutable std::mutex mutex_;
   std::string method_, path_, body_, content_type_;
   int requests_ = 0;
 };
 
-// A raw listening socket: accepts, reads the request, then either says nothing (until closed)
-// or sends a truncated response and closes.
-class RawPeer {
- public:
-  enum class Mode { kSilent, kTruncate };
-  explicit RawPeer(Mode mode) : mode_(mode) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    address.sin_port = 0;
-    EXPECT_EQ(::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-    EXPECT_EQ(::listen(fd_, 8), 0);
-    socklen_t size = sizeof address;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &size);
-    port_ = ntohs(address.sin_port);
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~RawPeer() {
-    done_ = true;
-    ::shutdown(fd_, SHUT_RDWR);
-    ::close(fd_);
-    thread_.join();
-    for (const int client : clients_) {
-      ::close(client);
-    }
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+// A peer that accepts and reads each request, then never answers (until it goes).
+zeus::testing::RawHttpPeer::Respond never_answer() {
+  return [](const std::string&) { return std::nullopt; };
+}
 
- private:
-  void serve() {
-    while (!done_) {
-      const int client = ::accept(fd_, nullptr, nullptr);
-      if (client < 0) {
-        return;
-      }
-      char buffer[4096];
-      (void)::recv(client, buffer, sizeof buffer, 0);
-      if (mode_ == Mode::kTruncate) {
-        const std::string partial = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc";
-        (void)::send(client, partial.data(), partial.size(), MSG_NOSIGNAL);
-        ::close(client);
-      } else {
-        clients_.push_back(client);  // kept open, never answered
-      }
-    }
-  }
-  Mode mode_;
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> done_{false};
-  std::vector<int> clients_;
-  std::thread thread_;
-};
+// A peer that answers with a head promising 100 bytes, sends 3, and closes.
+zeus::testing::RawHttpPeer::Respond cut_short() {
+  return [](const std::string&) {
+    return std::string("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc");
+  };
+}
 
 int closed_port() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -238,7 +191,7 @@ TEST(PushgatewayClient, AClosedPortIsAClearErrorNotAHang) {
 }
 
 TEST(PushgatewayClient, AGatewayThatNeverAnswersTimesOut) {
-  RawPeer peer(RawPeer::Mode::kSilent);
+  zeus::testing::RawHttpPeer peer(never_answer());
   const auto start = std::chrono::steady_clock::now();
   expect_error([&] { client_for(peer.url(), "train", 0.3).push("x 1\n"); }, ErrorKind::kUnavailable,
                {peer.url(), "no complete answer", "read 0.3 s"});
@@ -248,13 +201,13 @@ TEST(PushgatewayClient, AGatewayThatNeverAnswersTimesOut) {
 }
 
 TEST(PushgatewayClient, AResponseCutShortIsAnError) {
-  RawPeer peer(RawPeer::Mode::kTruncate);
+  zeus::testing::RawHttpPeer peer(cut_short());
   expect_error([&] { client_for(peer.url()).push("x 1\n"); }, ErrorKind::kUnavailable,
                {peer.url(), "no complete answer"});
 }
 
 TEST(PushgatewayClient, CancelEndsAPushInFlightAndRefusesLaterOnes) {
-  RawPeer peer(RawPeer::Mode::kSilent);
+  zeus::testing::RawHttpPeer peer(never_answer());
   const PushgatewayClient client = client_for(peer.url(), "train", 30.0);
   std::atomic<bool> failed{false};
   const auto start = std::chrono::steady_clock::now();
@@ -383,7 +336,7 @@ TEST(EnergyCounterPusher, ADownGatewayIsCountedNotThrown) {
 }
 
 TEST(WindowPusher, DestroyingARunningPusherWithAHungGatewayIsPrompt) {
-  RawPeer peer(RawPeer::Mode::kSilent);
+  zeus::testing::RawHttpPeer peer(never_answer());
   const device::Gpus gpus = simulated_gpus(1);
   auto pusher = std::make_unique<PowerGaugePusher>(gpus, std::vector<int>{0}, 0.02,
                                                    client_for(peer.url(), "j", 30.0));

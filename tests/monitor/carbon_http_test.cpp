@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "support/expect_error.hpp"
+#include "support/local_http_server.hpp"
 #include "zeus/monitor/carbon.hpp"
 
 namespace zeus::monitor {
@@ -23,47 +24,39 @@ enum class Mode { kOk, kStatus500, kMalformed, kSlow, kNullHistory, kNoData };
 class FakeElectricityMaps {
  public:
   FakeElectricityMaps() {
-    server_.Get("/v3/carbon-intensity/latest",
-                [this](const httplib::Request& request, httplib::Response& response) {
-                  if (!serve(request, response)) {
-                    return;
-                  }
-                  response.set_content(R"({"zone":"DE","carbonIntensity":321,)"
-                                       R"("datetime":"2025-12-01T22:00:00.000Z"})",
-                                       "application/json");
-                });
-    server_.Get("/v3/carbon-intensity/history",
-                [this](const httplib::Request& request, httplib::Response& response) {
-                  if (!serve(request, response)) {
-                    return;
-                  }
-                  if (mode_ == Mode::kNullHistory) {
-                    response.set_content(R"({"zone":"DE","history":[
+    http_.server().Get("/v3/carbon-intensity/latest",
+                       [this](const httplib::Request& request, httplib::Response& response) {
+                         if (!serve(request, response)) {
+                           return;
+                         }
+                         response.set_content(R"({"zone":"DE","carbonIntensity":321,)"
+                                              R"("datetime":"2025-12-01T22:00:00.000Z"})",
+                                              "application/json");
+                       });
+    http_.server().Get("/v3/carbon-intensity/history",
+                       [this](const httplib::Request& request, httplib::Response& response) {
+                         if (!serve(request, response)) {
+                           return;
+                         }
+                         if (mode_ == Mode::kNullHistory) {
+                           response.set_content(R"({"zone":"DE","history":[
             {"datetime":"2025-12-01T20:00:00.000Z","carbonIntensity":null}]})",
-                                         "application/json");
-                    return;
-                  }
-                  // The last hours before kT0 (22:00), as the service answers: 20:00 and 21:00.
-                  response.set_content(R"({"zone":"DE","history":[
+                                                "application/json");
+                           return;
+                         }
+                         // The last hours before kT0 (22:00), as the service answers: 20:00 and
+                         // 21:00.
+                         response.set_content(R"({"zone":"DE","history":[
           {"carbonIntensity":100,"datetime":"2025-12-01T20:00:00.000Z","isEstimated":false},
           {"carbonIntensity":200,"datetime":"2025-12-01T21:00:00.000Z","isEstimated":false}]})",
-                                       "application/json");
-                });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+                                              "application/json");
+                       });
+    http_.start();
   }
   ~FakeElectricityMaps() { stop(); }
 
-  void stop() {
-    server_.stop();
-    if (thread_.joinable()) {
-      thread_.join();
-    }
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v3"; }
+  void stop() { http_.stop(); }
+  std::string url() const { return http_.url() + "/v3"; }
   void set_mode(Mode mode) { mode_ = mode; }
   int hits() const { return hits_; }
   std::string last_query() {
@@ -107,9 +100,7 @@ class FakeElectricityMaps {
     }
   }
 
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
+  zeus::testing::LocalHttpServer http_;
   std::atomic<Mode> mode_{Mode::kOk};
   std::atomic<int> hits_{0};
   std::mutex mutex_;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "support/expect_error.hpp"
+#include "support/local_http_server.hpp"
 #include "zeus/common/units.hpp"
 #include "zeus/monitor/openei.hpp"
 
@@ -78,8 +79,8 @@ enum class Mode { kOk, kFail500Once, kStatus500, kMalformed, kSlow, kHuge, kNoWe
 class FakeOpenEI {
  public:
   FakeOpenEI() {
-    server_.Get("/utility_rates", [this](const httplib::Request& request,
-                                         httplib::Response& response) {
+    http_.server().Get("/utility_rates", [this](const httplib::Request& request,
+                                                httplib::Response& response) {
       const int hit = ++hits_;
       {
         const std::lock_guard lock(mutex_);
@@ -125,21 +126,12 @@ class FakeOpenEI {
       body += "]}";
       response.set_content(body, "application/json");
     });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    http_.start();
   }
   ~FakeOpenEI() { stop(); }
 
-  void stop() {
-    server_.stop();
-    if (thread_.joinable()) {
-      thread_.join();
-    }
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  void stop() { http_.stop(); }
+  std::string url() const { return http_.url(); }
   void set_mode(Mode mode) { mode_ = mode; }
   int hits() const { return hits_; }
   std::map<std::string, std::string> params() {
@@ -148,9 +140,7 @@ class FakeOpenEI {
   }
 
  private:
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
+  zeus::testing::LocalHttpServer http_;
   std::atomic<Mode> mode_{Mode::kOk};
   std::atomic<int> hits_{0};
   std::mutex mutex_;
