@@ -237,21 +237,19 @@ class _ElectricityMapsClient(CarbonIntensityProvider):
     def requests_sent(self) -> int: ...
     def last_fallback_reason(self) -> str: ...
 
+# Both footprint monitors (this one and _EnergyCostMonitor, bound by src/python/footprint.hpp)
+# end a window with its time (s), then for GPUs, CPUs and DRAM in turn {index: energy (J)} and
+# {index: emission (gCO2eq) or cost} (empty for what was not measured), then the mean intensity
+# or price over the window and, for the cost, its currency.
+_PerDevice = Dict[int, float]
+
 class _CarbonEmissionMonitor:
     def __init__(self, monitor: Any, provider: CarbonIntensityProvider) -> None: ...
     def begin_window(self, key: str, sync_execution: bool = True) -> None: ...
     def end_window(
         self, key: str, sync_execution: bool = True, cancel: bool = False
-    ) -> Tuple[
-        float,
-        Dict[int, float],
-        Dict[int, float],
-        Dict[int, float],
-        Dict[int, float],
-        Dict[int, float],
-        Dict[int, float],
-        float,
-    ]: ...
+    ) -> Tuple[float, _PerDevice, _PerDevice, _PerDevice, _PerDevice, _PerDevice, _PerDevice,
+               float]: ...
 
 # ---- electricity price (zeus_cpp.monitor.price) ----
 
@@ -307,22 +305,13 @@ class _OpenEIClient(ElectricityPriceProvider):
     def requests_sent(self) -> int: ...
     def last_fallback_reason(self) -> str: ...
 
-class _EnergyCostMonitor:
+class _EnergyCostMonitor:  # end_window: as _CarbonEmissionMonitor's, and the currency
     def __init__(self, monitor: Any, provider: ElectricityPriceProvider) -> None: ...
     def begin_window(self, key: str, sync_execution: bool = True) -> None: ...
     def end_window(
         self, key: str, sync_execution: bool = True, cancel: bool = False
-    ) -> Tuple[
-        float,
-        Dict[int, float],
-        Dict[int, float],
-        Dict[int, float],
-        Dict[int, float],
-        Dict[int, float],
-        Dict[int, float],
-        float,
-        str,
-    ]: ...
+    ) -> Tuple[float, _PerDevice, _PerDevice, _PerDevice, _PerDevice, _PerDevice, _PerDevice,
+               float, str]: ...
 
 class PowerSampler:
     def __init__(

@@ -25,7 +25,8 @@ from typing import Dict, Optional, Sequence, Tuple
 
 from zeus_cpp import _zeus
 from zeus_cpp.exception import ZeusCarbonIntensityHTTPError, ZeusCarbonIntensityNotFoundError
-from zeus_cpp.monitor.energy import ZeusMonitor
+from zeus_cpp.monitor import _footprint
+from zeus_cpp.monitor.energy import ZeusMonitor  # noqa: F401  (a name of the reference's module)
 
 __all__ = [
     "CarbonEmissionMonitor",
@@ -161,15 +162,11 @@ class CarbonEmissionMeasurement:
 
     @property
     def total_carbon_emission(self) -> float:
-        return sum(
-            sum(part.values())
-            for part in (self.gpu_carbon_emission, self.cpu_carbon_emission,
-                         self.dram_carbon_emission)
-            if part
-        )
+        return _footprint.total(self.gpu_carbon_emission, self.cpu_carbon_emission,
+                                self.dram_carbon_emission)
 
 
-class CarbonEmissionMonitor:
+class CarbonEmissionMonitor(_footprint.FootprintMonitor):
     """Measures the carbon emissions of named windows.
 
     Args:
@@ -197,32 +194,15 @@ class CarbonEmissionMonitor:
                 f"CarbonIntensityProvider, not {type(carbon_intensity_provider).__name__}"
             )
         self.carbon_intensity_provider = carbon_intensity_provider
-        self.zeus_monitor = monitor if monitor is not None else ZeusMonitor(
-            gpu_indices=gpu_indices, cpu_indices=cpu_indices,
-            sync_execution_with=sync_execution_with)  # type: ignore[arg-type]
-        self._native = _zeus._CarbonEmissionMonitor(self.zeus_monitor, carbon_intensity_provider)
-
-    @property
-    def gpu_indices(self):  # noqa: ANN201
-        return self.zeus_monitor.gpu_indices
-
-    def begin_window(self, key: str, sync_execution: bool = True) -> None:
-        """Opens window ``key`` (an error if it is open already)."""
-        self._native.begin_window(key, sync_execution)
+        self._attach(_zeus._CarbonEmissionMonitor, carbon_intensity_provider, monitor,
+                     gpu_indices=gpu_indices, cpu_indices=cpu_indices,
+                     sync_execution_with=sync_execution_with)
 
     def end_window(
         self, key: str, sync_execution: bool = True, cancel: bool = False
     ) -> CarbonEmissionMeasurement:
         """Closes window ``key`` and returns its emissions. The energy window is closed even when
         the provider then raises :class:`ZeusCarbonIntensityHTTPError`."""
-        (time_s, gpu_e, gpu_c, cpu_e, cpu_c, dram_e, dram_c, _mean) = self._native.end_window(
-            key, sync_execution, cancel)
-        return CarbonEmissionMeasurement(
-            time=time_s,
-            gpu_energy=gpu_e,
-            gpu_carbon_emission=gpu_c,
-            cpu_energy=cpu_e or None,
-            cpu_carbon_emission=cpu_c or None,
-            dram_energy=dram_e or None,
-            dram_carbon_emission=dram_c or None,
-        )
+        fields, (_mean_intensity,) = self._end_window(
+            key, sync_execution, cancel, "carbon_emission")
+        return CarbonEmissionMeasurement(**fields)

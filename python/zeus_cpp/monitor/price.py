@@ -24,7 +24,8 @@ from typing import Dict, Literal, Optional, Sequence, Tuple
 
 from zeus_cpp import _zeus
 from zeus_cpp.exception import ZeusElectricityPriceHTTPError, ZeusElectricityPriceNotFoundError
-from zeus_cpp.monitor.energy import ZeusMonitor
+from zeus_cpp.monitor import _footprint
+from zeus_cpp.monitor.energy import ZeusMonitor  # noqa: F401  (a name of the reference's module)
 
 __all__ = [
     "EnergyCostMonitor",
@@ -167,14 +168,10 @@ class EnergyCostMeasurement:
     @property
     def total_energy_cost(self) -> float:
         """The cost of every device measured (GPUs, CPUs and DRAM)."""
-        return sum(
-            sum(part.values())
-            for part in (self.gpu_energy_cost, self.cpu_energy_cost, self.dram_energy_cost)
-            if part
-        )
+        return _footprint.total(self.gpu_energy_cost, self.cpu_energy_cost, self.dram_energy_cost)
 
 
-class EnergyCostMonitor:
+class EnergyCostMonitor(_footprint.FootprintMonitor):
     """Measures the electricity cost of named windows.
 
     Args:
@@ -202,34 +199,14 @@ class EnergyCostMonitor:
         self._provider = provider  # kept alive: the native monitor holds its C++ part
         # As the reference, a short window on a GPU whose energy counter has not ticked yet is
         # estimated from its power rather than reported as 0 J (and so as free).
-        self.zeus_monitor = monitor if monitor is not None else ZeusMonitor(
-            gpu_indices=gpu_indices, cpu_indices=cpu_indices, approx_instant_energy=True,
-            sync_execution_with=sync_execution_with)  # type: ignore[arg-type]
-        self._native = _zeus._EnergyCostMonitor(self.zeus_monitor, provider)
-
-    @property
-    def gpu_indices(self):  # noqa: ANN201
-        return self.zeus_monitor.gpu_indices
-
-    def begin_window(self, key: str, sync_execution: bool = True) -> None:
-        """Opens window ``key`` (a ``ValueError`` if it is open already)."""
-        self._native.begin_window(key, sync_execution)
+        self._attach(_zeus._EnergyCostMonitor, provider, monitor, gpu_indices=gpu_indices,
+                     cpu_indices=cpu_indices, approx_instant_energy=True,
+                     sync_execution_with=sync_execution_with)
 
     def end_window(
         self, key: str, sync_execution: bool = True, cancel: bool = False
     ) -> EnergyCostMeasurement:
         """Closes window ``key`` (a ``ValueError`` if it is not open) and returns its cost. The
         energy window is closed even when the provider then raises."""
-        (time_s, gpu_e, gpu_c, cpu_e, cpu_c, dram_e, dram_c, mean, currency) = (
-            self._native.end_window(key, sync_execution, cancel))
-        return EnergyCostMeasurement(
-            time=time_s,
-            gpu_energy=gpu_e,
-            gpu_energy_cost=gpu_c,
-            cpu_energy=cpu_e or None,
-            cpu_energy_cost=cpu_c or None,
-            dram_energy=dram_e or None,
-            dram_energy_cost=dram_c or None,
-            mean_price_per_kwh=mean,
-            currency=currency,
-        )
+        fields, (mean, currency) = self._end_window(key, sync_execution, cancel, "energy_cost")
+        return EnergyCostMeasurement(**fields, mean_price_per_kwh=mean, currency=currency)
