@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "report_footprint.hpp"
+#include "report_page_check.hpp"
 #include "run_command.hpp"
 #include "support/local_http_server.hpp"
 
@@ -90,23 +91,9 @@ TEST(DevicePowerSeries, InstantThenAverageNeverMemoryWhenTheDeviceHasMore) {
 using Result = zeus::testing::SplitOutput;
 using zeus::testing::read_file;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
-}
-
-json page_data(const std::string& html) {
-  const std::string start = "<script type=\"application/json\" id=\"zeus-report-data\">";
-  const auto begin = html.find(start);
-  if (begin == std::string::npos) {
-    throw std::runtime_error("no #zeus-report-data in the page");
-  }
-  const auto end = html.find("</script>", begin);
-  return json::parse(html.substr(begin + start.size(), end - begin - start.size()));
-}
+using zeus::testing::contains;
+using zeus::testing::page_data;
+using zeus::testing::write_file;
 
 std::vector<json> charts_of_kind(const json& data, const std::string& kind) {
   std::vector<json> found;
@@ -135,12 +122,7 @@ constexpr double kJoulesPerKwh = 3.6e6;
 class ReportFootprint : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(testing::TempDir()) /
-           ("zeus_report_footprint_" +
-            std::string(testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
-            std::to_string(getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = zeus::testing::fresh_test_dir("zeus_report_footprint_");
     write_file(dir_ / "t.csv", kTimeline);
   }
   void TearDown() override {
@@ -150,9 +132,7 @@ class ReportFootprint : public testing::Test {
   }
 
   Result zeus(const std::string& arguments, const std::string& env = "") {
-    return zeus::testing::run_split(
-        "cd '" + dir_.string() + "' && " + env + " " + std::string(ZEUS_CLI_PATH) + " " + arguments,
-        dir_ / "stderr.txt");
+    return zeus::testing::run_zeus_in(dir_, arguments, env);
   }
 
   // The page's footprint charts after `zeus report ARGUMENTS -o r.html`, which must succeed.

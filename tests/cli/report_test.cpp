@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "report_page_check.hpp"
 #include "run_command.hpp"
 
 namespace {
@@ -26,21 +27,10 @@ using nlohmann::json;
 using Result = zeus::testing::SplitOutput;
 using zeus::testing::read_file;
 
-// Runs `[ENV] zeus ARGUMENTS` in `dir`.
-Result run_zeus(const fs::path& dir, const std::string& arguments, const std::string& env = "") {
-  return zeus::testing::run_split(
-      "cd '" + dir.string() + "' && " + env + " " + std::string(ZEUS_CLI_PATH) + " " + arguments,
-      dir / "stderr.txt");
-}
-
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream stream(path, std::ios::binary | std::ios::trunc);
-  stream << text;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using zeus::testing::contains;
+using zeus::testing::page_data;
+using zeus::testing::run_zeus_in;
+using zeus::testing::write_file;
 
 std::size_t count(const std::string& text, const std::string& part) {
   std::size_t n = 0;
@@ -56,27 +46,9 @@ const char* const kProfile = R"({"measurements": [
   {"power_limit": 200, "energy": 700.0, "time": 3.9},
   {"power_limit": 150, "energy": 690.0, "time": 5.0}]})";
 
-// The chart specifications embedded in the page.
-json page_data(const std::string& html) {
-  const std::string start = "<script type=\"application/json\" id=\"zeus-report-data\">";
-  const auto begin = html.find(start);
-  if (begin == std::string::npos) {
-    throw std::runtime_error("no #zeus-report-data in the page");
-  }
-  const auto end = html.find("</script>", begin);
-  return json::parse(html.substr(begin + start.size(), end - begin - start.size()));
-}
-
 class ReportCli : public testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(testing::TempDir()) /
-           ("zeus_report_" +
-            std::string(testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
-            std::to_string(getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
+  void SetUp() override { dir_ = zeus::testing::fresh_test_dir("zeus_report_"); }
   void TearDown() override {
     if (!HasFailure()) {
       fs::remove_all(dir_);
@@ -85,12 +57,12 @@ class ReportCli : public testing::Test {
 
   // The three inputs, made by the real commands (and a profile written here).
   void make_inputs() {
-    Result monitor = run_zeus(dir_, "monitor --timeline t.csv --duration 300ms --interval 20ms",
-                              "ZEUS_SIMULATED_GPUS=2:h200");
+    Result monitor = run_zeus_in(dir_, "monitor --timeline t.csv --duration 300ms --interval 20ms",
+                                 "ZEUS_SIMULATED_GPUS=2:h200");
     ASSERT_EQ(monitor.exit_code, 0) << monitor.err;
-    Result sim = run_zeus(dir_,
-                          "sim --workload cifar100 --gpu v100 --policy all --seeds 1-2 "
-                          "--out sim --threads 2");
+    Result sim = run_zeus_in(dir_,
+                             "sim --workload cifar100 --gpu v100 --policy all --seeds 1-2 "
+                             "--out sim --threads 2");
     ASSERT_EQ(sim.exit_code, 0) << sim.out << sim.err;
     write_file(dir_ / "profile.json", kProfile);
   }
@@ -150,7 +122,7 @@ TEST_F(ReportCli, SimWritesEveryConfiguration) {
 
 TEST_F(ReportCli, WritesOneSelfContainedPageWithAChartPerPlot) {
   make_inputs();
-  const Result report = run_zeus(dir_, "report t.csv sim profile.json --out report.html");
+  const Result report = run_zeus_in(dir_, "report t.csv sim profile.json --out report.html");
   ASSERT_EQ(report.exit_code, 0) << report.err;
   EXPECT_TRUE(report.out.empty()) << report.out;
   const std::string html = read_file(dir_ / "report.html");
@@ -228,7 +200,7 @@ TEST_F(ReportCli, WritesOneSelfContainedPageWithAChartPerPlot) {
 TEST_F(ReportCli, SelectorPicksTheMarkedLimit) {
   write_file(dir_ / "profile.json", kProfile);
   const Result report =
-      run_zeus(dir_, "report profile.json --selector energy --title 'My <profile>' -o r.html");
+      run_zeus_in(dir_, "report profile.json --selector energy --title 'My <profile>' -o r.html");
   ASSERT_EQ(report.exit_code, 0) << report.err;
   const std::string html = read_file(dir_ / "r.html");
   EXPECT_EQ(page_data(html)["charts"]["chart-1"]["chosen"], 150);
@@ -240,7 +212,7 @@ TEST_F(ReportCli, WindowLogAloneIsATable) {
   write_file(dir_ / "log.csv",
              "start_time,window_name,elapsed_time,gpu0_energy\n1700000000.5,epoch,12.5,3000\n"
              "1700000013,epoch,11.0,2800\n");
-  const Result report = run_zeus(dir_, "report log.csv --out r.html");
+  const Result report = run_zeus_in(dir_, "report log.csv --out r.html");
   ASSERT_EQ(report.exit_code, 0) << report.err;
   const std::string html = read_file(dir_ / "r.html");
   EXPECT_EQ(count(html, "<canvas id=\"chart-"), 0U);
@@ -254,7 +226,7 @@ TEST_F(ReportCli, WindowLogShadesATimeline) {
   write_file(dir_ / "log.csv",
              "start_time,window_name,elapsed_time,gpu0_energy\n1700000000.5,step,1.0,150\n"
              "1800000000,elsewhere,1.0,1\n");
-  const Result report = run_zeus(dir_, "report log.csv t.csv --out r.html");
+  const Result report = run_zeus_in(dir_, "report log.csv t.csv --out r.html");
   ASSERT_EQ(report.exit_code, 0) << report.err;
   const json chart = page_data(read_file(dir_ / "r.html"))["charts"]["chart-1"];
   ASSERT_EQ(chart["bands"].size(), 1U) << "only the window that overlaps the timeline";
@@ -271,7 +243,7 @@ TEST_F(ReportCli, TemperatureRowsGetTheirOwnChart) {
              "1700000000.0,gpu0,device_instant,100.000,\n1700000000.0,gpu0,temperature,,40\n"
              "1700000001.0,gpu0,device_instant,300.000,\n1700000001.0,gpu0,temperature,,55\n"
              "1700000003.0,gpu0,device_instant,300.000,\n");
-  const Result report = run_zeus(dir_, "report t.csv --out r.html");
+  const Result report = run_zeus_in(dir_, "report t.csv --out r.html");
   ASSERT_EQ(report.exit_code, 0) << report.err;
   const json charts = page_data(read_file(dir_ / "r.html"))["charts"];
   ASSERT_EQ(charts.size(), 2U) << charts.dump();
@@ -317,7 +289,7 @@ TEST_P(ReportBadInput, IsAUsageErrorNamingTheFile) {
   } else if (std::string(bad.content) != "NONE") {
     write_file(path, bad.content);
   }
-  const Result report = run_zeus(dir_, std::string("report ") + bad.file + " --out r.html");
+  const Result report = run_zeus_in(dir_, std::string("report ") + bad.file + " --out r.html");
   EXPECT_EQ(report.exit_code, 2) << report.err;
   EXPECT_TRUE(contains(report.err, bad.file)) << report.err;
   EXPECT_TRUE(contains(report.err, bad.expected)) << report.err;
@@ -381,7 +353,7 @@ TEST_F(ReportCli, ReadsInputsWithAByteOrderMark) {
       dir_ / "t.csv",
       "\xEF\xBB\xBFtimestamp,device,domain,watts\n1.0,gpu0,instant,100\n2.0,gpu0,instant,120\n");
   write_file(dir_ / "p.json", std::string("\xEF\xBB\xBF") + kProfile);
-  const Result report = run_zeus(dir_, "report t.csv p.json --out r.html");
+  const Result report = run_zeus_in(dir_, "report t.csv p.json --out r.html");
   ASSERT_EQ(report.exit_code, 0) << report.err;
   EXPECT_EQ(count(read_file(dir_ / "r.html"), "data-chart=\"timeline\""), 1U);
 }
@@ -393,17 +365,17 @@ TEST_F(ReportCli, OutputNeverReplacesAnInputALinkOrADevice) {
   // The output is one of the inputs, directly, through a link, or inside a `zeus sim` directory.
   fs::create_symlink("t.csv", dir_ / "alias.csv");
   for (const char* out : {"t.csv", "alias.csv", "./t.csv"}) {
-    const Result report = run_zeus(dir_, std::string("report t.csv -o ") + out);
+    const Result report = run_zeus_in(dir_, std::string("report t.csv -o ") + out);
     EXPECT_EQ(report.exit_code, 2) << out;
     EXPECT_TRUE(contains(report.err, "is also an input")) << report.err;
   }
   EXPECT_EQ(read_file(dir_ / "t.csv"), timeline);
-  const Result sim = run_zeus(dir_,
-                              "sim --workload cifar100 --gpu v100 --seeds 1 --recurrences 5 "
-                              "--out results");
+  const Result sim = run_zeus_in(dir_,
+                                 "sim --workload cifar100 --gpu v100 --seeds 1 --recurrences 5 "
+                                 "--out results");
   ASSERT_EQ(sim.exit_code, 0) << sim.err;
   const std::string summary = read_file(dir_ / "results" / "summary.json");
-  const Result into_sim = run_zeus(dir_, "report results -o results/summary.json");
+  const Result into_sim = run_zeus_in(dir_, "report results -o results/summary.json");
   EXPECT_EQ(into_sim.exit_code, 2);
   EXPECT_TRUE(contains(into_sim.err, "is also an input")) << into_sim.err;
   EXPECT_EQ(read_file(dir_ / "results" / "summary.json"), summary);
@@ -411,21 +383,21 @@ TEST_F(ReportCli, OutputNeverReplacesAnInputALinkOrADevice) {
   // A symbolic link: the file it points to gets the page, the link stays.
   write_file(dir_ / "old.html", "old");
   fs::create_symlink("old.html", dir_ / "page.html");
-  ASSERT_EQ(run_zeus(dir_, "report t.csv -o page.html").exit_code, 0);
+  ASSERT_EQ(run_zeus_in(dir_, "report t.csv -o page.html").exit_code, 0);
   EXPECT_TRUE(fs::is_symlink(dir_ / "page.html"));
   EXPECT_TRUE(contains(read_file(dir_ / "old.html"), "<html"));
 
   // A character device (a link to /dev/null; as root also a node of our own) is written through.
   fs::create_symlink("/dev/null", dir_ / "null");
-  ASSERT_EQ(run_zeus(dir_, "report t.csv -o null").exit_code, 0);
+  ASSERT_EQ(run_zeus_in(dir_, "report t.csv -o null").exit_code, 0);
   EXPECT_TRUE(fs::is_symlink(dir_ / "null"));
   EXPECT_TRUE(fs::is_character_file("/dev/null"));
   if (::geteuid() == 0 && ::mknod((dir_ / "node").c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0) {
-    ASSERT_EQ(run_zeus(dir_, "report t.csv -o node").exit_code, 0);
+    ASSERT_EQ(run_zeus_in(dir_, "report t.csv -o node").exit_code, 0);
     EXPECT_TRUE(fs::is_character_file(dir_ / "node")) << "the device node was replaced";
   }
-  // Through /proc/self/fd/1 (a link to the pipe run_zeus reads): the page comes out on stdout.
-  const Result to_stdout = run_zeus(dir_, "report t.csv -o /proc/self/fd/1");
+  // Through /proc/self/fd/1 (a link to the pipe run_zeus_in reads): the page comes out on stdout.
+  const Result to_stdout = run_zeus_in(dir_, "report t.csv -o /proc/self/fd/1");
   ASSERT_EQ(to_stdout.exit_code, 0) << to_stdout.err;
   EXPECT_TRUE(contains(to_stdout.out, "<html")) << "the page goes down the pipe";
   // Nothing left behind: no temporaries.
@@ -436,18 +408,18 @@ TEST_F(ReportCli, OutputNeverReplacesAnInputALinkOrADevice) {
 
 TEST_F(ReportCli, UsageErrors) {
   write_file(dir_ / "profile.json", kProfile);
-  Result result = run_zeus(dir_, "report profile.json --selector fastest --out r.html");
+  Result result = run_zeus_in(dir_, "report profile.json --selector fastest --out r.html");
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_TRUE(contains(result.err, "unknown selector")) << result.err;
-  result = run_zeus(dir_, "report profile.json --out .");
+  result = run_zeus_in(dir_, "report profile.json --out .");
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_TRUE(contains(result.err, "is a directory")) << result.err;
-  result = run_zeus(dir_, "report profile.json --out no/such/dir/r.html");
+  result = run_zeus_in(dir_, "report profile.json --out no/such/dir/r.html");
   EXPECT_EQ(result.exit_code, 2);
   EXPECT_TRUE(contains(result.err, "does not exist")) << result.err;
-  result = run_zeus(dir_, "report --out r.html");
+  result = run_zeus_in(dir_, "report --out r.html");
   EXPECT_EQ(result.exit_code, 2);
-  result = run_zeus(dir_, "report profile.json");
+  result = run_zeus_in(dir_, "report profile.json");
   EXPECT_EQ(result.exit_code, 2);
 }
 
@@ -456,9 +428,9 @@ TEST_F(ReportCli, UsageErrors) {
 TEST_F(ReportCli, SimProgressBarOnlyOnATerminal) {
   const std::string sim = std::string(ZEUS_CLI_PATH) +
                           " sim --workload cifar100,imagenet --gpu v100 --seeds 1-2 --threads 2";
-  const auto piped = run_zeus(dir_,
-                              "sim --workload cifar100,imagenet --gpu v100 --seeds 1-2 "
-                              "--threads 2");
+  const auto piped = run_zeus_in(dir_,
+                                 "sim --workload cifar100,imagenet --gpu v100 --seeds 1-2 "
+                                 "--threads 2");
   ASSERT_EQ(piped.exit_code, 0) << piped.err;
   EXPECT_TRUE(piped.err.empty()) << piped.err;
   EXPECT_FALSE(contains(piped.out, "\r")) << "no progress bar on a pipe";
