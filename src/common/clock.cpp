@@ -1,6 +1,8 @@
 #include "zeus/common/clock.hpp"
 
 #include <chrono>
+#include <cmath>
+#include <ctime>
 #include <thread>
 
 #include "zeus/common/error.hpp"
@@ -51,6 +53,22 @@ std::shared_ptr<Clock> steady_clock() {
 std::shared_ptr<Clock> system_clock() {
   static const auto clock = std::make_shared<SystemClock>();
   return clock;
+}
+
+double local_utc_offset_hours(double unix_s) {
+  if (!std::isfinite(unix_s) || std::fabs(unix_s) > 1e15) {  // beyond time_t's years
+    return 0.0;
+  }
+  const auto seconds = static_cast<std::time_t>(std::floor(unix_s));
+  std::tm local{};
+  if (localtime_r(&seconds, &local) == nullptr) {
+    return 0.0;
+  }
+  return static_cast<double>(local.tm_gmtoff) / 3600.0;
+}
+
+double local_utc_offset_hours() {
+  return local_utc_offset_hours(static_cast<double>(std::time(nullptr)));
 }
 
 }  // namespace zeus

@@ -12,7 +12,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstdint>
-#include <ctime>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -48,16 +47,6 @@ std::string canonical_sector(std::string_view sector) {
     }
   }
   return "";
-}
-
-// This machine's UTC offset now (hours east of UTC), daylight saving time included.
-double local_utc_offset_hours() {
-  const std::time_t now = std::time(nullptr);
-  std::tm local{};
-  if (localtime_r(&now, &local) == nullptr) {
-    return 0.0;
-  }
-  return static_cast<double>(local.tm_gmtoff) / 3600.0;
 }
 
 // ---- Conversion of one rate item ------------------------------------------------------------

@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -19,15 +18,6 @@ namespace {
 
 using monitor::ElectricityPricePiece;
 using monitor::ElectricityPriceProvider;
-
-// This machine's UTC offset now, in hours east of UTC (what a schedule in "local time" means
-// when its provider does not say which zone it is in).
-double local_utc_offset_hours() {
-  const std::time_t now = std::time(nullptr);
-  std::tm local{};
-  localtime_r(&now, &local);
-  return static_cast<double>(local.tm_gmtoff) / 3600.0;
-}
 
 constexpr double kHourS = 3600.0;
 

@@ -8,11 +8,14 @@
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <thread>
 
 #include "common/dynamic_library.hpp"
@@ -43,6 +46,31 @@ TEST(ManualClock, MovesOnlyWhenAdvanced) {
   EXPECT_EQ(clock.now_ns(), 1'500'000'005);
   EXPECT_DOUBLE_EQ(clock.now_s(), 1.500000005);
   EXPECT_THROW(clock.advance_ns(-1), zeus::Error);
+}
+
+TEST(LocalUtcOffset, FollowsTzIncludingDaylightSavingTime) {
+  const char* before = std::getenv("TZ");
+  const std::string saved = before != nullptr ? before : "";
+  const auto set_tz = [](const char* value) {
+    if (value != nullptr) {
+      ::setenv("TZ", value, 1);
+    } else {
+      ::unsetenv("TZ");
+    }
+    ::tzset();
+  };
+  constexpr double kWinter = 1768478400.0;  // 2026-01-15T12:00:00Z
+  constexpr double kSummer = 1784116800.0;  // 2026-07-15T12:00:00Z
+  set_tz("UTC0");
+  EXPECT_EQ(zeus::local_utc_offset_hours(kWinter), 0.0);
+  set_tz("IST-5:30");  // POSIX TZ: the sign is west of UTC
+  EXPECT_EQ(zeus::local_utc_offset_hours(kSummer), 5.5);
+  set_tz("CET-1CEST,M3.5.0,M10.5.0/3");
+  EXPECT_EQ(zeus::local_utc_offset_hours(kWinter), 1.0);
+  EXPECT_EQ(zeus::local_utc_offset_hours(kSummer), 2.0);
+  EXPECT_EQ(zeus::local_utc_offset_hours(std::nan("")), 0.0);
+  EXPECT_EQ(zeus::local_utc_offset_hours(1e300), 0.0);
+  set_tz(before != nullptr ? saved.c_str() : nullptr);
 }
 
 TEST(SteadyClock, NeverGoesBackwards) {

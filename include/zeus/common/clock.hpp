@@ -67,4 +67,11 @@ std::shared_ptr<Clock> steady_clock();
 // The process-wide Unix-time clock.
 std::shared_ptr<Clock> system_clock();
 
+// This machine's UTC offset (hours east of UTC, daylight saving time included) at Unix time
+// `unix_s`, from the TZ setting; 0 when the local time cannot be worked out. What a schedule in
+// "local time" means when nothing says which zone it is in.
+double local_utc_offset_hours(double unix_s);
+// The same, now.
+double local_utc_offset_hours();
+
 }  // namespace zeus
