@@ -1,10 +1,11 @@
 #include "carbon_spec.hpp"
 
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
+#include "common/csv.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus::cli {
@@ -15,9 +16,8 @@ std::shared_ptr<monitor::CarbonIntensityProvider> carbon_provider_from_spec(std:
                 "--carbon-intensity is empty; give gCO2eq/kWh (e.g. 350), a time series file "
                 "(timestamp,gco2eq_per_kwh) or electricitymaps:ZONE");
   }
-  double value = 0.0;
-  const auto [end, ec] = std::from_chars(spec.data(), spec.data() + spec.size(), value);
-  if (ec == std::errc() && end == spec.data() + spec.size()) {
+  if (const std::optional<double> number = csv::to_double(spec)) {
+    const double value = *number;
     if (!std::isfinite(value) || value < 0.0 || value > 1e5) {
       throw Error(ErrorKind::kInvalidArgument,
                   "--carbon-intensity " + std::string(spec) +

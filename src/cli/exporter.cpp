@@ -131,9 +131,11 @@ void add_exporter(CLI::App& app, Action& action) {
                       "Add carbon emission counters (gCO2eq per device), from gCO2eq/kWh given "
                       "as a number, a CSV/JSON time series file (timestamp,gco2eq_per_kwh) or "
                       "electricitymaps:ZONE (token from ELECTRICITYMAPS_TOKEN); docs/carbon.md");
-  command->add_option("--price", args->price,
-                      "Add electricity cost counters per device, from a price SPEC as zeus monitor "
-                      "--price takes (a price per kWh, a JSON tariff file, ...); docs/cost.md");
+  command->add_option(
+      "--price", args->price,
+      "Add electricity cost counters per device, from a price SPEC as zeus monitor "
+      "--price takes (a price per kWh, a JSON tariff file or openei:LABEL@LAT,LON); "
+      "docs/cost.md");
   command->footer(
       "Metrics (text format 0.0.4): zeus_gpu_energy_joules_total, power_monitor_gpu_power_watts, "
       "zeus_gpu_power_limit_watts, zeus_gpu_temperature_celsius, zeus_cpu_energy_joules_total, "

@@ -698,7 +698,8 @@ void add_monitor(CLI::App& app, Action& action) {
                       "or electricitymaps:ZONE (token from ELECTRICITYMAPS_TOKEN); docs/carbon.md");
   command->add_option("--price", args->price,
                       "Add the electricity cost to the summary, from a price per kWh given as a "
-                      "number or a JSON time-of-use tariff file; docs/cost.md");
+                      "number, a JSON time-of-use tariff file, or openei:LABEL@LAT,LON (a US "
+                      "utility's rate from OpenEI, key from OPENEI_API_KEY); docs/cost.md");
   command->add_option("-o,--output", args->output,
                       "Write the summary to this file instead of standard error");
   command->add_option("--metrics-port", args->metrics_port,

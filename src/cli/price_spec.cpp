@@ -2,13 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "common/csv.hpp"
 #include "common/text.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/monitor/openei.hpp"
@@ -19,16 +19,6 @@ namespace {
 constexpr std::string_view kOpenEI = "openei:";
 constexpr std::string_view kOpenEIForm =
     "openei:LABEL@LAT,LON[,sector=Commercial][,radius=MILES][,utc_offset=HOURS]";
-
-// The whole of `text` as a number; nullopt otherwise.
-std::optional<double> number(std::string_view text) {
-  double value = 0.0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    return std::nullopt;
-  }
-  return value;
-}
 
 [[noreturn]] void bad_openei(std::string_view spec, const std::string& what) {
   throw Error(ErrorKind::kInvalidArgument,
@@ -50,8 +40,8 @@ monitor::OpenEIOptions openei_options(std::string_view spec) {
   if (fields.size() < 2) {
     bad_openei(spec, "needs a latitude and a longitude after '@'");
   }
-  const std::optional<double> latitude = number(fields[0]);
-  const std::optional<double> longitude = number(fields[1]);
+  const std::optional<double> latitude = csv::to_double(fields[0]);
+  const std::optional<double> longitude = csv::to_double(fields[1]);
   if (!latitude || !longitude) {
     bad_openei(spec,
                fmt::format("'{},{}' is not a latitude,longitude in degrees", fields[0], fields[1]));
@@ -66,14 +56,15 @@ monitor::OpenEIOptions openei_options(std::string_view spec) {
         equals == std::string_view::npos ? std::string_view() : fields[i].substr(equals + 1);
     if (key == "sector" && !value.empty()) {
       options.sector = std::string(value);
-    } else if (key == "radius" && number(value) && std::floor(*number(value)) == *number(value)) {
-      const double miles = *number(value);
+    } else if (key == "radius" && csv::to_double(value) &&
+               std::floor(*csv::to_double(value)) == *csv::to_double(value)) {
+      const double miles = *csv::to_double(value);
       if (miles < 0 || miles > 200) {
         bad_openei(spec, fmt::format("radius {} is not from 0 to 200 miles", value));
       }
       options.radius_miles = static_cast<int>(miles);
-    } else if (key == "utc_offset" && number(value)) {
-      options.timezone_offset_hours = *number(value);
+    } else if (key == "utc_offset" && csv::to_double(value)) {
+      options.timezone_offset_hours = *csv::to_double(value);
     } else {
       bad_openei(spec, fmt::format("'{}' is not sector=NAME, radius=MILES (a whole number) or "
                                    "utc_offset=HOURS",
@@ -108,7 +99,7 @@ std::shared_ptr<monitor::ElectricityPriceProvider> price_provider_from_spec(std:
   if (spec.empty()) {
     throw Error(ErrorKind::kInvalidArgument, "--price is empty; " + std::string(kHint));
   }
-  if (const std::optional<double> price_per_kwh = number(spec)) {
+  if (const std::optional<double> price_per_kwh = csv::to_double(spec)) {
     if (!std::isfinite(*price_per_kwh) || *price_per_kwh < 0.0) {
       throw Error(ErrorKind::kInvalidArgument, "--price " + std::string(spec) +
                                                    " is not a price: " + std::string(kHint) +

@@ -166,8 +166,8 @@ void add_report(CLI::App& app, Action& action) {
                       "history covers the last 24 hours only)");
   command->add_option("--price", args->price,
                       "With a power timeline: chart its cumulative electricity cost per device "
-                      "beside power. SPEC as for zeus monitor: a price per kWh (e.g. 0.15) or a "
-                      "JSON tariff file");
+                      "beside power. SPEC as for zeus monitor: a price per kWh (e.g. 0.15), a "
+                      "JSON tariff file or openei:LABEL@LAT,LON");
   command->footer(
       "The kind of each input is detected from its content. Exit code 2 names the input that "
       "cannot be read and what was expected. See docs/report.md.");
