@@ -14,33 +14,26 @@ Exit 0: passed; 1: failed (with the reason); 77: skipped (no `prometheus` binary
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
-SKIP = 77
-STARTUP_S = 60.0
-H200_IDLE_W, H200_MAX_W = 75.0, 700.0
+import server_harness
+from server_harness import (
+    H200_IDLE_W,
+    H200_MAX_W,
+    STARTUP_S,
+    Failure,
+    Processes,
+    expect,
+    free_ports,
+    start_prometheus,
+    wait_until,
+)
+
 GCO2EQ_PER_KWH, PRICE_PER_KWH, JOULES_PER_KWH = 400.0, 0.25, 3.6e6
-
-
-class Failure(Exception):
-    pass
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def wait_for_file(path: Path, process: subprocess.Popen, what: str) -> str:
@@ -52,49 +45,6 @@ def wait_for_file(path: Path, process: subprocess.Popen, what: str) -> str:
             raise Failure(f"{what} wrote no {path.name} within {STARTUP_S} s")
         time.sleep(0.05)
     return path.read_text().strip()
-
-
-class Prometheus:
-    def __init__(self, port: int) -> None:
-        self.base = f"http://127.0.0.1:{port}"
-
-    def query(self, promql: str) -> list[dict]:
-        url = f"{self.base}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            body = json.load(response)
-        if body.get("status") != "success":
-            raise Failure(f"query {promql!r} failed: {body}")
-        return body["data"]["result"]
-
-    def values(self, promql: str) -> dict[str, float]:
-        """label set (as a sorted 'k=v,...' string) -> value."""
-        out = {}
-        for series in self.query(promql):
-            labels = ",".join(
-                f"{k}={v}" for k, v in sorted(series["metric"].items()) if k not in ("job", "__name__")
-            )
-            out[labels] = float(series["value"][1])
-        return out
-
-
-def wait_until(description: str, predicate, timeout_s: float = STARTUP_S):
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except (OSError, ValueError, KeyError) as error:  # Prometheus still starting
-            last = error
-        time.sleep(0.5)
-    raise Failure(f"timed out waiting for {description} (last: {last})")
-
-
-def expect(condition: bool, message: str) -> None:
-    if not condition:
-        raise Failure(message)
-    print(f"  ok: {message}")
 
 
 def make_powercap_tree(root: Path) -> Path:
@@ -114,16 +64,8 @@ def advance_counter(path: Path, microjoules: int) -> None:
 
 
 def run(zeus: str, driver: str, work: Path) -> None:
-    processes: list[tuple[str, subprocess.Popen]] = []
-
-    def start(name: str, command: list[str], env: dict | None = None) -> subprocess.Popen:
-        log = open(work / f"{name}.log", "wb")
-        process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
-        )
-        processes.append((name, process))
-        return process
-
+    processes = Processes(work)
+    start = processes.start
     try:
         energy_file = make_powercap_tree(work / "powercap")
         env = dict(os.environ, ZEUS_SIMULATED_GPUS="2:h200", ZEUS_POWERCAP_ROOT=str(work / "powercap"))
@@ -138,26 +80,20 @@ def run(zeus: str, driver: str, work: Path) -> None:
         windows = start("driver", [driver, str(work / "driver.port")], env)
         driver_port = wait_for_file(work / "driver.port", windows, "metrics_window_driver")
 
-        prometheus_port = free_port()
-        (work / "prometheus.yml").write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            "scrape_configs:\n"
+        (prometheus_port,) = free_ports(1)
+        prometheus = start_prometheus(
+            processes,
+            prometheus_port,
             f"  - job_name: zeus_exporter\n    static_configs:\n"
             f"      - targets: ['127.0.0.1:{exporter_port}']\n"
             f"  - job_name: zeus_windows\n    static_configs:\n"
-            f"      - targets: ['127.0.0.1:{driver_port}']\n"
+            f"      - targets: ['127.0.0.1:{driver_port}']\n",
         )
-        start(
-            "prometheus",
-            ["prometheus", f"--config.file={work / 'prometheus.yml'}",
-             f"--storage.tsdb.path={work / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{prometheus_port}"],
-        )  # fmt: skip
-        prometheus = Prometheus(prometheus_port)
 
         wait_until(
             "both targets up",
             lambda: sorted(prometheus.values("up").values()) == [1.0, 1.0],
+            poll_s=0.5,
         )
         print("both targets are up; letting Prometheus scrape for a while")
         # RAPL moves 20 J every 0.5 s (40 W) while Prometheus scrapes.
@@ -174,6 +110,7 @@ def run(zeus: str, driver: str, work: Path) -> None:
                 ).values()
             )
             and prometheus.values('zeus_gpu_energy_joules_total{job="zeus_exporter"}'),
+            poll_s=0.5,
         )
 
         energy = prometheus.values('zeus_gpu_energy_joules_total{job="zeus_exporter"}')
@@ -269,43 +206,18 @@ def run(zeus: str, driver: str, work: Path) -> None:
         epochs = prometheus.values('zeus_window_duration_seconds_count{window="epoch"}')
         expect(len(epochs) == 1 and list(epochs.values())[0] >= 1, f"epochs observed: {epochs}")
     finally:
-        for name, process in reversed(processes):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for name, process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-                raise Failure(f"{name} did not stop within 30 s of SIGTERM")
-        for name, process in processes:
-            if name != "prometheus" and process.returncode != 0:
-                log = (work / f"{name}.log").read_text(errors="replace")
-                raise Failure(f"{name} exited with {process.returncode}:\n{log}")
+        processes.stop()
+        processes.check_exit_codes(ignore=("prometheus",))
 
 
 def main() -> int:
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
         return 2
-    if shutil.which("prometheus") is None:
-        print("SKIP: no `prometheus` binary (Debian package `prometheus`; scripts/setup.sh "
-              "installs it)")
-        return SKIP
-    work = Path(tempfile.mkdtemp(prefix="zeus-prometheus-"))
-    try:
-        run(sys.argv[1], sys.argv[2], work)
-    except Failure as failure:
-        print(f"FAILED: {failure}", file=sys.stderr)
-        for log in sorted(work.glob("*.log")):
-            print(f"--- {log.name} (last 40 lines)", file=sys.stderr)
-            print("\n".join(log.read_text(errors="replace").splitlines()[-40:]), file=sys.stderr)
-        return 1
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    print("passed")
-    return 0
+    zeus, driver = sys.argv[1], sys.argv[2]
+    return server_harness.main(
+        lambda work: run(zeus, driver, work), "zeus-prometheus-", ("prometheus",)
+    )
 
 
 if __name__ == "__main__":

@@ -16,23 +16,25 @@ Exit 0: passed; 1: failed (with the reason); 77: skipped (a binary is missing).
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shutil
-import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import time
-import urllib.parse
-import urllib.request
 from pathlib import Path
 
-SKIP = 77
-STARTUP_S = 60.0
+import server_harness
+from server_harness import (
+    H200_IDLE_W,
+    H200_MAX_W,
+    Failure,
+    Processes,
+    Prometheus,
+    expect,
+    free_ports,
+    start_prometheus,
+    wait_until,
+)
+
 PUSH_S = 3.0
-H200_IDLE_W, H200_MAX_W = 75.0, 700.0
 
 PYTHON_PUSHER = """
 import sys, time, warnings
@@ -57,55 +59,6 @@ counter.end_window("epoch")
 power.end_window("epoch")
 print(f"pushed {steps} step windows")
 """
-
-
-class Failure(Exception):
-    pass
-
-
-def free_ports(count: int) -> list[int]:
-    """Distinct free loopback ports (all probes held open together, so none repeats)."""
-    probes = [socket.socket() for _ in range(count)]
-    try:
-        for probe in probes:
-            probe.bind(("127.0.0.1", 0))
-        return [probe.getsockname()[1] for probe in probes]
-    finally:
-        for probe in probes:
-            probe.close()
-
-
-class Prometheus:
-    def __init__(self, port: int) -> None:
-        self.base = f"http://127.0.0.1:{port}"
-
-    def query(self, promql: str) -> list[dict]:
-        url = f"{self.base}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            body = json.load(response)
-        if body.get("status") != "success":
-            raise Failure(f"query {promql!r} failed: {body}")
-        return body["data"]["result"]
-
-
-def wait_until(description: str, predicate, timeout_s: float = STARTUP_S):
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-            if last:
-                return last
-        except (OSError, ValueError, KeyError) as error:  # still starting
-            last = error
-        time.sleep(0.25)
-    raise Failure(f"timed out waiting for {description} (last: {last})")
-
-
-def expect(condition: bool, message: str) -> None:
-    if not condition:
-        raise Failure(message)
-    print(f"  ok: {message}")
 
 
 def check_pushed(prometheus: Prometheus, prefix: str) -> None:
@@ -164,34 +117,20 @@ def check_pushed(prometheus: Prometheus, prefix: str) -> None:
 
 
 def run(driver: str | None, package: str | None, work: Path) -> None:
-    processes: list[tuple[str, subprocess.Popen]] = []
-
-    def start(name: str, command: list[str]) -> subprocess.Popen:
-        log = open(work / f"{name}.log", "wb")
-        process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
-        )
-        processes.append((name, process))
-        return process
-
+    processes = Processes(work)
     try:
         gateway_port, prometheus_port = free_ports(2)
         gateway_url = f"http://127.0.0.1:{gateway_port}"
-        start("pushgateway", ["prometheus-pushgateway",
-                              f"--web.listen-address=127.0.0.1:{gateway_port}"])  # fmt: skip
-        (work / "prometheus.yml").write_text(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-            "scrape_configs:\n"
-            "  - job_name: pushgateway\n    honor_labels: true\n    static_configs:\n"
-            f"      - targets: ['127.0.0.1:{gateway_port}']\n"
+        processes.start(
+            "pushgateway",
+            ["prometheus-pushgateway", f"--web.listen-address=127.0.0.1:{gateway_port}"],
         )
-        start(
-            "prometheus",
-            ["prometheus", f"--config.file={work / 'prometheus.yml'}",
-             f"--storage.tsdb.path={work / 'tsdb'}",
-             f"--web.listen-address=127.0.0.1:{prometheus_port}"],
-        )  # fmt: skip
-        prometheus = Prometheus(prometheus_port)
+        prometheus = start_prometheus(
+            processes,
+            prometheus_port,
+            "  - job_name: pushgateway\n    honor_labels: true\n    static_configs:\n"
+            f"      - targets: ['127.0.0.1:{gateway_port}']\n",
+        )
         wait_until(
             "the Pushgateway target up",
             lambda: [s for s in prometheus.query('up{job="pushgateway"}') if s["value"][1] == "1"],
@@ -217,16 +156,7 @@ def run(driver: str | None, package: str | None, work: Path) -> None:
         for prefix, _, _ in pushers:
             check_pushed(prometheus, prefix)
     finally:
-        for _, process in reversed(processes):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for name, process in processes:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-                raise Failure(f"{name} did not stop within 30 s of SIGTERM")
+        processes.stop()
 
 
 def main() -> int:
@@ -236,25 +166,12 @@ def main() -> int:
     args = parser.parse_args()
     if not args.driver and not args.python:
         parser.error("give --driver, --python or both")
-    for binary, package in (("prometheus", "prometheus"),
-                            ("prometheus-pushgateway", "prometheus-pushgateway")):  # fmt: skip
-        if shutil.which(binary) is None:
-            print(f"SKIP: no `{binary}` binary (Debian package `{package}`; scripts/setup.sh "
-                  "installs it)")  # fmt: skip
-            return SKIP
-    work = Path(tempfile.mkdtemp(prefix="zeus-pushgateway-"))
-    try:
-        run(args.driver, args.python, work)
-    except (Failure, subprocess.TimeoutExpired) as failure:
-        print(f"FAILED: {failure}", file=sys.stderr)
-        for log in sorted(work.glob("*.log")):
-            print(f"--- {log.name} (last 40 lines)", file=sys.stderr)
-            print("\n".join(log.read_text(errors="replace").splitlines()[-40:]), file=sys.stderr)
-        return 1
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    print("passed")
-    return 0
+    return server_harness.main(
+        lambda work: run(args.driver, args.python, work),
+        "zeus-pushgateway-",
+        ("prometheus", "prometheus-pushgateway"),
+        failures=(Failure, subprocess.TimeoutExpired),
+    )
 
 
 if __name__ == "__main__":
