@@ -3,13 +3,11 @@ ElectricityMaps client against a local HTTP server (answers, 500, malformed JSON
 
 from __future__ import annotations
 
-import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from local_http import NO_SYNC, LocalHTTPServer, QuietHandler, kwh
 from zeus_cpp.exception import (
     ZeusBaseError,
     ZeusCarbonIntensityHTTPError,
@@ -25,12 +23,6 @@ from zeus_cpp.monitor.carbon import (
     ElectrictyMapsClient,
     OfflineCarbonIntensity,
 )
-
-NO_SYNC = {"sync_execution_with": lambda gpus: None}
-
-
-def kwh(joules: float) -> float:
-    return joules / 3.6e6
 
 
 def test_reference_names():
@@ -124,17 +116,13 @@ class FakeService:
         self.paths = []
         service = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self):
                 service.hits += 1
                 service.tokens.append(self.headers.get("auth-token"))
                 service.paths.append(self.path)
                 if service.mode == "500":
-                    self.send_response(500)
-                    self.end_headers()
+                    self.send_status(500)
                     return
                 if service.mode == "slow":
                     time.sleep(0.8)
@@ -148,26 +136,13 @@ class FakeService:
                          "carbonIntensity": 111}]}
                 if service.mode == "nodata":  # the service's answer for a zone without data
                     body = {"error": 'No recent data for zone "US-MIDW-MISO"'}
-                text = json.dumps(body) if service.mode != "malformed" else '{"history": ['
-                data = text.encode()
-                try:
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    self.wfile.write(data)
-                except (BrokenPipeError, ConnectionResetError):
-                    pass
+                self.send_json(body if service.mode != "malformed" else '{"history": [')
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v3"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.http = LocalHTTPServer(Handler)
+        self.url = self.http.url + "/v3"
 
     def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.stop()
 
 
 @pytest.fixture

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import calendar
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
+from local_http import NO_SYNC, LocalHTTPServer, QuietHandler, kwh
 from zeus_cpp.exception import (
     ZeusBaseError,
     ZeusElectricityPriceHTTPError,
@@ -27,12 +26,6 @@ from zeus_cpp.monitor.price import (
     OpenEIClient,
     TariffElectricityPrice,
 )
-
-NO_SYNC = {"sync_execution_with": lambda gpus: None}
-
-
-def kwh(joules: float) -> float:
-    return joules / 3.6e6
 
 
 def utc(*fields: int) -> float:
@@ -311,16 +304,12 @@ class FakeOpenEI:
         self.queries = []
         service = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet
-                pass
-
+        class Handler(QuietHandler):
             def do_GET(self):
                 url = urlparse(self.path)
                 service.queries.append((url.path, parse_qs(url.query)))
                 if service.mode == "500":
-                    self.send_response(500)
-                    self.end_headers()
+                    self.send_status(500)
                     return
                 rates = reference_rates()
                 item = {
@@ -332,22 +321,13 @@ class FakeOpenEI:
                 }
                 other = dict(item, label="another-rate", energyratestructure=[[{"rate": 5.0}]])
                 items = [other] if service.mode == "nolabel" else [other, item]
-                data = json.dumps({"items": items}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_json({"items": items})
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        self.http = LocalHTTPServer(Handler)
+        self.url = self.http.url
 
     def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.stop()
 
 
 @pytest.fixture

@@ -1,0 +1,59 @@
+"""Helpers of the footprint monitor tests (test_carbon_monitor.py, test_price_monitor.py): a quiet
+HTTP request handler that answers JSON, a threaded HTTP server on a loopback port for a fake web
+service, and what both tests pass to and compute from the monitors."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Type
+
+# No framework to synchronize with on simulated GPUs.
+NO_SYNC = {"sync_execution_with": lambda gpus: None}
+
+
+def kwh(joules: float) -> float:
+    return joules / 3.6e6
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A handler that logs nothing; subclasses write do_GET with these answers."""
+
+    def log_message(self, *args):
+        pass
+
+    def send_status(self, status: int) -> None:
+        """An answer of only a status line (and no body)."""
+        self.send_response(status)
+        self.end_headers()
+
+    def send_json(self, body) -> None:
+        """A 200 answer: `body` as JSON, or a str sent as it is (for malformed JSON). A client
+        that gave up (timed out) before it came is no error of the server's."""
+        data = (body if isinstance(body, str) else json.dumps(body)).encode()
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
+
+class LocalHTTPServer:
+    """`handler` served on 127.0.0.1 at a port the kernel picks, from a daemon thread (and a
+    daemon thread per request) until stop()."""
+
+    def __init__(self, handler: Type[BaseHTTPRequestHandler]) -> None:
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        """Stops serving and closes the port: a request after this is refused."""
+        self.server.shutdown()
+        self.server.server_close()
