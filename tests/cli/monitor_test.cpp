@@ -39,6 +39,16 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+// Whether one of a JSON summary's notes contains `part`.
+bool has_note(const json& summary, const std::string& part) {
+  for (const json& note : summary["notes"]) {
+    if (contains(note.get<std::string>(), part)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -863,11 +873,7 @@ TEST_F(CliMonitor, AnUnreachableCarbonServiceCostsOnlyTheCarbonFigure) {
   const json summary = json::parse(read_file(path("s.json")));
   EXPECT_TRUE(summary["carbon"].is_null()) << summary.dump();
   EXPECT_EQ(summary["gpu_energy_j"].size(), 2u);
-  bool noted = false;
-  for (const json& note : summary["notes"]) {
-    noted = noted || contains(note.get<std::string>(), "no carbon emissions: ");
-  }
-  EXPECT_TRUE(noted) << summary["notes"].dump();
+  EXPECT_TRUE(has_note(summary, "no carbon emissions: ")) << summary["notes"].dump();
 }
 
 TEST_F(CliMonitor, AHungCarbonServiceHoldsTheSummaryBackOnlySeconds) {
@@ -1030,11 +1036,7 @@ TEST_F(CliMonitor, AnUnreachableOpenEIServiceCostsOnlyTheCostFigure) {
   const json summary = json::parse(written);
   EXPECT_TRUE(summary["cost"].is_null()) << summary.dump();
   EXPECT_EQ(summary["gpu_energy_j"].size(), 2u);
-  bool noted = false;
-  for (const json& note : summary["notes"]) {
-    noted = noted || contains(note.get<std::string>(), "no electricity cost: ");
-  }
-  EXPECT_TRUE(noted) << summary["notes"].dump();
+  EXPECT_TRUE(has_note(summary, "no electricity cost: ")) << summary["notes"].dump();
   EXPECT_FALSE(contains(written + result.err, "cli-test-key"));
 }
 
