@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "monitor/test_support.hpp"
 #include "support/expect_error.hpp"
 #include "support/local_http_server.hpp"
 #include "zeus/monitor/carbon.hpp"
@@ -297,22 +298,12 @@ TEST(ElectricityMapsClient, RejectsBadOptions) {
 
 TEST(ElectricityMapsClient, FeedsTheCarbonMonitor) {
   ClientRig rig;
-  class OneKwh final : public WindowMonitor {
-   public:
-    void begin_window(const std::string&, BeginWindowOptions) override {}
-    Measurement end_window(const std::string&, EndWindowOptions) override {
-      Measurement measurement;
-      measurement.gpu_energy_j.set(0, 3.6e6);
-      return measurement;
-    }
-    const std::vector<int>& gpu_indices() const override { return gpus_; }
 
-   private:
-    std::vector<int> gpus_{0};
-  };
   // The window's wall clock and the client's clock are the same manual clock.
   auto client = std::make_shared<ElectricityMapsClient>(rig.options());
-  CarbonEmissionMonitor monitor(std::make_shared<OneKwh>(), client, rig.clock);
+  CarbonEmissionMonitor monitor(std::make_shared<zeus::testing::FixedEnergyMonitor>(
+                                    zeus::testing::energies(1.0, {{0, 3.6e6}})),
+                                client, rig.clock);
   monitor.begin_window("w");
   rig.clock->advance_s(600);  // 22:10 -> 22:20, all in the current hour (latest: 321)
   EXPECT_DOUBLE_EQ(monitor.end_window("w").gpu_carbon_emission_g.at(0), 321.0);

@@ -135,36 +135,17 @@ TEST(OfflineCarbonIntensity, HostileCsvFilesNameFileAndLine) {
   }
 }
 
-// A window monitor whose windows return fixed energies: the accounting is the test's subject.
-class FixedEnergyMonitor final : public WindowMonitor {
- public:
-  void begin_window(const std::string& name, BeginWindowOptions) override { open_.insert(name); }
-  Measurement end_window(const std::string& name, EndWindowOptions options) override {
-    if (open_.erase(name) == 0) {
-      throw Error(ErrorKind::kInvalidArgument, "no window " + name);
-    }
-    Measurement measurement;
-    measurement.time_s = 1.0;
-    if (!options.cancel) {
-      measurement.gpu_energy_j.set(0, 3.6e6);  // 1 kWh
-      measurement.gpu_energy_j.set(1, 1.8e6);
-      measurement.cpu_energy_j.set(0, 7.2e6);
-      measurement.dram_energy_j.set(0, 0.36e6);
-    }
-    return measurement;
-  }
-  const std::vector<int>& gpu_indices() const override { return gpus_; }
-
- private:
-  std::set<std::string> open_;
-  std::vector<int> gpus_{0, 1};
-};
+// 1 kWh on GPU 0, 0.5 on GPU 1, 2 on CPU 0 and 0.1 on DRAM 0 per window.
+std::shared_ptr<zeus::testing::FixedEnergyMonitor> fixed_energy_monitor() {
+  return std::make_shared<zeus::testing::FixedEnergyMonitor>(
+      zeus::testing::energies(1.0, {{0, 3.6e6}, {1, 1.8e6}}, {{0, 7.2e6}}, {{0, 0.36e6}}));
+}
 
 TEST(CarbonEmissionMonitor, WindowInsideOneIntervalUsesItsIntensity) {
   auto clock = std::make_shared<ManualClock>(units::nanoseconds_from_seconds(kT0 + 60));
   auto provider = std::make_shared<OfflineCarbonIntensity>(
       std::vector<OfflineCarbonIntensity::Point>{{kT0, 100.0}, {kT0 + 3600, 500.0}});
-  CarbonEmissionMonitor monitor(std::make_shared<FixedEnergyMonitor>(), provider, clock);
+  CarbonEmissionMonitor monitor(fixed_energy_monitor(), provider, clock);
   monitor.begin_window("step");
   clock->advance_s(600);
   const CarbonEmissionMeasurement m = monitor.end_window("step");
@@ -183,7 +164,7 @@ TEST(CarbonEmissionMonitor, WindowAcrossIntervalBoundariesIsTimeWeighted) {
   auto provider =
       std::make_shared<OfflineCarbonIntensity>(std::vector<OfflineCarbonIntensity::Point>{
           {kT0, 100.0}, {kT0 + 3600, 500.0}, {kT0 + 7200, 500.0}});
-  CarbonEmissionMonitor monitor(std::make_shared<FixedEnergyMonitor>(), provider, clock);
+  CarbonEmissionMonitor monitor(fixed_energy_monitor(), provider, clock);
   monitor.begin_window("epoch");
   monitor.begin_window("inner");
   clock->advance_s(1800);  // exactly on the boundary
@@ -210,8 +191,7 @@ TEST(CarbonEmissionMonitor, ProviderErrorPropagatesAndTheWindowIsClosed) {
     double update_period_s() const override { return 0; }
   };
   auto clock = std::make_shared<ManualClock>(units::nanoseconds_from_seconds(kT0));
-  CarbonEmissionMonitor monitor(std::make_shared<FixedEnergyMonitor>(), std::make_shared<Failing>(),
-                                clock);
+  CarbonEmissionMonitor monitor(fixed_energy_monitor(), std::make_shared<Failing>(), clock);
   monitor.begin_window("w");
   expect_error([&] { monitor.end_window("w"); }, ErrorKind::kUnavailable, {"service down"});
   monitor.begin_window("w");  // closed: may be opened again

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "monitor/test_support.hpp"
 #include "support/expect_error.hpp"
 #include "support/local_http_server.hpp"
 #include "zeus/common/units.hpp"
@@ -227,27 +228,14 @@ TEST(OpenEIClient, SendsTheReferenceQueryAndConvertsTheSchedule) {
   EXPECT_EQ(client.last_fallback_reason(), "");
 }
 
-// Every window of this monitor used 2 kWh on GPU 0, whatever its length.
-class TwoKilowattHourMonitor final : public WindowMonitor {
- public:
-  void begin_window(const std::string&, BeginWindowOptions) override {}
-  Measurement end_window(const std::string&, EndWindowOptions) override {
-    Measurement measurement;
-    measurement.gpu_energy_j.set(0, 7.2e6);
-    return measurement;
-  }
-  const std::vector<int>& gpu_indices() const override { return gpus_; }
-
- private:
-  std::vector<int> gpus_{0};
-};
-
 TEST(OpenEIClient, CostOfAWindowThroughTheCostMonitor) {
   Rig rig;
   auto client = std::make_shared<OpenEIClient>(rig.options());
   // Monday June 30, 15:30 to 16:30 local: half off-peak (0.12), half summer peak (0.32).
   auto wall = std::make_shared<ManualClock>(units::nanoseconds_from_seconds(local(kJune30, 15.5)));
-  EnergyCostMonitor monitor(std::make_shared<TwoKilowattHourMonitor>(), client, wall);
+  EnergyCostMonitor monitor(std::make_shared<zeus::testing::FixedEnergyMonitor>(
+                                zeus::testing::energies(1.0, {{0, 7.2e6}})),
+                            client, wall);
   monitor.begin_window("w");
   wall->advance_s(kHour);
   const EnergyCostMeasurement cost = monitor.end_window("w");

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 
+#include "monitor/test_support.hpp"
 #include "support/expect_error.hpp"
 #include "support/temp_dir.hpp"
 #include "zeus/common/units.hpp"
@@ -20,28 +21,11 @@ using zeus::testing::expect_error;
 constexpr double kMonday = 1764547200.0;
 constexpr double kHour = 3600.0;
 
-// Every window of this monitor used 2 kWh on GPU 0 and 1 kWh on CPU 0, whatever its length.
-class TwoKilowattHourMonitor final : public WindowMonitor {
- public:
-  void begin_window(const std::string& name, BeginWindowOptions) override { ++open_[name]; }
-  Measurement end_window(const std::string& name, EndWindowOptions options) override {
-    if (open_[name]-- <= 0) {
-      throw Error(ErrorKind::kInvalidArgument, "window " + name + " not open");
-    }
-    Measurement measurement;
-    measurement.time_s = 2.0;
-    if (!options.cancel) {
-      measurement.gpu_energy_j.set(0, 7.2e6);
-      measurement.cpu_energy_j.set(0, 3.6e6);
-    }
-    return measurement;
-  }
-  const std::vector<int>& gpu_indices() const override { return gpus_; }
-
- private:
-  std::map<std::string, int> open_;
-  std::vector<int> gpus_{0};
-};
+// Every window used 2 kWh on GPU 0 and 1 kWh on CPU 0, whatever its length.
+std::shared_ptr<zeus::testing::FixedEnergyMonitor> two_kwh_monitor() {
+  return std::make_shared<zeus::testing::FixedEnergyMonitor>(
+      zeus::testing::energies(2.0, {{0, 7.2e6}}, {{0, 3.6e6}}));
+}
 
 // Peak 16:00-21:00 local on weekdays, a weekend rate all day, 0.10 otherwise; UTC-5.
 constexpr const char* kTariff = R"({
@@ -218,7 +202,7 @@ TEST(EnergyCostMonitor, CostIsEnergyTimesTheTimeWeightedPrice) {
       std::make_shared<TariffElectricityPrice>(TariffElectricityPrice::from_json(kTariff, "t"));
   // Monday 15:00 local.
   auto clock = std::make_shared<ManualClock>(units::nanoseconds_from_seconds(kMonday + 20 * kHour));
-  EnergyCostMonitor monitor(std::make_shared<TwoKilowattHourMonitor>(), tariff, clock);
+  EnergyCostMonitor monitor(two_kwh_monitor(), tariff, clock);
   monitor.begin_window("off_peak");
   clock->advance_s(0.5 * kHour);
   EnergyCostMeasurement m = monitor.end_window("off_peak");
@@ -251,8 +235,7 @@ TEST(EnergyCostMonitor, ProviderErrorPropagatesAndTheWindowIsClosed) {
     std::string currency() const override { return ""; }
   };
   auto clock = std::make_shared<ManualClock>(units::nanoseconds_from_seconds(kMonday));
-  EnergyCostMonitor monitor(std::make_shared<TwoKilowattHourMonitor>(), std::make_shared<Failing>(),
-                            clock);
+  EnergyCostMonitor monitor(two_kwh_monitor(), std::make_shared<Failing>(), clock);
   monitor.begin_window("w");
   expect_error([&] { monitor.end_window("w"); }, ErrorKind::kUnavailable, {"no rates"});
   monitor.begin_window("w");
