@@ -1,5 +1,6 @@
-// The monitor's own overhead: a begin+end window pair on zero-cost GPUs, and the sampler
-// thread's CPU cost. Run: ./build/release/bench/zeus_monitor_bench
+// The monitor's own overhead: a begin+end window pair on zero-cost GPUs (also through the carbon
+// and cost monitors, against the plain pair as baseline), and the sampler thread's CPU cost.
+// Run: ./build/release/bench/zeus_monitor_bench
 #include <benchmark/benchmark.h>
 #include <time.h>
 
@@ -9,7 +10,9 @@
 
 #include "zeus/device/gpus.hpp"
 #include "zeus/device/simulated_gpu.hpp"
+#include "zeus/monitor/carbon.hpp"
 #include "zeus/monitor/power_sampler.hpp"
+#include "zeus/monitor/price.hpp"
 #include "zeus/monitor/zeus_monitor.hpp"
 
 namespace {
@@ -71,6 +74,55 @@ void BM_WindowPairZeroCost(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_WindowPairZeroCost)->Arg(1)->Arg(8);
+
+// The carbon and cost monitors' own work on top of the window pair (BM_WindowPairZeroCost/8 is
+// the baseline): the wall-clock bookkeeping, the provider's pieces and the apportioning, for 8
+// zero-cost GPUs. Arg 0: a constant provider; 1: an offline hourly series over a day (carbon) or
+// a two-period time-of-use tariff (cost).
+std::shared_ptr<zeus::monitor::WindowMonitor> zero_cost_monitor(int gpus) {
+  return std::make_shared<zeus::monitor::ZeusMonitor>(
+      zero_cost_gpus(gpus), std::vector<std::shared_ptr<zeus::device::Cpu>>{},
+      zeus::monitor::ZeusMonitorOptions{});
+}
+
+void BM_CarbonWindowPair(benchmark::State& state) {
+  std::shared_ptr<zeus::monitor::CarbonIntensityProvider> provider;
+  if (state.range(0) == 0) {
+    provider = std::make_shared<zeus::monitor::ConstantCarbonIntensity>(400.0);
+  } else {
+    const double now_s = zeus::system_clock()->now_s();
+    std::vector<zeus::monitor::OfflineCarbonIntensity::Point> points;
+    for (int hour = -23; hour <= 1; ++hour) {
+      points.push_back({now_s + hour * 3600.0, 300.0 + 5.0 * hour});
+    }
+    provider = std::make_shared<zeus::monitor::OfflineCarbonIntensity>(points);
+  }
+  zeus::monitor::CarbonEmissionMonitor monitor(zero_cost_monitor(8), provider);
+  for (auto _ : state) {
+    monitor.begin_window("step", {.sync_execution = false});
+    benchmark::DoNotOptimize(monitor.end_window("step", {.sync_execution = false}));
+  }
+}
+BENCHMARK(BM_CarbonWindowPair)->Arg(0)->Arg(1);
+
+void BM_CostWindowPair(benchmark::State& state) {
+  std::shared_ptr<zeus::monitor::ElectricityPriceProvider> provider;
+  if (state.range(0) == 0) {
+    provider = std::make_shared<zeus::monitor::ConstantElectricityPrice>(0.15, "USD");
+  } else {
+    provider = std::make_shared<zeus::monitor::TariffElectricityPrice>(
+        std::vector<zeus::monitor::TariffElectricityPrice::Period>{
+            {.weekdays = 0x1f, .start_s = 16 * 3600, .end_s = 21 * 3600, .price_per_kwh = 0.32},
+            {.weekdays = 0x60, .start_s = 0, .end_s = 86400, .price_per_kwh = 0.09}},
+        0.12, -5.0, "USD");
+  }
+  zeus::monitor::EnergyCostMonitor monitor(zero_cost_monitor(8), provider);
+  for (auto _ : state) {
+    monitor.begin_window("step", {.sync_execution = false});
+    benchmark::DoNotOptimize(monitor.end_window("step", {.sync_execution = false}));
+  }
+}
+BENCHMARK(BM_CostWindowPair)->Arg(0)->Arg(1);
 
 void BM_WindowPairSimulatedH200(benchmark::State& state) {
   std::vector<std::shared_ptr<zeus::device::Gpu>> gpus;
