@@ -94,6 +94,10 @@ class PrometheusExporter:
         gpu_bucket_range, cpu_bucket_range, dram_bucket_range: energy histogram bucket upper
             bounds in joules (the reference's defaults).
         duration_bucket_range: window duration bucket upper bounds in seconds.
+        carbon_intensity_provider: a :mod:`zeus_cpp.monitor.carbon` provider: adds the per-device
+            carbon emission counters and the intensity gauge (docs/prometheus.md).
+        electricity_price_provider: a :mod:`zeus_cpp.monitor.price` provider: adds the per-device
+            electricity cost counters and the price gauge.
 
     Raises:
         TypeError, ValueError: a bad argument (named in the message).
@@ -113,6 +117,9 @@ class PrometheusExporter:
         cpu_bucket_range: Sequence[float] = _DEFAULT_CPU_BUCKETS,
         dram_bucket_range: Sequence[float] = _DEFAULT_DRAM_BUCKETS,
         duration_bucket_range: Sequence[float] = _DEFAULT_DURATION_BUCKETS,
+        *,
+        carbon_intensity_provider: Any = None,
+        electricity_price_provider: Any = None,
     ) -> None:
         """Start serving (see the class documentation)."""
         port = check_int("port", port, minimum=0)
@@ -125,6 +132,16 @@ class PrometheusExporter:
             # Any monitor the optimizers take (docs/python.md, "Monitors of your own").
             _zeus._check_window_monitor(monitor, "monitor")
         self._monitor = monitor
+        if carbon_intensity_provider is not None and not isinstance(
+                carbon_intensity_provider, _zeus.CarbonIntensityProvider):
+            raise TypeError(
+                "carbon_intensity_provider must be a zeus_cpp.monitor.carbon "
+                f"CarbonIntensityProvider, not {type(carbon_intensity_provider).__name__}")
+        if electricity_price_provider is not None:
+            from zeus_cpp.monitor.price import _as_provider  # imports the monitors: only when used
+            electricity_price_provider = _as_provider(electricity_price_provider)
+        # Kept alive with the exporter: its reading thread calls them.
+        self._providers = (carbon_intensity_provider, electricity_price_provider)
         self._native = _zeus.PrometheusExporter(
             gpu_indices=_indices("gpu_indices", gpu_indices),
             cpu_indices=_indices("cpu_indices", cpu_indices),
@@ -135,6 +152,8 @@ class PrometheusExporter:
             cpu_buckets=_buckets("cpu_bucket_range", cpu_bucket_range),
             dram_buckets=_buckets("dram_bucket_range", dram_bucket_range),
             duration_buckets=_buckets("duration_bucket_range", duration_bucket_range),
+            carbon_intensity_provider=carbon_intensity_provider,
+            electricity_price_provider=electricity_price_provider,
         )
         self._closed = False
 

@@ -7,6 +7,8 @@
 #include "bindings.hpp"
 #include "zeus/device/discovery.hpp"
 #include "zeus/metrics/prometheus.hpp"
+#include "zeus/monitor/carbon.hpp"
+#include "zeus/monitor/price.hpp"
 
 namespace zeus::python {
 namespace {
@@ -17,11 +19,15 @@ class PrometheusExporter {
  public:
   PrometheusExporter(std::optional<std::vector<int>> gpu_indices,
                      std::optional<std::vector<int>> cpu_indices, const std::string& host, int port,
-                     double interval, metrics::HistogramBuckets buckets)
+                     double interval, metrics::HistogramBuckets buckets,
+                     std::shared_ptr<monitor::CarbonIntensityProvider> carbon_intensity,
+                     std::shared_ptr<monitor::ElectricityPriceProvider> electricity_price)
       : histograms_(std::move(buckets)) {
     metrics::DeviceMetricsOptions options;
     options.gpu_indices = std::move(gpu_indices);
     options.interval_s = interval;
+    options.carbon_intensity = std::move(carbon_intensity);
+    options.electricity_price = std::move(electricity_price);
     std::vector<std::shared_ptr<device::Cpu>> cpus;
     const device::CpuDiscovery& discovery = device::get_cpus();
     for (const auto& cpu : discovery.cpus) {
@@ -52,7 +58,16 @@ class PrometheusExporter {
     server_->start();
   }
 
-  ~PrometheusExporter() { close(); }
+  // A provider written in Python is called from the reading thread, which then needs the GIL:
+  // stopping that thread while holding it (a garbage-collected exporter) would wait forever.
+  ~PrometheusExporter() {
+    if (PyGILState_Check() == 1) {
+      const py::gil_scoped_release release;
+      close();
+    } else {
+      close();
+    }
+  }
 
   void observe(const std::string& window, const monitor::Measurement& measurement) {
     histograms_.observe(window, measurement);
@@ -88,20 +103,24 @@ void bind_metrics(py::module_& module) {
                        std::optional<std::vector<int>> cpu_indices, const std::string& host,
                        int port, double interval, std::vector<double> gpu_buckets,
                        std::vector<double> cpu_buckets, std::vector<double> dram_buckets,
-                       std::vector<double> duration_buckets) {
+                       std::vector<double> duration_buckets,
+                       std::shared_ptr<monitor::CarbonIntensityProvider> carbon_intensity,
+                       std::shared_ptr<monitor::ElectricityPriceProvider> electricity_price) {
              metrics::HistogramBuckets buckets;
              buckets.gpu_energy_j = std::move(gpu_buckets);
              buckets.cpu_energy_j = std::move(cpu_buckets);
              buckets.dram_energy_j = std::move(dram_buckets);
              buckets.duration_s = std::move(duration_buckets);
              py::gil_scoped_release release;
-             return std::make_unique<PrometheusExporter>(std::move(gpu_indices),
-                                                         std::move(cpu_indices), host, port,
-                                                         interval, std::move(buckets));
+             return std::make_unique<PrometheusExporter>(
+                 std::move(gpu_indices), std::move(cpu_indices), host, port, interval,
+                 std::move(buckets), std::move(carbon_intensity), std::move(electricity_price));
            }),
            py::arg("gpu_indices"), py::arg("cpu_indices"), py::arg("host"), py::arg("port"),
            py::arg("interval"), py::arg("gpu_buckets"), py::arg("cpu_buckets"),
-           py::arg("dram_buckets"), py::arg("duration_buckets"))
+           py::arg("dram_buckets"), py::arg("duration_buckets"),
+           py::arg("carbon_intensity_provider") = nullptr,
+           py::arg("electricity_price_provider") = nullptr)
       .def("observe", &PrometheusExporter::observe, py::arg("window"), py::arg("measurement"))
       .def("close", &PrometheusExporter::close, py::call_guard<py::gil_scoped_release>())
       .def("render", &PrometheusExporter::render, py::call_guard<py::gil_scoped_release>())

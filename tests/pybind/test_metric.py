@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import re
 import socket
 import time
@@ -133,3 +134,42 @@ def test_any_monitor_with_the_window_methods_is_observed():
         text = exporter.render()
         assert value(text, 'energy_monitor_gpu_energy_joules_sum{window="step",index="0"}') == 75.0
     assert monitor.calls[:2] == [("begin", "step"), ("end", "step", True)]
+
+
+def test_carbon_and_cost_counters_with_providers():
+    from zeus_cpp.monitor.carbon import CarbonIntensityProvider, ConstantCarbonIntensity
+    from zeus_cpp.monitor.price import ConstantElectricityPrice
+
+    with PrometheusExporter(port=0, interval=0.05, cpu_indices=[],
+                            carbon_intensity_provider=ConstantCarbonIntensity(400.0),
+                            electricity_price_provider=ConstantElectricityPrice(0.2, "EUR")) as exporter:
+        time.sleep(0.4)
+        text = scrape(exporter.url)
+    joules = value(text, 'zeus_gpu_energy_joules_total{index="0"}')
+    grams = value(text, 'zeus_gpu_carbon_emission_grams_total{index="0"}')
+    cost = value(text, 'zeus_gpu_energy_cost_total{index="0",currency="EUR"}')
+    assert grams > 0
+    # Priced at the same reads; the energy may be one read ahead of the pricing.
+    assert cost / 0.2 == pytest.approx(grams / 400.0, rel=1e-9)
+    assert grams / 400.0 * 3.6e6 <= joules + 1e-6
+    assert value(text, "zeus_carbon_intensity_gco2eq_per_kwh") == 400.0
+    assert value(text, 'zeus_electricity_price_per_kwh{currency="EUR"}') == 0.2
+
+    class Doubling(CarbonIntensityProvider):
+        """A provider written in Python, called from the exporter's reading thread."""
+
+        def intensity_over(self, start, end):
+            time.sleep(0.05)  # without the GIL: the exporter is collected meanwhile
+            return [(start, end, 800.0)]
+
+    exporter = PrometheusExporter(port=0, interval=0.02, cpu_indices=[],
+                                  carbon_intensity_provider=Doubling())
+    time.sleep(0.3)
+    assert value(exporter.render(), "zeus_carbon_intensity_gco2eq_per_kwh") == 800.0
+    del exporter  # collected while its thread may wait for the GIL: must not hang
+    gc.collect()
+
+    with pytest.raises(TypeError, match="carbon_intensity_provider must be"):
+        PrometheusExporter(port=0, cpu_indices=[], carbon_intensity_provider=400)
+    with pytest.raises(TypeError, match="electricity_price_provider must be"):
+        PrometheusExporter(port=0, cpu_indices=[], electricity_price_provider="0.2")
