@@ -191,8 +191,8 @@ OfflineCarbonIntensity OfflineCarbonIntensity::from_file(const std::filesystem::
     try {
       document = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception& error) {
-      throw Error(ErrorKind::kInvalidArgument,
-                  fmt::format("{}: not valid JSON ({})", name, error.what()));
+      throw Error(ErrorKind::kInvalidArgument, fmt::format("{}: not valid JSON ({})", name,
+                                                           text::json_error_text(error.what())));
     }
     const bool history = document.is_object() && document.contains("history");
     const nlohmann::json& entries = history ? document["history"] : document;

@@ -194,8 +194,8 @@ TariffElectricityPrice TariffElectricityPrice::from_json(std::string_view text,
   try {
     document = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& error) {
-    throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("{}: not valid JSON ({})", source, error.what()));
+    throw Error(ErrorKind::kInvalidArgument, fmt::format("{}: not valid JSON ({})", source,
+                                                         text::json_error_text(error.what())));
   }
   const auto fail = [&](const std::string& what) {
     throw Error(ErrorKind::kInvalidArgument, fmt::format("{}: {} (docs/cost.md)", source, what));

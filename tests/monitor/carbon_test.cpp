@@ -93,6 +93,12 @@ TEST(OfflineCarbonIntensity, JsonArrayAndElectricityMapsHistory) {
   EXPECT_EQ(OfflineCarbonIntensity::from_file(history).intensity_at(kT0 + 4000), 7.0);
   expect_error([&] { OfflineCarbonIntensity::from_file(write(dir, "b.json", "{not json")); },
                ErrorKind::kInvalidArgument, {"b.json", "not valid JSON"});
+  try {
+    OfflineCarbonIntensity::from_file(write(dir, "o.json", R"([{"timestamp": 1e400}])"));
+    ADD_FAILURE() << "an overflowing number was accepted";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()).find("json.exception"), std::string::npos) << error.what();
+  }
   expect_error(
       [&] {
         OfflineCarbonIntensity::from_file(

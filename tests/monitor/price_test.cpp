@@ -169,6 +169,16 @@ TEST(TariffElectricityPrice, HostileFilesAreNamedWithWhatIsWrong) {
                  expected);
   };
   check("{", {"not valid JSON"});
+  try {
+    const auto path = dir.path() / "overflow.json";
+    std::ofstream(path) << R"({"default_price_per_kwh": 1e400})";
+    TariffElectricityPrice::from_file(path);
+    ADD_FAILURE() << "an overflowing number was accepted";
+  } catch (const Error& error) {
+    // The parser's own words, not its library's exception prefix.
+    EXPECT_NE(std::string(error.what()).find("number overflow"), std::string::npos) << error.what();
+    EXPECT_EQ(std::string(error.what()).find("json.exception"), std::string::npos) << error.what();
+  }
   check("[]", {"JSON object"});
   check(R"({"periods": []})", {"default_price_per_kwh"});
   check(R"({"default_price_per_kwh": -1})", {"default_price_per_kwh", ">= 0"});
