@@ -2,9 +2,30 @@
 // electricity price): shared by the carbon and the cost monitors.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <cmath>
+#include <string_view>
 #include <vector>
 
+#include "zeus/common/error.hpp"
+
 namespace zeus::monitor {
+
+// A rate (gCO2eq/kWh, price per kWh) the monitors can multiply energy by: finite and not negative.
+inline bool valid_rate(double rate_per_kwh) {
+  return std::isfinite(rate_per_kwh) && rate_per_kwh >= 0.0;
+}
+
+// Every provider's *_over(start, end) takes the same interval; `what` names the rate in the
+// message ("carbon intensity", "electricity price").
+inline void check_rate_interval(std::string_view what, double start_unix_s, double end_unix_s) {
+  if (!std::isfinite(start_unix_s) || !std::isfinite(end_unix_s) || end_unix_s < start_unix_s) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("{}: bad interval [{}, {}] (end before start)", what, start_unix_s,
+                            end_unix_s));
+  }
+}
 
 // The time-weighted mean of `value` over pieces that tile an interval in time order (each with
 // start_unix_s and end_unix_s). Energy is taken as spread over the window in proportion to time,

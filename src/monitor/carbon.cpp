@@ -18,18 +18,6 @@
 namespace zeus::monitor {
 namespace {
 
-bool valid_intensity(double value) {
-  return std::isfinite(value) && value >= 0.0;
-}
-
-void check_interval(double start_unix_s, double end_unix_s) {
-  if (!std::isfinite(start_unix_s) || !std::isfinite(end_unix_s) || end_unix_s < start_unix_s) {
-    throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("carbon intensity: bad interval [{}, {}] (end before start)",
-                            start_unix_s, end_unix_s));
-  }
-}
-
 // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's well-known algorithm,
 // written out from its description).
 std::int64_t days_from_civil(std::int64_t year, unsigned month, unsigned day) {
@@ -146,7 +134,7 @@ double CarbonIntensityProvider::intensity_at(double unix_s) {
 
 ConstantCarbonIntensity::ConstantCarbonIntensity(double gco2eq_per_kwh)
     : gco2eq_per_kwh_(gco2eq_per_kwh) {
-  if (!valid_intensity(gco2eq_per_kwh)) {
+  if (!valid_rate(gco2eq_per_kwh)) {
     throw Error(
         ErrorKind::kInvalidArgument,
         fmt::format("carbon intensity: {} gCO2eq/kWh is not a finite value >= 0", gco2eq_per_kwh));
@@ -155,7 +143,7 @@ ConstantCarbonIntensity::ConstantCarbonIntensity(double gco2eq_per_kwh)
 
 std::vector<CarbonIntensityPiece> ConstantCarbonIntensity::intensity_over(double start_unix_s,
                                                                           double end_unix_s) {
-  check_interval(start_unix_s, end_unix_s);
+  check_rate_interval("carbon intensity", start_unix_s, end_unix_s);
   return {CarbonIntensityPiece{start_unix_s, end_unix_s, gco2eq_per_kwh_}};
 }
 
@@ -170,7 +158,7 @@ OfflineCarbonIntensity::OfflineCarbonIntensity(std::vector<Point> points, std::s
                             source));
   }
   for (std::size_t i = 0; i < points_.size(); ++i) {
-    if (!std::isfinite(points_[i].unix_s) || !valid_intensity(points_[i].gco2eq_per_kwh)) {
+    if (!std::isfinite(points_[i].unix_s) || !valid_rate(points_[i].gco2eq_per_kwh)) {
       throw Error(ErrorKind::kInvalidArgument,
                   fmt::format("{}: point {}: bad timestamp or intensity", source, i));
     }
@@ -237,7 +225,7 @@ OfflineCarbonIntensity OfflineCarbonIntensity::from_file(const std::filesystem::
                                       fields[0]));
       }
       const std::optional<double> value = csv::to_double(fields[1]);
-      if (!value || !valid_intensity(*value)) {
+      if (!value || !valid_rate(*value)) {
         reader.fail(line,
                     fmt::format("gco2eq_per_kwh '{}' is not a finite number >= 0", fields[1]));
       }
@@ -254,7 +242,7 @@ OfflineCarbonIntensity OfflineCarbonIntensity::from_file(const std::filesystem::
 
 std::vector<CarbonIntensityPiece> OfflineCarbonIntensity::intensity_over(double start_unix_s,
                                                                          double end_unix_s) {
-  check_interval(start_unix_s, end_unix_s);
+  check_rate_interval("carbon intensity", start_unix_s, end_unix_s);
   // The point in force at start: the last one at or before it (the first point when none).
   auto it = std::upper_bound(points_.begin(), points_.end(), start_unix_s,
                              [](double t, const Point& point) { return t < point.unix_s; });

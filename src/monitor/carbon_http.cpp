@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "monitor/apportion.hpp"
 #include "monitor/http_fetch.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/monitor/carbon.hpp"
@@ -93,8 +94,7 @@ ElectricityMapsClient::ElectricityMapsClient(ElectricityMapsOptions options)
   impl_->fetch_options.backoff_initial_s = options.backoff_initial_s;
   impl_->fetch_options.clock = options.clock;
   http::check_fetch_options(impl_->fetch_options, "ElectricityMaps client");
-  if (options.fallback_gco2eq_per_kwh &&
-      (!std::isfinite(*options.fallback_gco2eq_per_kwh) || *options.fallback_gco2eq_per_kwh < 0)) {
+  if (options.fallback_gco2eq_per_kwh && !valid_rate(*options.fallback_gco2eq_per_kwh)) {
     throw Error(ErrorKind::kInvalidArgument,
                 "ElectricityMaps client: the fallback intensity must be a finite value >= 0");
   }
@@ -131,7 +131,7 @@ std::map<std::int64_t, double> ElectricityMapsClient::fetch_history() {
     }
     const std::optional<double> when = parse_timestamp(entry["datetime"].get<std::string>());
     const double value = entry["carbonIntensity"].get<double>();
-    if (when && std::isfinite(value) && value >= 0) {
+    if (when && valid_rate(value)) {
       hours[hour_of(*when)] = value;
     }
   }
@@ -179,10 +179,7 @@ std::string ElectricityMapsClient::last_fallback_reason() const {
 
 std::vector<CarbonIntensityPiece> ElectricityMapsClient::intensity_over(double start_unix_s,
                                                                         double end_unix_s) {
-  if (!std::isfinite(start_unix_s) || !std::isfinite(end_unix_s) || end_unix_s < start_unix_s) {
-    throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("carbon intensity: bad interval [{}, {}]", start_unix_s, end_unix_s));
-  }
+  check_rate_interval("carbon intensity", start_unix_s, end_unix_s);
   Impl& impl = *impl_;
   const std::int64_t first_hour = hour_of(start_unix_s);
   const std::int64_t last_hour = hour_of(end_unix_s);

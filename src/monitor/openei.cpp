@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "monitor/apportion.hpp"
 #include "monitor/http_fetch.hpp"
 #include "zeus/common/units.hpp"
 
@@ -375,8 +376,7 @@ OpenEIClient::OpenEIClient(OpenEIOptions options) : impl_(std::make_unique<Impl>
     bad_option(fmt::format("timezone offset {} hours is not between -14 and 14",
                            *options.timezone_offset_hours));
   }
-  if (options.fallback_price_per_kwh &&
-      (!std::isfinite(*options.fallback_price_per_kwh) || *options.fallback_price_per_kwh < 0.0)) {
+  if (options.fallback_price_per_kwh && !valid_rate(*options.fallback_price_per_kwh)) {
     bad_option("the fallback price must be a finite value >= 0");
   }
   if (!(options.retry_after_failure_s >= 0.0) || options.max_body_bytes == 0) {
@@ -406,11 +406,7 @@ TariffElectricityPrice OpenEIClient::fetch_tariff() {
 
 std::vector<ElectricityPricePiece> OpenEIClient::price_over(double start_unix_s,
                                                             double end_unix_s) {
-  if (!std::isfinite(start_unix_s) || !std::isfinite(end_unix_s) || end_unix_s < start_unix_s) {
-    throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("electricity price: bad interval [{}, {}] (end before start)",
-                            start_unix_s, end_unix_s));
-  }
+  check_rate_interval("electricity price", start_unix_s, end_unix_s);
   Impl& impl = *impl_;
   if (const std::shared_ptr<TariffElectricityPrice> tariff = impl.cached()) {
     return tariff->price_over(start_unix_s, end_unix_s);

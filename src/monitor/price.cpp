@@ -23,18 +23,6 @@ constexpr const char* kWeekdayNames[] = {"mon", "tue", "wed", "thu", "fri", "sat
 constexpr const char* kMonthNames[] = {"jan", "feb", "mar", "apr", "may", "jun",
                                        "jul", "aug", "sep", "oct", "nov", "dec"};
 
-bool valid_price(double value) {
-  return std::isfinite(value) && value >= 0.0;
-}
-
-void check_price_interval(double start_unix_s, double end_unix_s) {
-  if (!std::isfinite(start_unix_s) || !std::isfinite(end_unix_s) || end_unix_s < start_unix_s) {
-    throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("electricity price: bad interval [{}, {}] (end before start)",
-                            start_unix_s, end_unix_s));
-  }
-}
-
 // The index of `name` (case-insensitive) in `names`; -1 when not there.
 int name_index(std::string_view name, const char* const* names, int count) {
   std::string lower;
@@ -127,7 +115,7 @@ double ElectricityPriceProvider::price_at(double unix_s) {
 
 ConstantElectricityPrice::ConstantElectricityPrice(double price_per_kwh, std::string currency)
     : price_per_kwh_(price_per_kwh), currency_(std::move(currency)) {
-  if (!valid_price(price_per_kwh)) {
+  if (!valid_rate(price_per_kwh)) {
     throw Error(
         ErrorKind::kInvalidArgument,
         fmt::format("electricity price: {} per kWh is not a finite value >= 0", price_per_kwh));
@@ -136,7 +124,7 @@ ConstantElectricityPrice::ConstantElectricityPrice(double price_per_kwh, std::st
 
 std::vector<ElectricityPricePiece> ConstantElectricityPrice::price_over(double start_unix_s,
                                                                         double end_unix_s) {
-  check_price_interval(start_unix_s, end_unix_s);
+  check_rate_interval("electricity price", start_unix_s, end_unix_s);
   return {ElectricityPricePiece{start_unix_s, end_unix_s, price_per_kwh_}};
 }
 
@@ -150,7 +138,7 @@ TariffElectricityPrice::TariffElectricityPrice(std::vector<Period> periods,
       default_price_per_kwh_(default_price_per_kwh),
       timezone_offset_hours_(timezone_offset_hours),
       currency_(std::move(currency)) {
-  if (!valid_price(default_price_per_kwh)) {
+  if (!valid_rate(default_price_per_kwh)) {
     throw Error(ErrorKind::kInvalidArgument,
                 fmt::format("{}: default_price_per_kwh {} is not a finite number >= 0", source,
                             default_price_per_kwh));
@@ -176,7 +164,7 @@ TariffElectricityPrice::TariffElectricityPrice(std::vector<Period> periods,
                               "period across midnight into two)",
                               source, i));
     }
-    if (!valid_price(period.price_per_kwh)) {
+    if (!valid_rate(period.price_per_kwh)) {
       throw Error(
           ErrorKind::kInvalidArgument,
           fmt::format("{}: period {}: price_per_kwh is not a finite number >= 0", source, i));
@@ -278,7 +266,7 @@ TariffElectricityPrice TariffElectricityPrice::from_json(std::string_view text,
 
 std::vector<ElectricityPricePiece> TariffElectricityPrice::price_over(double start_unix_s,
                                                                       double end_unix_s) {
-  check_price_interval(start_unix_s, end_unix_s);
+  check_rate_interval("electricity price", start_unix_s, end_unix_s);
   // The schedule is in the tariff's local time: shift to it, walk local days, shift back.
   const double offset_s = timezone_offset_hours_ * 3600.0;
   std::vector<ElectricityPricePiece> pieces;
