@@ -32,12 +32,8 @@ class PyCarbonIntensityProvider : public CarbonIntensityProvider {
                                                    double end_unix_s) override {
     const py::gil_scoped_acquire gil;
     if (const py::function over = py::get_override(this, "intensity_over")) {
-      std::vector<CarbonIntensityPiece> pieces;
-      for (const py::handle item : over(start_unix_s, end_unix_s)) {
-        const auto piece = item.cast<std::tuple<double, double, double>>();
-        pieces.push_back({std::get<0>(piece), std::get<1>(piece), std::get<2>(piece)});
-      }
-      return pieces;
+      return pieces_from_python<CarbonIntensityPiece>(over(start_unix_s, end_unix_s),
+                                                      "intensity_over", start_unix_s, end_unix_s);
     }
     if (const py::function recent = py::get_override(this, "get_recent_carbon_intensity")) {
       std::map<double, double> sorted;

@@ -5,9 +5,12 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cmath>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "bindings.hpp"
 #include "zeus/monitor/measurement.hpp"
@@ -30,6 +33,57 @@ inline py::dict energy_dict(const monitor::EnergyByIndex& values) {
     out[py::int_(index)] = value;
   }
   return out;
+}
+
+// A Python provider's answer to `method`(start, end) as pieces: an iterable of (start, end,
+// value) numbers, every one finite, each value non-negative (as the constant providers require),
+// the pieces in time order, joined without gaps or overlaps, and covering [start, end]. Anything
+// else is a TypeError or ValueError that names the method and the piece, instead of pybind11's
+// "Unable to cast" or a figure silently weighed over part of the window.
+template <typename Piece>
+std::vector<Piece> pieces_from_python(const py::object& returned, const char* method,
+                                      double start_unix_s, double end_unix_s) {
+  // Joins and ends may differ by rounding when a provider computes them; a microsecond is far
+  // below any tariff or intensity period.
+  constexpr double kSlackS = 1e-6;
+  const std::string name = std::string(method) + "()";
+  if (py::isinstance<py::str>(returned) || py::isinstance<py::bytes>(returned) ||
+      py::isinstance<py::dict>(returned) || !py::hasattr(returned, "__iter__")) {
+    throw py::type_error(name + " must return a list of (start, end, value) tuples, not " +
+                         std::string(Py_TYPE(returned.ptr())->tp_name));
+  }
+  std::vector<Piece> pieces;
+  for (const py::handle item : returned) {
+    std::tuple<double, double, double> numbers;
+    try {
+      numbers = item.cast<std::tuple<double, double, double>>();
+    } catch (const py::cast_error&) {
+      throw py::type_error(name + " must return (start, end, value) tuples of numbers, but gave " +
+                           py::repr(item).cast<std::string>());
+    }
+    const auto [start_s, end_s, value] = numbers;
+    if (!std::isfinite(start_s) || !std::isfinite(end_s) || !std::isfinite(value) || value < 0.0 ||
+        end_s < start_s) {
+      throw py::value_error(name + " gave " + py::repr(item).cast<std::string>() +
+                            ": each piece needs finite start <= end and a finite, non-negative "
+                            "value");
+    }
+    if (!pieces.empty() && std::abs(start_s - pieces.back().end_unix_s) > kSlackS) {
+      throw py::value_error(name + " gave pieces that do not join: one ends at " +
+                            std::to_string(pieces.back().end_unix_s) + ", the next starts at " +
+                            std::to_string(start_s) + " (they must follow each other in time)");
+    }
+    pieces.push_back(Piece{start_s, end_s, value});
+  }
+  if (!pieces.empty() && (pieces.front().start_unix_s > start_unix_s + kSlackS ||
+                          pieces.back().end_unix_s < end_unix_s - kSlackS)) {
+    throw py::value_error(name + " gave pieces from " +
+                          std::to_string(pieces.front().start_unix_s) + " to " +
+                          std::to_string(pieces.back().end_unix_s) + " for the window " +
+                          std::to_string(start_unix_s) + " to " + std::to_string(end_unix_s) +
+                          ": they must cover all of it");
+  }
+  return pieces;
 }
 
 // Binds `Monitor` (constructed from a WindowMonitor and a `Provider`) as `name`, with

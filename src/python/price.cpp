@@ -74,14 +74,8 @@ class PyElectricityPriceProvider : public ElectricityPriceProvider {
   std::vector<ElectricityPricePiece> price_over(double start_unix_s, double end_unix_s) override {
     const py::gil_scoped_acquire gil;
     if (const py::function over = py::get_override(this, "price_over")) {
-      std::vector<ElectricityPricePiece> pieces;
-      for (const py::handle item : over(start_unix_s, end_unix_s)) {
-        const auto piece = item.cast<std::tuple<double, double, double>>();
-        if (!std::isfinite(std::get<2>(piece))) {
-          throw py::value_error("price_over() returned a price that is not a finite number");
-        }
-        pieces.push_back({std::get<0>(piece), std::get<1>(piece), std::get<2>(piece)});
-      }
+      std::vector<ElectricityPricePiece> pieces = pieces_from_python<ElectricityPricePiece>(
+          over(start_unix_s, end_unix_s), "price_over", start_unix_s, end_unix_s);
       if (pieces.empty()) {
         throw monitor::ElectricityPriceError(ErrorKind::kNotFound,
                                              "price_over() returned no price for the window");
