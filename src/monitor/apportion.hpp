@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "zeus/common/error.hpp"
+#include "zeus/common/units.hpp"
+#include "zeus/monitor/measurement.hpp"
 
 namespace zeus::monitor {
 
@@ -45,6 +47,16 @@ double time_weighted_mean(const std::vector<Piece>& pieces, Value Piece::*value)
     mean += piece.*value * (piece.end_unix_s - piece.start_unix_s) / total_s;
   }
   return mean;
+}
+
+// One device family's part of a carbon or cost measurement: `energy_j` copied to `energy_out_j`,
+// and per device its energy in kWh times `rate_per_kwh` (gCO2eq or currency) in `product_out`.
+inline void energy_at_rate(const EnergyByIndex& energy_j, double rate_per_kwh,
+                           EnergyByIndex& energy_out_j, EnergyByIndex& product_out) {
+  for (const auto& [index, joules] : energy_j) {
+    energy_out_j.set(index, joules);
+    product_out.set(index, units::kilowatt_hours_from_joules(joules) * rate_per_kwh);
+  }
 }
 
 }  // namespace zeus::monitor

@@ -13,7 +13,6 @@
 #include "common/text.hpp"
 #include "monitor/apportion.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/units.hpp"
 
 namespace zeus::monitor {
 namespace {
@@ -306,16 +305,10 @@ CarbonEmissionMeasurement CarbonEmissionMonitor::emissions_of(
   CarbonEmissionMeasurement result;
   result.time_s = measurement.time_s;
   result.mean_gco2eq_per_kwh = mean;
-  const auto convert = [mean](const EnergyByIndex& energy_j, EnergyByIndex& energy_out,
-                              EnergyByIndex& emission_out) {
-    for (const auto& [index, joules] : energy_j) {
-      energy_out.set(index, joules);
-      emission_out.set(index, units::kilowatt_hours_from_joules(joules) * mean);
-    }
-  };
-  convert(measurement.gpu_energy_j, result.gpu_energy_j, result.gpu_carbon_emission_g);
-  convert(measurement.cpu_energy_j, result.cpu_energy_j, result.cpu_carbon_emission_g);
-  convert(measurement.dram_energy_j, result.dram_energy_j, result.dram_carbon_emission_g);
+  energy_at_rate(measurement.gpu_energy_j, mean, result.gpu_energy_j, result.gpu_carbon_emission_g);
+  energy_at_rate(measurement.cpu_energy_j, mean, result.cpu_energy_j, result.cpu_carbon_emission_g);
+  energy_at_rate(measurement.dram_energy_j, mean, result.dram_energy_j,
+                 result.dram_carbon_emission_g);
   return result;
 }
 

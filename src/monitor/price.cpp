@@ -13,7 +13,6 @@
 
 #include "common/text.hpp"
 #include "monitor/apportion.hpp"
-#include "zeus/common/units.hpp"
 
 namespace zeus::monitor {
 namespace {
@@ -347,17 +346,9 @@ EnergyCostMeasurement EnergyCostMonitor::cost_of(const Measurement& measurement,
   result.currency = currency;
   result.mean_price_per_kwh = time_weighted_mean(pieces, &ElectricityPricePiece::price_per_kwh);
   const double price = result.mean_price_per_kwh;
-  const std::pair<const EnergyByIndex*, std::pair<EnergyByIndex*, EnergyByIndex*>> devices[] = {
-      {&measurement.gpu_energy_j, {&result.gpu_energy_j, &result.gpu_energy_cost}},
-      {&measurement.cpu_energy_j, {&result.cpu_energy_j, &result.cpu_energy_cost}},
-      {&measurement.dram_energy_j, {&result.dram_energy_j, &result.dram_energy_cost}},
-  };
-  for (const auto& [energy_in, outputs] : devices) {
-    for (const auto& [index, joules] : *energy_in) {
-      outputs.first->set(index, joules);
-      outputs.second->set(index, units::kilowatt_hours_from_joules(joules) * price);
-    }
-  }
+  energy_at_rate(measurement.gpu_energy_j, price, result.gpu_energy_j, result.gpu_energy_cost);
+  energy_at_rate(measurement.cpu_energy_j, price, result.cpu_energy_j, result.cpu_energy_cost);
+  energy_at_rate(measurement.dram_energy_j, price, result.dram_energy_j, result.dram_energy_cost);
   return result;
 }
 
