@@ -95,6 +95,10 @@ struct Position {
   std::int64_t iterations = 0;
 };
 
+// How long CMD has to exit after a stop signal before it is sent SIGKILL (zeus monitor's
+// default --kill-after).
+constexpr double kStopGraceS = 10.0;
+
 // One run of CMD, waited for. A failure names the sweep and trial.
 void run_once(const ProfileArgs& args, SignalWatch& watch, Position& at) {
   if (const auto signal = watch.stop_signal()) {
@@ -111,9 +115,30 @@ void run_once(const ProfileArgs& args, SignalWatch& watch, Position& at) {
                 failure->message + "; give the command to profile after --");
   }
   ChildProcess& child = std::get<ChildProcess>(started);
+  // A stop signal reaches CMD (forwarded, or from the terminal); a CMD that ignores it is sent
+  // SIGKILL after a grace period, or at once on a second stop signal, so that zeus returns.
+  // Every stop signal since the check above is read here: none was taken from the watch before.
+  int stop_signals_heard = 0;
+  std::optional<std::int64_t> kill_at_ns;
+  bool killed = false;
   std::optional<ChildExit> exited;
   while (!(exited = child.try_wait())) {
-    watch.wait(0.05);  // SIGCHLD wakes it; a stop signal was forwarded to the child
+    if (!killed && kill_at_ns && steady_clock()->now_ns() >= *kill_at_ns) {
+      child.send_signal(SIGKILL);
+      killed = true;
+      continue;
+    }
+    const std::optional<int> signal = watch.next_signal(0.05);  // SIGCHLD wakes it too
+    if (signal && (*signal == SIGINT || *signal == SIGTERM)) {
+      ++stop_signals_heard;
+    }
+    if (!kill_at_ns && (stop_signals_heard > 0 || watch.stop_signal())) {
+      kill_at_ns = steady_clock()->now_ns() + units::nanoseconds_from_seconds(kStopGraceS);
+    }
+    if (!killed && stop_signals_heard >= 2) {
+      child.send_signal(SIGKILL);
+      killed = true;
+    }
   }
   if (const auto signal = watch.stop_signal()) {
     throw Stopped{*signal};

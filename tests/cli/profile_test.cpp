@@ -129,6 +129,23 @@ TEST(ProfileCli, SigtermStopsCleanlyWithoutLeavingTheCommand) {
   EXPECT_NE(left.exit_code, 0) << "the command was left running: " << left.output;
 }
 
+TEST(ProfileCli, SecondSigtermKillsACommandThatIgnoresIt) {
+  // The command ignores SIGTERM and would loop forever; the outer shell kills zeus after 8 s so
+  // that a zeus that waits for it fails the test instead of hanging it.
+  const std::string marker = "zeus_profile_ignores_term_" + std::to_string(::getpid());
+  const auto run = zeus::testing::run_command(
+      "sh -c '" +
+      zeus_command("profile --measurement-durations 5 --cooldown-durations 0 "
+                   "--trials 2 -- sh -c \"trap \\\"\\\" TERM; while :; do sleep 0.1; done; : " +
+                   marker + "\"") +
+      " 2>&1 & pid=$!; sleep 1.5; kill -TERM $pid; sleep 0.5; kill -TERM $pid; "
+      "(sleep 8; kill -KILL $pid) >/dev/null 2>&1 & guard=$!; wait $pid; rc=$?; "
+      "kill $guard 2>/dev/null; echo rc=$rc'");
+  zeus::testing::run_command("pkill -KILL -f '[z]" + marker.substr(1) + "'");
+  EXPECT_TRUE(contains(run.output, "stopped by SIGTERM")) << run.output;
+  EXPECT_TRUE(contains(run.output, "rc=143")) << run.output;
+}
+
 TEST(ProfileCli, ProgressBarOnlyOnATerminal) {
   if (zeus::testing::run_command("command -v script >/dev/null 2>&1").exit_code != 0) {
     GTEST_SKIP() << "script(1) (util-linux) is not installed: cannot make a terminal";
