@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <utility>
@@ -16,17 +17,6 @@
 
 namespace zeus::monitor {
 namespace {
-
-// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's well-known algorithm,
-// written out from its description).
-std::int64_t days_from_civil(std::int64_t year, unsigned month, unsigned day) {
-  year -= month <= 2 ? 1 : 0;
-  const std::int64_t era = (year >= 0 ? year : year - 399) / 400;
-  const auto year_of_era = static_cast<unsigned>(year - era * 400);
-  const unsigned day_of_year = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1;
-  const unsigned day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-  return era * 146097 + static_cast<std::int64_t>(day_of_era) - 719468;
-}
 
 std::optional<int> digits(std::string_view text, std::size_t at, std::size_t count) {
   if (at + count > text.size()) {
@@ -64,9 +54,11 @@ std::optional<double> parse_timestamp(std::string_view text) {
       *day < 1 || *day > 31) {
     return std::nullopt;
   }
-  double seconds = static_cast<double>(days_from_civil(*year, static_cast<unsigned>(*month),
-                                                       static_cast<unsigned>(*day))) *
-                   86400.0;
+  // A day past the month's end (02-31) rolls into the next month, as <chrono> defines it.
+  const std::chrono::sys_days date = std::chrono::year{*year} /
+                                     std::chrono::month{static_cast<unsigned>(*month)} /
+                                     std::chrono::day{static_cast<unsigned>(*day)};
+  double seconds = static_cast<double>(date.time_since_epoch().count()) * 86400.0;
   std::size_t at = 10;
   if (at < text.size()) {
     if (text[at] != 'T' && text[at] != ' ') {
