@@ -106,6 +106,11 @@ class SweepReport:
         return "\n".join(lines)
 
 
+def _candidates(search_range: Optional[List[float]]) -> List[float]:
+    """The swept values in seconds: the ones given, or (None or empty, as the reference) 1..10 s."""
+    return [float(v) for v in (search_range or _DEFAULT_SEARCH_RANGE)]
+
+
 def _trial(values: dict) -> TrialResult:
     return TrialResult(**values)
 
@@ -132,7 +137,7 @@ def _sweep(
     num_calibration_iterations: int,
     iteration_duration: Optional[float],
 ) -> SweepReport:
-    values = [float(v) for v in (search_range or _DEFAULT_SEARCH_RANGE)]
+    values = _candidates(search_range)
     raw = _zeus._profile_sweep(
         swept,
         target_function,
@@ -221,8 +226,8 @@ def profile_parameters(
     cooldown candidate, then the cooldown with the measurement duration at the largest
     measurement candidate (no warm-up trials: the GPU is warm). One calibration for both.
     Returns ``(measurement_report, cooldown_report)``."""
-    m_range = [float(v) for v in (measurement_duration_search_range or _DEFAULT_SEARCH_RANGE)]
-    c_range = [float(v) for v in (cooldown_duration_search_range or _DEFAULT_SEARCH_RANGE)]
+    m_range = _candidates(measurement_duration_search_range)
+    c_range = _candidates(cooldown_duration_search_range)
     iteration_duration = _zeus._profile_calibrate(
         target_function, zeus_monitor, num_warmup_iterations, num_calibration_iterations
     )
