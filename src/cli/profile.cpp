@@ -73,7 +73,10 @@ class InterruptibleClock final : public Clock {
   explicit InterruptibleClock(SignalWatch& watch) : watch_(watch) {}
   std::int64_t now_ns() const override { return steady_clock()->now_ns(); }
   void sleep_for_ns(std::int64_t duration_ns) const override {
-    const std::int64_t end_ns = now_ns() + std::max<std::int64_t>(duration_ns, 0);
+    // A huge cooldown (99999999999h saturates to INT64_MAX ns) waits until stopped, not wraps.
+    const std::int64_t start_ns = now_ns();
+    const std::int64_t wait_ns = std::max<std::int64_t>(duration_ns, 0);
+    const std::int64_t end_ns = wait_ns > INT64_MAX - start_ns ? INT64_MAX : start_ns + wait_ns;
     while (!watch_.stop_signal()) {
       const std::int64_t left_ns = end_ns - now_ns();
       if (left_ns <= 0) {

@@ -146,6 +146,17 @@ TEST(ProfileCli, SecondSigtermKillsACommandThatIgnoresIt) {
   EXPECT_TRUE(contains(run.output, "rc=143")) << run.output;
 }
 
+TEST(ProfileCli, HugeCooldownWaitsUntilStopped) {
+  // 99999999999h is more nanoseconds than an int64 holds: the cooldown must not wrap to none.
+  const auto run = zeus::testing::run_command(
+      "sh -c '" +
+      zeus_command("profile --measurement-durations 0.05 --cooldown-durations 99999999999h "
+                   "--trials 2 --threshold 100 -- true") +
+      " 2>&1 & pid=$!; sleep 1.5; kill -TERM $pid; wait $pid; echo rc=$?'");
+  EXPECT_TRUE(contains(run.output, "stopped by SIGTERM")) << run.output;
+  EXPECT_TRUE(contains(run.output, "rc=143")) << run.output;
+}
+
 TEST(ProfileCli, ProgressBarOnlyOnATerminal) {
   if (zeus::testing::run_command("command -v script >/dev/null 2>&1").exit_code != 0) {
     GTEST_SKIP() << "script(1) (util-linux) is not installed: cannot make a terminal";
