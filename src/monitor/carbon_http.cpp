@@ -194,9 +194,8 @@ std::vector<CarbonIntensityPiece> ElectricityMapsClient::intensity_over(double s
   };
   const auto may_fetch = [&] {
     const std::lock_guard lock(impl.mutex);
-    return !impl.last_failure_ns ||
-           impl.options.clock->now_ns() - *impl.last_failure_ns >=
-               units::nanoseconds_from_seconds(impl.options.retry_after_failure_s);
+    return http::retry_window_passed(*impl.options.clock, impl.last_failure_ns,
+                                     impl.options.retry_after_failure_s);
   };
   std::string failure;
   ErrorKind failure_kind = ErrorKind::kUnavailable;

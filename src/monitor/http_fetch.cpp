@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "zeus/common/error.hpp"
+#include "zeus/common/units.hpp"
 
 namespace zeus::monitor::http {
 namespace {
@@ -96,6 +97,12 @@ void check_fetch_options(const FetchOptions& options, const std::string& who) {
     throw Error(ErrorKind::kInvalidArgument,
                 fmt::format("{}: max_attempts must be >= 1, timeouts > 0, backoff >= 0", who));
   }
+}
+
+bool retry_window_passed(const Clock& clock, const std::optional<std::int64_t>& last_failure_ns,
+                         double retry_after_failure_s) {
+  return !last_failure_ns || clock.now_ns() - *last_failure_ns >=
+                                 units::nanoseconds_from_seconds(retry_after_failure_s);
 }
 
 nlohmann::json get_json(const BaseUrl& base, const std::string& path_and_query,

@@ -5,9 +5,11 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,6 +37,12 @@ struct FetchOptions {
 
 // Throws Error(kInvalidArgument) "<who>: max_attempts must be >= 1, ..." for bad options.
 void check_fetch_options(const FetchOptions& options, const std::string& who);
+
+// Whether a client may ask its service again: nothing has failed yet, or the last failure (at
+// `last_failure_ns` on `clock`) is at least `retry_after_failure_s` old. Keeps a dead service
+// from costing every window a full round of timed-out attempts.
+bool retry_window_passed(const Clock& clock, const std::optional<std::int64_t>& last_failure_ns,
+                         double retry_after_failure_s);
 
 // Why a fetch failed, after the retries. The message names neither the URL nor the query (a
 // caller's query may hold a secret): it is "request failed (...)", "HTTP 500 from the X

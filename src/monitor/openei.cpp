@@ -19,7 +19,6 @@
 
 #include "monitor/apportion.hpp"
 #include "monitor/http_fetch.hpp"
-#include "zeus/common/units.hpp"
 
 namespace zeus::monitor {
 namespace {
@@ -263,9 +262,8 @@ struct OpenEIClient::Impl {
       if (tariff) {
         return tariff;
       }
-      if (respect_retry_window && last_failure_ns &&
-          options.clock->now_ns() - *last_failure_ns <
-              units::nanoseconds_from_seconds(options.retry_after_failure_s)) {
+      if (respect_retry_window && !http::retry_window_passed(*options.clock, last_failure_ns,
+                                                             options.retry_after_failure_s)) {
         return nullptr;
       }
     }
