@@ -294,7 +294,11 @@ def measure(
     iteration_duration = _zeus._profile_calibrate(
         target_function, zeus_monitor, num_warmup_iterations, num_calibration_iterations
     )
-    settle_iterations = max(1, math.ceil(warmup_settle_duration / iteration_duration))
+    # A monitor that reports 0 s for the calibration window: the profiler refuses that iteration
+    # time with its own message (instead of a ZeroDivisionError here).
+    settle_iterations = (
+        max(1, math.ceil(warmup_settle_duration / iteration_duration)) if iteration_duration > 0 else 1
+    )
     return _trial(
         _zeus._profile_measure(
             target_function,

@@ -145,3 +145,22 @@ def test_thermal_simulated_gpus_start_at_ambient(python_runner) -> None:
     )
     before, after = (float(x) for x in out.split())
     assert before == 30.0 and after == 30.0 and not math.isnan(before)
+
+
+def test_a_monitor_that_reports_no_time_is_refused_with_or_without_settling() -> None:
+    class Timeless:
+        """A duck monitor whose windows last 0 s: the calibrated iteration time is 0."""
+
+        gpu_indices = [0]
+
+        def begin_window(self, key, sync_execution=True, **_):  # noqa: ANN001, ANN003
+            pass
+
+        def end_window(self, key, sync_execution=True, cancel=False, **_):  # noqa: ANN001, ANN003
+            return type("M", (), {"time": 0.0, "gpu_energy": {0: 0.0}, "cpu_energy": None,
+                                  "dram_energy": None})()
+
+    for settle in (None, 1.0):
+        with pytest.raises(ValueError, match="iteration duration"):
+            profile.measure(lambda: None, Timeless(), 0.01, 0.0, 2, 5,
+                            warmup_settle_duration=settle)
