@@ -17,10 +17,11 @@
 namespace zeus::monitor {
 namespace {
 
-constexpr double kHourS = 3600.0;
+constexpr std::int64_t kHourS = 3600;
 
-std::int64_t hour_of(double unix_s) {
-  return static_cast<std::int64_t>(std::floor(unix_s / kHourS)) * 3600;
+// The start (Unix s) of the UTC hour holding `unix_s`: the cache's key.
+std::int64_t hour_start_unix_s(double unix_s) {
+  return static_cast<std::int64_t>(std::floor(unix_s / static_cast<double>(kHourS))) * kHourS;
 }
 
 void check_emission_factor_type(const std::string& type) {
@@ -122,7 +123,7 @@ std::map<std::int64_t, double> ElectricityMapsClient::fetch_history() {
         ErrorKind::kNotFound,
         "carbon intensity service: the history response has no 'history' array");
   }
-  std::map<std::int64_t, double> hours;
+  std::map<std::int64_t, double> hours;  // hour start (Unix s) -> intensity
   for (const nlohmann::json& entry : body["history"]) {
     // Hours the service could not compute come as null: skipped, not an error.
     if (!entry.is_object() || !entry.contains("datetime") || !entry["datetime"].is_string() ||
@@ -132,7 +133,7 @@ std::map<std::int64_t, double> ElectricityMapsClient::fetch_history() {
     const std::optional<double> when = parse_timestamp(entry["datetime"].get<std::string>());
     const double value = entry["carbonIntensity"].get<double>();
     if (when && valid_rate(value)) {
-      hours[hour_of(*when)] = value;
+      hours[hour_start_unix_s(*when)] = value;
     }
   }
   return hours;
@@ -181,12 +182,13 @@ std::vector<CarbonIntensityPiece> ElectricityMapsClient::intensity_over(double s
                                                                         double end_unix_s) {
   check_rate_interval("carbon intensity", start_unix_s, end_unix_s);
   Impl& impl = *impl_;
-  const std::int64_t first_hour = hour_of(start_unix_s);
-  const std::int64_t last_hour = hour_of(end_unix_s);
+  const std::int64_t first_hour_unix_s = hour_start_unix_s(start_unix_s);
+  const std::int64_t last_hour_unix_s = hour_start_unix_s(end_unix_s);
   const auto missing = [&] {
     const std::lock_guard lock(impl.mutex);
-    for (std::int64_t hour = first_hour; hour <= last_hour; hour += 3600) {
-      if (impl.cache.count(hour) == 0) {
+    for (std::int64_t hour_unix_s = first_hour_unix_s; hour_unix_s <= last_hour_unix_s;
+         hour_unix_s += kHourS) {
+      if (impl.cache.count(hour_unix_s) == 0) {
         return true;
       }
     }
@@ -214,44 +216,45 @@ std::vector<CarbonIntensityPiece> ElectricityMapsClient::intensity_over(double s
     fetch([&] {
       const std::map<std::int64_t, double> hours = fetch_history();
       const std::lock_guard lock(impl.mutex);
-      for (const auto& [hour, value] : hours) {
-        impl.cache[hour] = value;
+      for (const auto& [hour_unix_s, value] : hours) {
+        impl.cache[hour_unix_s] = value;
       }
     });
   }
   // The current hour is often not in the history yet: ask for the latest value.
-  const std::int64_t now_hour = hour_of(impl.options.clock->now_s());
+  const std::int64_t now_hour_unix_s = hour_start_unix_s(impl.options.clock->now_s());
   bool want_latest = false;
   {
     const std::lock_guard lock(impl.mutex);
-    want_latest = last_hour >= now_hour && impl.cache.count(now_hour) == 0;
+    want_latest = last_hour_unix_s >= now_hour_unix_s && impl.cache.count(now_hour_unix_s) == 0;
   }
   if (want_latest && failure.empty() && may_fetch()) {
     fetch([&] {
       const double value = fetch_latest();
       const std::lock_guard lock(impl.mutex);
-      impl.cache[now_hour] = value;
+      impl.cache[now_hour_unix_s] = value;
     });
   }
 
   const std::lock_guard lock(impl.mutex);
   std::vector<CarbonIntensityPiece> pieces;
-  for (std::int64_t hour = first_hour; hour <= last_hour; hour += 3600) {
-    const double piece_start = std::max(start_unix_s, static_cast<double>(hour));
-    const double piece_end = std::min(end_unix_s, static_cast<double>(hour) + kHourS);
+  for (std::int64_t hour_unix_s = first_hour_unix_s; hour_unix_s <= last_hour_unix_s;
+       hour_unix_s += kHourS) {
+    const double piece_start = std::max(start_unix_s, static_cast<double>(hour_unix_s));
+    const double piece_end = std::min(end_unix_s, static_cast<double>(hour_unix_s + kHourS));
     if (piece_end < piece_start || (piece_end == piece_start && !pieces.empty())) {
       continue;
     }
     double value = 0.0;
-    const auto found = impl.cache.find(hour);
+    const auto found = impl.cache.find(hour_unix_s);
     if (found != impl.cache.end()) {
       value = found->second;
     } else if (!impl.cache.empty()) {
       // The last known value: the nearest earlier hour, else the nearest later one.
-      auto next = impl.cache.upper_bound(hour);
+      auto next = impl.cache.upper_bound(hour_unix_s);
       value = next == impl.cache.begin() ? next->second : std::prev(next)->second;
       impl.fallback_reason =
-          fmt::format("hour {} not known ({}); used the last known value", hour,
+          fmt::format("hour {} not known ({}); used the last known value", hour_unix_s,
                       failure.empty() ? "not in the service's answers" : failure);
     } else if (impl.options.fallback_gco2eq_per_kwh) {
       value = *impl.options.fallback_gco2eq_per_kwh;
@@ -264,7 +267,7 @@ std::vector<CarbonIntensityPiece> ElectricityMapsClient::intensity_over(double s
           failure.empty() ? ErrorKind::kUnavailable : failure_kind,
           fmt::format("no carbon intensity known for {} ({}); give a fallback intensity "
                       "or use an offline series",
-                      hour, failure.empty() ? "the service returned no data" : failure));
+                      hour_unix_s, failure.empty() ? "the service returned no data" : failure));
     }
     pieces.push_back({piece_start, piece_end, value});
   }
