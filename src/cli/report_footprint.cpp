@@ -105,16 +105,24 @@ Footprint integrate(const Timeline& timeline, const std::vector<RatePiece>& piec
   return footprint;
 }
 
-// The provider's pieces over the timeline, its errors naming the flag, the spec and the file.
-template <typename Pieces>
+// The provider's pieces over the timeline as rate pieces (`rate`: the piece's per-kWh field), its
+// errors naming the flag, the spec and the file.
+template <typename Piece, typename Get>
 std::vector<RatePiece> pieces_over(const Timeline& timeline, const std::string& flag,
-                                   const std::string& spec, Pieces get) {
+                                   const std::string& spec, Get get, double Piece::*rate) {
+  std::vector<Piece> pieces;
   try {
-    return get(timeline.start_s, timeline.end_s);
+    pieces = get(timeline.start_s, timeline.end_s);
   } catch (const Error& error) {
     throw Error(error.kind(), fmt::format("{} {}: nothing for the span of {}: {}", flag, spec,
                                           timeline.path.string(), error.what()));
   }
+  std::vector<RatePiece> out;
+  out.reserve(pieces.size());
+  for (const Piece& piece : pieces) {
+    out.push_back({piece.start_unix_s, piece.end_unix_s, piece.*rate});
+  }
+  return out;
 }
 
 }  // namespace
@@ -187,14 +195,10 @@ Footprint carbon_footprint(const Timeline& timeline, monitor::CarbonIntensityPro
   footprint.rate_unit = "gCO2eq/kWh";
   footprint.flag = "--carbon-intensity";
   footprint.spec = spec;
-  const std::vector<RatePiece> pieces =
-      pieces_over(timeline, footprint.flag, spec, [&](double start_s, double end_s) {
-        std::vector<RatePiece> out;
-        for (const monitor::CarbonIntensityPiece& piece : provider.intensity_over(start_s, end_s)) {
-          out.push_back({piece.start_unix_s, piece.end_unix_s, piece.gco2eq_per_kwh});
-        }
-        return out;
-      });
+  const std::vector<RatePiece> pieces = pieces_over(
+      timeline, footprint.flag, spec,
+      [&](double start_s, double end_s) { return provider.intensity_over(start_s, end_s); },
+      &monitor::CarbonIntensityPiece::gco2eq_per_kwh);
   if (auto* client = dynamic_cast<monitor::ElectricityMapsClient*>(&provider)) {
     const double now_s =
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -220,14 +224,10 @@ Footprint cost_footprint(const Timeline& timeline, monitor::ElectricityPriceProv
   footprint.rate_unit = footprint.unit.empty() ? "per kWh" : footprint.unit + "/kWh";
   footprint.flag = "--price";
   footprint.spec = spec;
-  const std::vector<RatePiece> pieces =
-      pieces_over(timeline, footprint.flag, spec, [&](double start_s, double end_s) {
-        std::vector<RatePiece> out;
-        for (const monitor::ElectricityPricePiece& piece : provider.price_over(start_s, end_s)) {
-          out.push_back({piece.start_unix_s, piece.end_unix_s, piece.price_per_kwh});
-        }
-        return out;
-      });
+  const std::vector<RatePiece> pieces = pieces_over(
+      timeline, footprint.flag, spec,
+      [&](double start_s, double end_s) { return provider.price_over(start_s, end_s); },
+      &monitor::ElectricityPricePiece::price_per_kwh);
   return integrate(timeline, pieces, std::move(footprint));
 }
 
