@@ -129,6 +129,21 @@ void summarise(SweepResult& result, double threshold, bool relative) {
                           : result.stddev_energy_per_iteration_j < threshold;
 }
 
+// The given iteration duration, else one calibrated now (SweepOptions and MeasureOptions both
+// carry these fields). Throws Error(kInvalidArgument) unless it is > 0.
+template <typename Options>
+double iteration_duration_s(const ProfileTarget& target, const Options& options) {
+  const double duration_s =
+      options.iteration_duration_s
+          ? *options.iteration_duration_s
+          : calibrate_iteration_duration(target, options.num_warmup_iterations,
+                                         options.num_calibration_iterations);
+  if (!(duration_s > 0.0)) {
+    throw Error(ErrorKind::kInvalidArgument, "profile: the iteration duration must be > 0 s");
+  }
+  return duration_s;
+}
+
 enum class Swept { kMeasurement, kCooldown };
 
 SweepReport sweep(const ProfileTarget& target, const SweepOptions& options, Swept swept) {
@@ -158,14 +173,7 @@ SweepReport sweep(const ProfileTarget& target, const SweepOptions& options, Swep
   std::sort(candidates_s.begin(), candidates_s.end());
 
   SweepReport report;
-  report.iteration_duration_s =
-      options.iteration_duration_s
-          ? *options.iteration_duration_s
-          : calibrate_iteration_duration(target, options.num_warmup_iterations,
-                                         options.num_calibration_iterations);
-  if (!(report.iteration_duration_s > 0.0)) {
-    throw Error(ErrorKind::kInvalidArgument, "profile: the iteration duration must be > 0 s");
-  }
+  report.iteration_duration_s = iteration_duration_s(target, options);
   // Throw-away trials to reach the working temperature: back to back, at the longest
   // measurement duration of the sweep.
   const double warmup_measurement_s =
@@ -248,14 +256,7 @@ TrialResult measure(const ProfileTarget& target, const MeasureOptions& options) 
   if (options.num_warmup_iterations < 0) {
     throw Error(ErrorKind::kInvalidArgument, "profile: num_warmup_iterations must be >= 0");
   }
-  const double iteration_s =
-      options.iteration_duration_s
-          ? *options.iteration_duration_s
-          : calibrate_iteration_duration(target, options.num_warmup_iterations,
-                                         options.num_calibration_iterations);
-  if (!(iteration_s > 0.0)) {
-    throw Error(ErrorKind::kInvalidArgument, "profile: the iteration duration must be > 0 s");
-  }
+  const double iteration_s = iteration_duration_s(target, options);
   return run_trial(target, options.measurement_duration_s, options.cooldown_duration_s,
                    options.num_warmup_iterations, iteration_s);
 }
