@@ -263,11 +263,14 @@ int run(const ProfileArgs& args) {
              fmt::format("{} sweep {}/{} trials  {}", at.sweep, at.trials_done, at.total_trials,
                          current));
   };
+  // The trials of a sweep over `candidates` durations, warm-up trials included.
+  const auto sweep_trials = [&options](const std::vector<double>& candidates) {
+    return options.num_warmup_trials + options.num_trials * static_cast<int>(candidates.size());
+  };
   monitor::SweepOptions measurement = options;
   measurement.search_range_s = measurement_s;
   measurement.fixed_duration_s = *std::max_element(cooldown_s.begin(), cooldown_s.end());
-  at.total_trials =
-      options.num_warmup_trials + options.num_trials * static_cast<int>(measurement_s.size());
+  at.total_trials = sweep_trials(measurement_s);
 
   monitor::SweepReport measurement_report;
   std::optional<monitor::SweepReport> cooldown_report;
@@ -278,10 +281,7 @@ int run(const ProfileArgs& args) {
       cooldown.search_range_s = cooldown_s;
       cooldown.fixed_duration_s = *measurement_report.chosen_s;
       cooldown.iteration_duration_s = measurement_report.iteration_duration_s;
-      at = Position{
-          "cooldown", 0,
-          options.num_warmup_trials + options.num_trials * static_cast<int>(cooldown_s.size()),
-          at.iterations};
+      at = Position{"cooldown", 0, sweep_trials(cooldown_s), at.iterations};
       cooldown_report = monitor::profile_cooldown_duration(target, cooldown);
     }
   } catch (const Stopped& stopped) {
