@@ -18,7 +18,7 @@ std::shared_ptr<monitor::CarbonIntensityProvider> carbon_provider_from_spec(std:
   }
   if (const std::optional<double> number = csv::to_double(spec)) {
     const double value = *number;
-    if (!std::isfinite(value) || value < 0.0 || value > 1e5) {
+    if (!monitor::valid_gco2eq_per_kwh(value)) {
       throw Error(ErrorKind::kInvalidArgument,
                   "--carbon-intensity " + std::string(spec) +
                       " is not a carbon intensity: give gCO2eq/kWh from 0 to 100000");

@@ -125,10 +125,11 @@ double CarbonIntensityProvider::intensity_at(double unix_s) {
 
 ConstantCarbonIntensity::ConstantCarbonIntensity(double gco2eq_per_kwh)
     : gco2eq_per_kwh_(gco2eq_per_kwh) {
-  if (!valid_rate(gco2eq_per_kwh)) {
-    throw Error(
-        ErrorKind::kInvalidArgument,
-        fmt::format("carbon intensity: {} gCO2eq/kWh is not a finite value >= 0", gco2eq_per_kwh));
+  if (!valid_gco2eq_per_kwh(gco2eq_per_kwh)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("carbon intensity: {} gCO2eq/kWh is not a finite value >= 0 and at "
+                            "most {}",
+                            gco2eq_per_kwh, kMaxGco2eqPerKwh));
   }
 }
 
@@ -149,7 +150,7 @@ OfflineCarbonIntensity::OfflineCarbonIntensity(std::vector<Point> points, std::s
                             source));
   }
   for (std::size_t i = 0; i < points_.size(); ++i) {
-    if (!std::isfinite(points_[i].unix_s) || !valid_rate(points_[i].gco2eq_per_kwh)) {
+    if (!std::isfinite(points_[i].unix_s) || !valid_gco2eq_per_kwh(points_[i].gco2eq_per_kwh)) {
       throw Error(ErrorKind::kInvalidArgument,
                   fmt::format("{}: point {}: bad timestamp or intensity", source, i));
     }
@@ -216,9 +217,10 @@ OfflineCarbonIntensity OfflineCarbonIntensity::from_file(const std::filesystem::
                                       fields[0]));
       }
       const std::optional<double> value = csv::to_double(fields[1]);
-      if (!value || !valid_rate(*value)) {
-        reader.fail(line,
-                    fmt::format("gco2eq_per_kwh '{}' is not a finite number >= 0", fields[1]));
+      if (!value || !valid_gco2eq_per_kwh(*value)) {
+        reader.fail(line, fmt::format("gco2eq_per_kwh '{}' is not a finite number >= 0 and at "
+                                      "most {}",
+                                      fields[1], kMaxGco2eqPerKwh));
       }
       if (!points.empty() && *unix_s <= points.back().unix_s) {
         reader.fail(line, *unix_s == points.back().unix_s

@@ -95,9 +95,10 @@ ElectricityMapsClient::ElectricityMapsClient(ElectricityMapsOptions options)
   impl_->fetch_options.backoff_initial_s = options.backoff_initial_s;
   impl_->fetch_options.clock = options.clock;
   http::check_fetch_options(impl_->fetch_options, "ElectricityMaps client");
-  if (options.fallback_gco2eq_per_kwh && !valid_rate(*options.fallback_gco2eq_per_kwh)) {
+  if (options.fallback_gco2eq_per_kwh && !valid_gco2eq_per_kwh(*options.fallback_gco2eq_per_kwh)) {
     throw Error(ErrorKind::kInvalidArgument,
-                "ElectricityMaps client: the fallback intensity must be a finite value >= 0");
+                "ElectricityMaps client: the fallback intensity must be a finite value >= 0 and "
+                "at most 100000 gCO2eq/kWh");
   }
   impl_->base = http::split_base_url(options.base_url, "ElectricityMaps client");
   impl_->options = std::move(options);
@@ -108,10 +109,11 @@ ElectricityMapsClient::~ElectricityMapsClient() = default;
 double ElectricityMapsClient::fetch_latest() {
   const nlohmann::json body = impl_->get("latest");
   if (!body.is_object() || !body.contains("carbonIntensity") ||
-      !body["carbonIntensity"].is_number()) {
-    throw CarbonIntensityError(
-        ErrorKind::kNotFound,
-        "carbon intensity service: the latest response has no number 'carbonIntensity'");
+      !body["carbonIntensity"].is_number() ||
+      !valid_gco2eq_per_kwh(body["carbonIntensity"].get<double>())) {
+    throw CarbonIntensityError(ErrorKind::kNotFound,
+                               "carbon intensity service: the latest response has no number "
+                               "'carbonIntensity' from 0 to 100000");
   }
   return body["carbonIntensity"].get<double>();
 }
@@ -132,7 +134,7 @@ std::map<std::int64_t, double> ElectricityMapsClient::fetch_history() {
     }
     const std::optional<double> when = parse_timestamp(entry["datetime"].get<std::string>());
     const double value = entry["carbonIntensity"].get<double>();
-    if (when && valid_rate(value)) {
+    if (when && valid_gco2eq_per_kwh(value)) {
       hours[hour_start_unix_s(*when)] = value;
     }
   }

@@ -120,6 +120,15 @@ TEST(OfflineCarbonIntensity, HostileCsvFilesNameFileAndLine) {
   fails("empty.csv", "", {"empty.csv"});
   fails("header.csv", "timestamp,gco2eq_per_kwh\n", {"header.csv", "no carbon intensity"});
   fails("badnum.csv", "timestamp,gco2eq_per_kwh\n1,100\n2,lots\n", {"badnum.csv:3", "lots"});
+  // A corrupt or wrongly scaled value would give infinite or absurd emissions.
+  fails("huge.csv", "timestamp,gco2eq_per_kwh\n1,100\n2,1e308\n", {"huge.csv:3", "at most"});
+  expect_error([] { ConstantCarbonIntensity bad(2e5); }, ErrorKind::kInvalidArgument,
+               {"at most 100000"});
+  expect_error(
+      [] {
+        OfflineCarbonIntensity bad({{1.0, 100.0}, {2.0, 1e308}});
+      },
+      ErrorKind::kInvalidArgument, {"point 1"});
   fails("neg.csv", "timestamp,gco2eq_per_kwh\n1,-5\n", {"neg.csv:2", ">= 0"});
   fails("inf.csv", "timestamp,gco2eq_per_kwh\n1,inf\n", {"inf.csv:2"});
   fails("badtime.csv", "timestamp,gco2eq_per_kwh\nnoon,5\n", {"badtime.csv:2", "noon"});

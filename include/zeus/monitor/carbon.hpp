@@ -7,6 +7,7 @@
 // tests). docs/carbon.md says how the number is computed.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -33,6 +34,17 @@ class CarbonIntensityError : public Error {
  public:
   using Error::Error;
 };
+
+// The largest carbon intensity any provider accepts, in gCO2eq/kWh. The dirtiest grids are below
+// 1,500; the bound turns a unit mistake or a corrupt file (1e308) into an error instead of
+// infinite emissions.
+inline constexpr double kMaxGco2eqPerKwh = 1e5;
+
+// What every provider accepts as an intensity: finite, from 0 to kMaxGco2eqPerKwh.
+inline bool valid_gco2eq_per_kwh(double gco2eq_per_kwh) {
+  return std::isfinite(gco2eq_per_kwh) && gco2eq_per_kwh >= 0.0 &&
+         gco2eq_per_kwh <= kMaxGco2eqPerKwh;
+}
 
 // One stretch of time with one intensity: [start_unix_s, end_unix_s).
 struct CarbonIntensityPiece {
