@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "common/log.hpp"
+#include "common/signals.hpp"
 #include "zeus/common/units.hpp"
 
 namespace zeus::bso {
@@ -249,6 +250,7 @@ Transport::Answer Transport::request(const std::string& method, const std::strin
   const std::lock_guard lock(mutex_);
   for (int attempt = 1;; ++attempt) {
     httplib::Result result = [&] {
+      const SigpipeGuard no_sigpipe;  // a server that closes mid-request is this attempt's error
       if (method == "GET") {
         return http_->Get(target, headers);
       }

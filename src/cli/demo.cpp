@@ -144,6 +144,7 @@ class ServerProcess {
         httplib::Client client("127.0.0.1", port);
         client.set_connection_timeout(1, 0);
         client.set_read_timeout(2, 0);
+        const SigpipeGuard no_sigpipe;
         if (const auto result = client.Get("/healthz"); result && result->status == 200) {
           return "http://127.0.0.1:" + std::to_string(port);
         }

@@ -320,6 +320,35 @@ void child_ending(pid_t pid) {
 
 }  // namespace forwarding
 
+SigpipeGuard::SigpipeGuard() {
+  sigset_t pipe_only;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  sigset_t before;
+  ::pthread_sigmask(SIG_BLOCK, &pipe_only, &before);
+  blocked_here_ = sigismember(&before, SIGPIPE) == 0;
+}
+
+SigpipeGuard::~SigpipeGuard() {
+  if (!blocked_here_) {
+    return;
+  }
+  sigset_t pipe_only;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  // SIGPIPE from a write is sent to the writing thread; while blocked it waits here. Take it
+  // (without waiting) before unblocking, or it would be delivered then.
+  sigset_t pending;
+  sigemptyset(&pending);
+  while (::sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+    const timespec no_wait{0, 0};
+    if (::sigtimedwait(&pipe_only, nullptr, &no_wait) != SIGPIPE && errno != EINTR) {
+      break;
+    }
+  }
+  ::pthread_sigmask(SIG_UNBLOCK, &pipe_only, nullptr);
+}
+
 sigset_t block_stop_signals() {
   const sigset_t set = stop_set();
   sigset_t before;

@@ -69,6 +69,25 @@ class SignalWatch {
   std::vector<int> installed_;  // the signals this watch holds a handler for
 };
 
+// Holds SIGPIPE off the calling thread while it lives, so that a write to a peer that has gone
+// fails with EPIPE instead of killing the process. cpp-httplib 0.11 (Debian 12's) sends without
+// MSG_NOSIGNAL, so every HTTP client call (BSO, zeusd, Pushgateway, ElectricityMaps, OpenEI) is
+// made under one: a server that closes mid-request, or a cancel() that shuts the socket down
+// while the request is written, is then the call's error, not a dead training job. A SIGPIPE the
+// thread raised meanwhile is taken and dropped when the guard ends; the disposition is not
+// touched, so the process's other writers keep theirs (a CLI's `| head` still ends it). A thread
+// that already blocked SIGPIPE is left as it was.
+class SigpipeGuard {
+ public:
+  SigpipeGuard();
+  ~SigpipeGuard();
+  SigpipeGuard(const SigpipeGuard&) = delete;
+  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
+
+ private:
+  bool blocked_here_ = false;  // false when SIGPIPE was already blocked in this thread
+};
+
 // The child a SignalWatch with forward_to_child sends stop signals to (used by ChildProcess).
 namespace forwarding {
 // Whether `signal` was ignored before zeus's handlers: a child inherits that, as it would have

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "common/signals.hpp"
 #include "common/text.hpp"
 #include "device/clock_range.hpp"
 #include "zeus/common/error.hpp"
@@ -192,6 +193,7 @@ void ZeusdConnection::fetch_discover_locked() {
     return;
   }
   const std::string where = "the zeusd daemon at " + config_.describe();
+  const SigpipeGuard no_sigpipe;  // a daemon that goes mid-request is an error, not a signal
   httplib::Result discover = impl_->client->Get("/discover");
   if (!discover) {
     throw unreachable(config_, "check the daemon's capabilities", discover.error());
@@ -237,6 +239,7 @@ std::optional<std::string> ZeusdConnection::group_error_locked(const std::string
            group + " scope";
   }
   if (!impl_->scopes && !impl_->token_error) {
+    const SigpipeGuard no_sigpipe;
     httplib::Result whoami = impl_->client->Get("/auth/whoami");
     if (!whoami) {
       throw unreachable(config_, "check the token", whoami.error());
@@ -293,6 +296,7 @@ std::vector<ZeusdCpuInfo> ZeusdConnection::readable_cpus() {
 
 std::string ZeusdConnection::get(const std::string& operation, const std::string& path_and_query) {
   const std::lock_guard lock(mutex_);
+  const SigpipeGuard no_sigpipe;
   httplib::Result result = impl_->client->Get(path_and_query);
   if (!result) {
     throw unreachable(config_, operation, result.error());
@@ -309,6 +313,7 @@ ZeusdReply ZeusdConnection::request(const std::string& method, const std::string
                 "zeusd requests are GET or POST, not \"" + method + "\"");
   }
   const std::lock_guard lock(mutex_);
+  const SigpipeGuard no_sigpipe;
   httplib::Result result =
       method == "GET" ? impl_->client->Get(path_and_query) : impl_->client->Post(path_and_query);
   if (!result) {
@@ -340,6 +345,7 @@ int ZeusdConnection::daemon_index_by_pci(const std::string& pci_bus_id) {
 
 void ZeusdConnection::post(const std::string& operation, const std::string& path_and_query) {
   const std::lock_guard lock(mutex_);
+  const SigpipeGuard no_sigpipe;
   httplib::Result result = impl_->client->Post(path_and_query);
   if (!result) {
     throw unreachable(config_, operation, result.error());

@@ -9,6 +9,7 @@
 #include <exception>
 #include <utility>
 
+#include "common/signals.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/units.hpp"
 
@@ -131,6 +132,7 @@ ZeusdStreamOutcome ZeusdEventStream::run(const std::string& path_and_query,
   std::exception_ptr callback_error;
   int status = 0;
 
+  const SigpipeGuard no_sigpipe;  // cancel() may shut the socket down while the request is sent
   httplib::Result result = impl_->client->Get(
       path_and_query,
       [&](const httplib::Response& response) {

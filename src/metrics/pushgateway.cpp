@@ -12,6 +12,7 @@
 #include <limits>
 #include <set>
 
+#include "common/signals.hpp"
 #include "common/text.hpp"
 #include "metrics/exposition.hpp"
 #include "zeus/common/error.hpp"
@@ -273,6 +274,7 @@ void PushgatewayClient::send(const char* method, const std::string& body) const 
   }
   const std::string_view verb = method;
   constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
+  const SigpipeGuard no_sigpipe;  // a gateway that closes mid-body, or cancel() shutting it down
   httplib::Result result = verb == "PUT"    ? client.Put(state.path, body, kContentType)
                            : verb == "POST" ? client.Post(state.path, body, kContentType)
                                             : client.Delete(state.path);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 
+#include "common/signals.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
 
@@ -48,6 +49,7 @@ nlohmann::json attempt_get(const BaseUrl& base, const std::string& path_and_quer
     }
     return true;
   };
+  const SigpipeGuard no_sigpipe;  // a service that closes mid-request is this attempt's error
   const httplib::Result result = client.Get(path_and_query, request_headers, progress);
   if (too_large) {
     throw AttemptError{

@@ -4,6 +4,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cmath>
@@ -12,6 +13,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -334,6 +336,80 @@ class BlockedStopSignals {
  private:
   sigset_t before_;
 };
+
+// SIGPIPE pending or blocked in the calling thread.
+bool sigpipe_pending() {
+  sigset_t pending;
+  sigemptyset(&pending);
+  ::sigpending(&pending);
+  return sigismember(&pending, SIGPIPE) == 1;
+}
+bool sigpipe_blocked() {
+  sigset_t mask;
+  ::pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+  return sigismember(&mask, SIGPIPE) == 1;
+}
+
+TEST(SigpipeGuard, AWriteToAClosedPeerIsEpipeAndTheSignalIsDropped) {
+  const ScopedHandler keep(SIGPIPE, count_signal);  // counts what would otherwise kill the test
+  g_test_handler_calls.store(0);
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  ::close(fds[1]);
+  {
+    const zeus::SigpipeGuard guard;
+    EXPECT_TRUE(sigpipe_blocked());
+    errno = 0;
+    EXPECT_EQ(::write(fds[0], "x", 1), -1);
+    EXPECT_EQ(errno, EPIPE);
+    EXPECT_TRUE(sigpipe_pending());  // raised, held back
+  }
+  // Taken, not deferred to the unblocking, and the mask is as it was.
+  EXPECT_EQ(g_test_handler_calls.load(), 0);
+  EXPECT_FALSE(sigpipe_pending());
+  EXPECT_FALSE(sigpipe_blocked());
+  // Outside a guard the same write raises it (the handler above stands in for death).
+  EXPECT_EQ(::write(fds[0], "x", 1), -1);
+  EXPECT_EQ(g_test_handler_calls.load(), 1);
+  ::close(fds[0]);
+}
+
+TEST(SigpipeGuard, AThreadThatBlockedSigpipeItselfKeepsItsMaskAndItsSignal) {
+  const ScopedHandler keep(SIGPIPE, count_signal);
+  g_test_handler_calls.store(0);
+  sigset_t pipe_only;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  sigset_t before;
+  ASSERT_EQ(::pthread_sigmask(SIG_BLOCK, &pipe_only, &before), 0);
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  ::close(fds[1]);
+  {
+    const zeus::SigpipeGuard outer;
+    const zeus::SigpipeGuard nested;
+    EXPECT_EQ(::write(fds[0], "x", 1), -1);
+  }
+  EXPECT_TRUE(sigpipe_blocked());
+  EXPECT_TRUE(sigpipe_pending());  // the caller's to take
+  const timespec no_wait{0, 0};
+  EXPECT_EQ(::sigtimedwait(&pipe_only, nullptr, &no_wait), SIGPIPE);
+  ::pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  EXPECT_EQ(g_test_handler_calls.load(), 0);
+  ::close(fds[0]);
+}
+
+TEST(SigpipeGuard, GuardsOnlyItsOwnThread) {
+  std::promise<void> guarded;
+  std::future<bool> blocked_elsewhere = std::async(std::launch::async, [&] {
+    guarded.get_future().wait();
+    return sigpipe_blocked();
+  });
+  const zeus::SigpipeGuard guard;
+  guarded.set_value();
+  EXPECT_TRUE(sigpipe_blocked());
+  EXPECT_FALSE(blocked_elsewhere.get());
+}
 
 TEST(ServeUntilSignal, StopsTheServerOnSigterm) {
   const BlockedStopSignals blocked;

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <csignal>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -161,11 +160,9 @@ TEST(ZeusdEventStream, CancelEndsABlockedRunPromptly) {
 }
 
 TEST(ZeusdEventStream, CancelRacingTheConnectNeverHangs) {
-  // A cancel() that shuts the socket down while cpp-httplib writes the request raises SIGPIPE:
-  // Debian's libcpp-httplib 0.11 sends without MSG_NOSIGNAL. This test is about hangs, so the
-  // signal is ignored here (as Python, the stream's main user, ignores it by default); a guard in
-  // the library for every client is noted as left in docs/zeusd.md.
-  std::signal(SIGPIPE, SIG_IGN);
+  // A cancel() that shuts the socket down while cpp-httplib writes the request raises SIGPIPE in
+  // the writing thread (cpp-httplib 0.11 sends without MSG_NOSIGNAL); the stream holds it off
+  // (SigpipeGuard), so SIGPIPE keeps its default, deadly disposition here.
   SilentSocket silent;
   for (int delay_us : {0, 10, 100, 1000}) {
     ZeusdEventStream stream(silent.config());

@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <thread>
 
@@ -224,6 +226,47 @@ TEST(PushgatewayClient, CancelEndsAPushInFlightAndRefusesLaterOnes) {
   EXPECT_TRUE(failed);
   EXPECT_LT(Seconds(std::chrono::steady_clock::now() - start).count(), 10.0);
   expect_error([&] { client.push("x 1\n"); }, ErrorKind::kUnavailable, {"shutting down"});
+}
+
+std::atomic<int> g_sigpipes{0};
+
+TEST(PushgatewayClient, ACancelMidBodyIsTheCallsErrorNotASigpipe) {
+  // cpp-httplib 0.11 sends without MSG_NOSIGNAL: a write on the socket cancel() shut down raises
+  // SIGPIPE, which would end a training job. The handler here counts what would have killed it.
+  struct sigaction counting {};
+  counting.sa_handler = [](int) { g_sigpipes.fetch_add(1); };
+  sigemptyset(&counting.sa_mask);
+  struct sigaction before {};
+  ASSERT_EQ(::sigaction(SIGPIPE, &counting, &before), 0);
+  g_sigpipes.store(0);
+  // The peer reads the head, starts an answer and reads nothing more: 32 MiB fill every buffer
+  // and the write blocks. The bytes of answer waiting keep cpp-httplib's liveness check before
+  // each send passing after cancel() shut the socket down, so the next send hits the shut
+  // socket: EPIPE, and SIGPIPE unless held off.
+  std::promise<void> head_read;
+  zeus::testing::RawHttpPeer peer(
+      [&](const std::string&) {
+        head_read.set_value();
+        return "HTTP/1.1 200 OK\r\n";
+      },
+      /*close_after_answer=*/false);
+  const PushgatewayClient client = client_for(peer.url(), "train", 30.0);
+  const std::string body(32u << 20u, '#');
+  std::atomic<bool> failed{false};
+  std::thread pusher([&] {
+    try {
+      client.push(body);
+    } catch (const Error&) {
+      failed = true;
+    }
+  });
+  ASSERT_EQ(head_read.get_future().wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the body's send now blocks
+  client.cancel();
+  pusher.join();
+  ::sigaction(SIGPIPE, &before, nullptr);
+  EXPECT_TRUE(failed);
+  EXPECT_EQ(g_sigpipes.load(), 0);
 }
 
 TEST(WindowFamilies, CountersAndGaugesRenderTheReferenceNames) {

@@ -119,8 +119,10 @@ struct ClientRig {
     options.base_url = server.url();
     options.zone = "DE";
     options.auth_token = "secret";
-    options.connect_timeout_s = 0.5;
-    options.read_timeout_s = 0.3;
+    // Generous: a loaded machine under ThreadSanitizer can take a second to answer. The
+    // timeout tests set their own.
+    options.connect_timeout_s = 5.0;
+    options.read_timeout_s = 10.0;
     options.clock = clock;
     return options;
   }
@@ -214,12 +216,20 @@ TEST(ElectricityMapsClient, TimeoutIsBoundedAndRetried) {
   rig.server.set_mode(Mode::kSlow);
   ElectricityMapsOptions options = rig.options();
   options.max_attempts = 2;
+  options.read_timeout_s = 0.3;
   ElectricityMapsClient client(options);
   const auto start = std::chrono::steady_clock::now();
   expect_error([&] { client.fetch_latest(); }, ErrorKind::kUnavailable, {"request failed"});
   const double elapsed_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(elapsed_s, 3.0);  // two attempts of a 0.3 s read timeout, not the 0.7 s answer each
+  EXPECT_EQ(client.requests_sent(), 2);
+  // The server may read the second request only after the client gave up on it (a loaded
+  // machine, ThreadSanitizer): its count catches up, and no third request ever comes.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (rig.server.hits() < 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   EXPECT_EQ(rig.server.hits(), 2);
 }
 

@@ -174,8 +174,10 @@ struct Rig {
     options.label = kLabel;
     options.api_key = kKey;
     options.timezone_offset_hours = -7;
-    options.connect_timeout_s = 0.5;
-    options.read_timeout_s = 0.3;
+    // Generous: a loaded machine under ThreadSanitizer can take a second to answer. The
+    // timeout tests set their own.
+    options.connect_timeout_s = 5.0;
+    options.read_timeout_s = 10.0;
     options.clock = clock;
     return options;
   }
@@ -317,6 +319,7 @@ TEST(OpenEIClient, ATimeoutIsUnavailableAfterTheAttempts) {
   rig.server.set_mode(Mode::kSlow);
   OpenEIOptions options = rig.options();
   options.max_attempts = 2;
+  options.read_timeout_s = 0.3;
   OpenEIClient client(options);
   const auto started = std::chrono::steady_clock::now();
   const Error error = error_of([&] { client.fetch_tariff(); });
@@ -408,9 +411,7 @@ TEST(OpenEIClient, NothingCachedFallsBackOrIsUnavailable) {
 TEST(OpenEIClient, ConcurrentCallersShareOneFetch) {
   Rig rig;
   rig.server.set_mode(Mode::kSlow);  // 0.6 s: the callers overlap
-  OpenEIOptions options = rig.options();
-  options.read_timeout_s = 5.0;
-  OpenEIClient client(options);
+  OpenEIClient client(rig.options());
   std::vector<std::thread> callers;
   std::atomic<int> peak_prices{0};
   for (int i = 0; i < 4; ++i) {
@@ -430,11 +431,7 @@ TEST(OpenEIClient, ConcurrentCallersShareOneFetch) {
 TEST(OpenEIClient, AHugeBodyIsCutShort) {
   Rig rig;
   rig.server.set_mode(Mode::kHuge);
-  // The subject is the size cap, not the read timeout: under ThreadSanitizer on a loaded machine
-  // the server can take longer than the rig's 0.3 s to send its first 16 MiB.
-  OpenEIOptions options = rig.options();
-  options.read_timeout_s = 10.0;
-  OpenEIClient client(options);
+  OpenEIClient client(rig.options());
   expect_error([&] { client.fetch_tariff(); }, ErrorKind::kUnavailable, {"over 16777216 bytes"});
   EXPECT_EQ(client.requests_sent(), 1);  // not retried
 }

@@ -76,13 +76,16 @@ class SilentListener {
 
 // An HTTP peer on a loopback TCP port, served from its own thread one connection at a time: it
 // reads the request head (to the blank line, or until the client stops sending), keeps it, and
-// passes it to `respond`. Bytes returned are sent and the connection closed; std::nullopt keeps
-// the connection open and unanswered until the peer goes.
+// passes it to `respond`. Bytes returned are sent and the connection closed (or, with
+// `close_after_answer` false, kept open and never read from again: a peer that has begun to
+// answer a request whose body it will not take); std::nullopt keeps the connection open and
+// unanswered until the peer goes.
 class RawHttpPeer {
  public:
   using Respond = std::function<std::optional<std::string>(const std::string& request_head)>;
 
-  explicit RawHttpPeer(Respond respond) : respond_(std::move(respond)) {
+  explicit RawHttpPeer(Respond respond, bool close_after_answer = true)
+      : respond_(std::move(respond)), close_after_answer_(close_after_answer) {
     thread_ = std::thread([this] { serve(); });
   }
   RawHttpPeer(const RawHttpPeer&) = delete;
@@ -147,12 +150,17 @@ class RawHttpPeer {
         }
         sent += static_cast<std::size_t>(wrote);
       }
-      ::close(client);
+      if (close_after_answer_) {
+        ::close(client);
+      } else {
+        open_clients_.push_back(client);
+      }
     }
   }
 
   SilentListener listener_;
   Respond respond_;
+  bool close_after_answer_ = true;
   std::vector<std::string> request_heads_;
   std::vector<int> open_clients_;
   std::thread thread_;
