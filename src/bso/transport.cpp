@@ -13,6 +13,7 @@
 
 #include "common/log.hpp"
 #include "common/signals.hpp"
+#include "common/text.hpp"
 #include "zeus/common/units.hpp"
 
 namespace zeus::bso {
@@ -125,9 +126,7 @@ ServerUrl ServerUrl::parse(const std::string& url) {
   ServerUrl parsed;
   std::string rest = url;
   if (const auto scheme_end = rest.find("://"); scheme_end != std::string::npos) {
-    std::string scheme = rest.substr(0, scheme_end);
-    std::transform(scheme.begin(), scheme.end(), scheme.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    const std::string scheme = text::ascii_lower(rest.substr(0, scheme_end));
     if (scheme != "http" && scheme != "https") {
       throw fail("unknown scheme \"" + scheme + "\"");
     }

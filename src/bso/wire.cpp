@@ -12,6 +12,7 @@
 #include <set>
 
 #include "bso/wire_text.hpp"
+#include "common/text.hpp"
 #include "common/utf8.hpp"
 
 namespace zeus::bso {
@@ -149,16 +150,14 @@ class Reader {
       }
     }
     if (value.is_string()) {
-      std::string text = value.get<std::string>();
-      std::transform(text.begin(), text.end(), text.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      const std::string word = text::ascii_lower(value.get<std::string>());
       for (const char* yes : {"1", "on", "t", "true", "y", "yes"}) {
-        if (text == yes) {
+        if (word == yes) {
           return true;
         }
       }
       for (const char* no : {"0", "off", "f", "false", "n", "no"}) {
-        if (text == no) {
+        if (word == no) {
           return false;
         }
       }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/text.hpp"
 #include "report.hpp"
 #include "report_page.hpp"
 #include "zeus/common/error.hpp"
@@ -65,9 +66,7 @@ std::string script_safe_json(std::string_view text) {
 // Script code must not contain "</script" or "<!--" (which would change how HTML parses it); the
 // embedded scripts never do, and this checks it rather than rewriting code.
 std::string_view script_code(std::string_view code, std::string_view what) {
-  std::string lower(code);
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  const std::string lower = text::ascii_lower(code);
   if (lower.find("</script") != std::string::npos || lower.find("<!--") != std::string::npos) {
     throw Error(ErrorKind::kUnknown,
                 fmt::format("the embedded {} contains \"</script\" or \"<!--\"", what));

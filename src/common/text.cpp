@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -18,6 +19,26 @@ std::string_view trim(std::string_view text, std::string_view chars) {
   }
   const std::size_t last = text.find_last_not_of(chars);
   return text.substr(first, last - first + 1);
+}
+
+namespace {
+constexpr char ascii_lower_char(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+}  // namespace
+
+std::string ascii_lower(std::string_view text) {
+  std::string lower(text);
+  for (char& c : lower) {
+    c = ascii_lower_char(c);
+  }
+  return lower;
+}
+
+bool ascii_iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return ascii_lower_char(x) == ascii_lower_char(y);
+         });
 }
 
 std::vector<std::string_view> split(std::string_view text, char separator) {

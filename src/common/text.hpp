@@ -17,6 +17,13 @@ inline constexpr std::string_view kBlanks = " \t\r\n";
 // `text` without the leading and trailing characters in `chars`.
 std::string_view trim(std::string_view text, std::string_view chars = kBlanks);
 
+// `text` with A-Z lowered, every other byte as it is: for names, schemes and hex digits, which
+// are ASCII, whatever locale the process runs in (Python sets LC_CTYPE from the environment,
+// where std::tolower on its own would follow it).
+std::string ascii_lower(std::string_view text);
+// Whether `a` and `b` are the same but for the case of A-Z.
+bool ascii_iequals(std::string_view a, std::string_view b);
+
 // The pieces of `text` between each `separator`, empty pieces kept: "a,,b" -> {"a", "", "b"},
 // "" -> {""}. The views point into `text`.
 std::vector<std::string_view> split(std::string_view text, char separator);

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "common/log.hpp"
+#include "common/text.hpp"
 #include "daemon/power_stream.hpp"
 #include "device/clock_range.hpp"
 
@@ -14,9 +15,8 @@ namespace zeus::daemon {
 namespace {
 
 // "00000000:3B:00.0" -> "0000:3b:00.0" (the `lspci -D` form the reference reports).
-std::string lspci_address(std::string bus_id) {
-  std::transform(bus_id.begin(), bus_id.end(), bus_id.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+std::string lspci_address(const std::string& address) {
+  std::string bus_id = text::ascii_lower(address);
   const std::size_t colon = bus_id.find(':');
   if (colon != std::string::npos && colon > 4) {
     bus_id.erase(0, colon - 4);

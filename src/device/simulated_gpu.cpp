@@ -16,13 +16,6 @@ namespace {
 
 constexpr std::int64_t kAverageWindowNs = 1'000'000'000;  // NVML averages over about 1 s
 
-std::string lower(std::string_view text) {
-  std::string out(text);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
 std::string make_uuid(const SimulatedGpuModel& model, int index) {
   char buffer[64];
   std::snprintf(buffer, sizeof(buffer), "GPU-%08x-5a5a-4000-8000-%012d", text::fnv1a_32(model.key),
@@ -53,7 +46,7 @@ const std::vector<SimulatedGpuModel>& simulated_gpu_models() {
 }
 
 const SimulatedGpuModel& simulated_gpu_model(std::string_view key) {
-  const std::string wanted = lower(key);
+  const std::string wanted = text::ascii_lower(key);
   std::string known;
   for (const SimulatedGpuModel& model : simulated_gpu_models()) {
     if (model.key == wanted) {
@@ -453,7 +446,7 @@ SimulatedGpusSpec parse_simulated_gpus_spec(const std::string& value) {
   if (colon != std::string::npos) {
     std::string model_text = value.substr(colon + 1);
     if (const std::size_t option = model_text.find(':'); option != std::string::npos) {
-      if (lower(model_text.substr(option + 1)) != "thermal") {
+      if (text::ascii_lower(model_text.substr(option + 1)) != "thermal") {
         throw Error(ErrorKind::kInvalidArgument,
                     quoted +
                         " is malformed: the only option after the model is \"thermal\", e.g. "
@@ -463,7 +456,7 @@ SimulatedGpusSpec parse_simulated_gpus_spec(const std::string& value) {
       spec.thermal = true;
       model_text.resize(option);
     }
-    spec.model_key = lower(model_text);
+    spec.model_key = text::ascii_lower(model_text);
     try {
       simulated_gpu_model(spec.model_key);
     } catch (const Error& error) {

@@ -16,12 +16,6 @@ bool is_integer(const std::string& text) {
                                             [](unsigned char c) { return std::isdigit(c) != 0; });
 }
 
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return text;
-}
-
 }  // namespace
 
 std::vector<int> resolve_visible_devices(const std::string& variable,
@@ -51,13 +45,13 @@ std::vector<int> resolve_visible_devices(const std::string& variable,
                       " has an empty entry; write comma-separated GPU indices or UUIDs, e.g. "
                       "\"0,1\" or \"GPU-8e6f...\"");
     }
-    if (lower(entry).rfind("mig-", 0) == 0) {
+    if (text::ascii_lower(entry).rfind("mig-", 0) == 0) {
       throw Error(ErrorKind::kInvalidArgument,
                   quoted + " selects a MIG instance (" + entry +
                       "); MIG instances cannot be measured or power-limited on their own. Select "
                       "whole GPUs by index or GPU-UUID");
     }
-    if (!is_integer(entry) && lower(entry).rfind("gpu-", 0) != 0) {
+    if (!is_integer(entry) && text::ascii_lower(entry).rfind("gpu-", 0) != 0) {
       throw Error(ErrorKind::kInvalidArgument,
                   quoted + " has the entry \"" + entry +
                       "\", which is neither a GPU index nor a GPU UUID (\"GPU-...\")");
@@ -81,10 +75,10 @@ std::vector<int> resolve_visible_devices(const std::string& variable,
             "index " + entry + " names no GPU (this machine has " + std::to_string(count) + ")";
       }
     } else {
-      const std::string wanted = lower(entry);
+      const std::string wanted = text::ascii_lower(entry);
       std::vector<int> matches;
       for (int i = 0; i < count; ++i) {
-        if (lower(physical_uuids[static_cast<std::size_t>(i)]).rfind(wanted, 0) == 0) {
+        if (text::ascii_lower(physical_uuids[static_cast<std::size_t>(i)]).rfind(wanted, 0) == 0) {
           matches.push_back(i);
         }
       }

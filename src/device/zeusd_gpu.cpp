@@ -50,9 +50,7 @@ std::string body_text(const std::string& body) {
 
 // "00000000:3B:00.0" and "0000:3b:00.0" -> "0:3b:00.0".
 std::string normalize_pci(const std::string& address) {
-  std::string lower = address;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::string lower = text::ascii_lower(address);
   const auto colon = lower.find(':');
   if (colon == std::string::npos || colon == 0) {
     return lower;

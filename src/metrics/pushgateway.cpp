@@ -159,9 +159,7 @@ PushgatewayClient::PushgatewayClient(PushgatewayOptions options)
   std::string scheme = "http";
   const std::size_t scheme_end = url.find("://");
   if (scheme_end != std::string::npos) {
-    scheme = url.substr(0, scheme_end);
-    std::transform(scheme.begin(), scheme.end(), scheme.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    scheme = text::ascii_lower(url.substr(0, scheme_end));
     url = url.substr(scheme_end + 3);
   }
   if (scheme != "http" && scheme != "https") {

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "common/text.hpp"
 #include "monitor/apportion.hpp"
 #include "monitor/http_fetch.hpp"
 
@@ -38,11 +39,7 @@ constexpr const char* kSectors[] = {"Residential", "Commercial", "Industrial", "
 std::string canonical_sector(std::string_view sector) {
   for (const char* known : kSectors) {
     const std::string_view name = known;
-    if (name.size() == sector.size() &&
-        std::equal(name.begin(), name.end(), sector.begin(), [](char a, char b) {
-          return std::tolower(static_cast<unsigned char>(a)) ==
-                 std::tolower(static_cast<unsigned char>(b));
-        })) {
+    if (text::ascii_iequals(name, sector)) {
       return known;
     }
   }

@@ -24,10 +24,7 @@ constexpr const char* kMonthNames[] = {"jan", "feb", "mar", "apr", "may", "jun",
 
 // The index of `name` (case-insensitive) in `names`; -1 when not there.
 int name_index(std::string_view name, const char* const* names, int count) {
-  std::string lower;
-  for (const char c : name) {
-    lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  }
+  const std::string lower = text::ascii_lower(name);
   for (int i = 0; i < count; ++i) {
     if (lower == names[i]) {
       return i;

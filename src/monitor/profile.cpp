@@ -1,5 +1,7 @@
 #include "zeus/monitor/profile.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -24,9 +26,9 @@ void check_target(const ProfileTarget& target) {
 
 void check_duration(const char* what, double value_s) {
   if (!std::isfinite(value_s) || value_s < 0.0) {
-    throw Error(ErrorKind::kInvalidArgument, std::string("profile: ") + what +
-                                                 " must be a finite number of seconds >= 0, got " +
-                                                 std::to_string(value_s));
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("profile: {} must be a finite number of seconds >= 0, got {:g}", what,
+                            value_s));
   }
 }
 
@@ -222,14 +224,17 @@ double chosen_or_throw(const SweepReport& report, const SweepOptions& options, c
   double best = std::numeric_limits<double>::infinity();
   for (const SweepResult& result : report.sweep) {
     tried_s.push_back(result.candidate_s);
-    best = std::min(best, result.relative_stddev);
+    // The best spread in the threshold's own terms: relative, or in joules.
+    best = std::min(best, options.relative_threshold ? result.relative_stddev
+                                                     : result.stddev_energy_per_iteration_j);
   }
-  throw Error(ErrorKind::kUnavailable,
-              std::string("profile: no ") + what + " in " + format_range(tried_s) + " gave a " +
-                  (options.relative_threshold ? "relative " : "") +
-                  "spread of energy per iteration below " +
-                  std::to_string(options.trial_stddev_threshold) + " (best " +
-                  std::to_string(best) + "); try longer durations or a larger threshold");
+  const char* unit = options.relative_threshold ? "" : " J";
+  throw Error(
+      ErrorKind::kUnavailable,
+      fmt::format("profile: no {} in {} gave a {}spread of energy per iteration below {:g}{} "
+                  "(best {:g}{}); try longer durations or a larger threshold",
+                  what, format_range(tried_s), options.relative_threshold ? "relative " : "",
+                  options.trial_stddev_threshold, unit, best, unit));
 }
 
 }  // namespace

@@ -580,6 +580,19 @@ TEST(Text, TrimRemovesOnlyTheGivenCharactersAtTheEnds) {
   EXPECT_EQ(zeus::text::trim("\"x\" ", "\" "), "x");
 }
 
+TEST(Text, AsciiLowerAndIequalsTouchOnlyAToZ) {
+  EXPECT_EQ(zeus::text::ascii_lower("HTTP://Host:80/A-Z_az09"), "http://host:80/a-z_az09");
+  // Bytes past ASCII (here UTF-8 for "À" and a stray 0xC9) are kept as they are, in any
+  // locale.
+  EXPECT_EQ(zeus::text::ascii_lower("\xC3\x80\xC9I"), "\xC3\x80\xC9i");
+  EXPECT_EQ(zeus::text::ascii_lower(""), "");
+  EXPECT_TRUE(zeus::text::ascii_iequals("Commercial", "cOMMERCIAL"));
+  EXPECT_TRUE(zeus::text::ascii_iequals("", ""));
+  EXPECT_FALSE(zeus::text::ascii_iequals("Commercial", "Commercia"));
+  EXPECT_FALSE(zeus::text::ascii_iequals("[", "{"));  // 0x5B and 0x7B differ by 0x20 too
+  EXPECT_FALSE(zeus::text::ascii_iequals("\xC0", "\xE0"));
+}
+
 TEST(Text, SplitKeepsEmptyPiecesUnlessAsked) {
   using V = std::vector<std::string_view>;
   EXPECT_EQ(zeus::text::split("a,,b", ','), (V{"a", "", "b"}));

@@ -1,6 +1,7 @@
 // The thermally stable profiler on thermal simulated GPUs driven by a manual clock.
 #include "zeus/monitor/profile.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -219,6 +220,29 @@ TEST(Profile, NoValidCandidateIsAnErrorNamingTheRange) {
   } catch (const zeus::Error& error) {
     EXPECT_EQ(error.kind(), ErrorKind::kUnavailable);
     EXPECT_NE(std::string(error.what()).find("[1, 2] s"), std::string::npos) << error.what();
+  }
+  // With the threshold in joules, the best spread it names is in joules too: the smallest
+  // candidate's sample standard deviation, not its relative spread.
+  ThermalRig absolute_rig;
+  const zeus::monitor::SweepOptions absolute{.search_range_s = {1},
+                                             .fixed_duration_s = 0.0,
+                                             .num_warmup_trials = 0,
+                                             .trial_stddev_threshold = 1e-9,
+                                             .relative_threshold = false,
+                                             .num_warmup_iterations = 0,
+                                             .iteration_duration_s = kIterationS};
+  ThermalRig replay;  // the same sweep again, for the figure the message should carry
+  const auto sweep = zeus::monitor::profile_measurement_duration(replay.target(), absolute);
+  ASSERT_EQ(sweep.sweep.size(), 1u);
+  const double best_j = sweep.sweep.front().stddev_energy_per_iteration_j;
+  ASSERT_GT(best_j, 1e-3);
+  try {
+    zeus::monitor::profile_parameters(absolute_rig.target(), absolute);
+    FAIL();
+  } catch (const zeus::Error& error) {
+    const std::string what = error.what();
+    EXPECT_NE(what.find("spread of energy per iteration below 1e-09 J"), std::string::npos) << what;
+    EXPECT_NE(what.find(fmt::format("(best {:g} J)", best_j)), std::string::npos) << what;
   }
 }
 
