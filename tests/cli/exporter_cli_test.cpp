@@ -178,8 +178,14 @@ TEST(ExporterCli, MonitorServesCarbonAndCostCountersWithItsFlags) {
                        std::to_string(port) +
                        " --carbon-intensity 300 --price 0.3 -- sleep 3 2>&1");
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  const std::string body = scrape(port, 10);
+  // Until the first read priced an interval (a loaded machine may take more than a second).
+  std::string body;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    body = scrape(port, 10);
+  } while (!sample(body, "zeus_gpu_carbon_emission_grams_total{index=\"0\"}").value_or(0.0) &&
+           std::chrono::steady_clock::now() < deadline);
   EXPECT_EQ(sample(body, "zeus_carbon_intensity_gco2eq_per_kwh"), 300.0) << body;
   EXPECT_EQ(sample(body, "zeus_electricity_price_per_kwh"), 0.3) << body;
   const auto grams = sample(body, "zeus_gpu_carbon_emission_grams_total{index=\"0\"}");

@@ -114,15 +114,32 @@ TEST(ProfileCli, BadInputIsExit2) {
   }
 }
 
+// Shell words that wait (at most 20 s) until `file` exists: zeus has run its command, so its
+// signal handling is in place, however slowly a loaded machine started it.
+std::string wait_for_file(const std::string& file) {
+  return "i=0; while [ ! -e " + file + " ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; ";
+}
+
+// A path for a test's "the command has run" file, unique to this process and removed first.
+std::string started_file(const std::string& name) {
+  const std::string file = (std::filesystem::temp_directory_path() /
+                            ("zeus_profile_" + name + "_" + std::to_string(::getpid())))
+                               .string();
+  std::filesystem::remove(file);
+  return file;
+}
+
 TEST(ProfileCli, SigtermStopsCleanlyWithoutLeavingTheCommand) {
   // The marker file names this test's command, so that a leftover one can be looked for.
   const std::string marker = "zeus_profile_sigterm_" + std::to_string(::getpid());
+  const std::string started = started_file("sigterm");
   const auto run = zeus::testing::run_command(
       "sh -c '" +
       zeus_command("profile --measurement-durations 5 --cooldown-durations 0 "
-                   "--trials 2 -- sh -c \"sleep 0.4; : " +
-                   marker + "\"") +
-      " 2>&1 & pid=$!; sleep 1.5; kill -TERM $pid; wait $pid; echo rc=$?'");
+                   "--trials 2 -- sh -c \"touch " +
+                   started + "; sleep 0.4; : " + marker + "\"") +
+      " 2>&1 & pid=$!; " + wait_for_file(started) + "kill -TERM $pid; wait $pid; echo rc=$?'");
+  std::filesystem::remove(started);
   EXPECT_TRUE(contains(run.output, "stopped by SIGTERM")) << run.output;
   EXPECT_TRUE(contains(run.output, "rc=143")) << run.output;
   const auto left = zeus::testing::run_command("pgrep -f '[z]" + marker.substr(1) + "'");
@@ -133,26 +150,35 @@ TEST(ProfileCli, SecondSigtermKillsACommandThatIgnoresIt) {
   // The command ignores SIGTERM and would loop forever; the outer shell kills zeus after 8 s so
   // that a zeus that waits for it fails the test instead of hanging it.
   const std::string marker = "zeus_profile_ignores_term_" + std::to_string(::getpid());
+  const std::string started = started_file("ignores_term");
   const auto run = zeus::testing::run_command(
       "sh -c '" +
       zeus_command("profile --measurement-durations 5 --cooldown-durations 0 "
-                   "--trials 2 -- sh -c \"trap \\\"\\\" TERM; while :; do sleep 0.1; done; : " +
-                   marker + "\"") +
-      " 2>&1 & pid=$!; sleep 1.5; kill -TERM $pid; sleep 0.5; kill -TERM $pid; "
+                   "--trials 2 -- sh -c \"trap \\\"\\\" TERM; touch " +
+                   started + "; while :; do sleep 0.1; done; : " + marker + "\"") +
+      " 2>&1 & pid=$!; " + wait_for_file(started) +
+      "kill -TERM $pid; sleep 0.5; kill -TERM $pid; "
       "(sleep 8; kill -KILL $pid) >/dev/null 2>&1 & guard=$!; wait $pid; rc=$?; "
       "kill $guard 2>/dev/null; echo rc=$rc'");
   zeus::testing::run_command("pkill -KILL -f '[z]" + marker.substr(1) + "'");
+  std::filesystem::remove(started);
   EXPECT_TRUE(contains(run.output, "stopped by SIGTERM")) << run.output;
   EXPECT_TRUE(contains(run.output, "rc=143")) << run.output;
 }
 
 TEST(ProfileCli, HugeCooldownWaitsUntilStopped) {
   // 99999999999h is more nanoseconds than an int64 holds: the cooldown must not wrap to none.
+  // Stopped a second after its command first ran: with the cooldown wrapped to none, zeus would
+  // have finished by then (exit 0).
+  const std::string started = started_file("huge_cooldown");
   const auto run = zeus::testing::run_command(
       "sh -c '" +
       zeus_command("profile --measurement-durations 0.05 --cooldown-durations 99999999999h "
-                   "--trials 2 --threshold 100 -- true") +
-      " 2>&1 & pid=$!; sleep 1.5; kill -TERM $pid; wait $pid; echo rc=$?'");
+                   "--trials 2 --threshold 100 -- touch " +
+                   started) +
+      " 2>&1 & pid=$!; " + wait_for_file(started) +
+      "sleep 1; kill -TERM $pid; wait $pid; echo rc=$?'");
+  std::filesystem::remove(started);
   EXPECT_TRUE(contains(run.output, "stopped by SIGTERM")) << run.output;
   EXPECT_TRUE(contains(run.output, "rc=143")) << run.output;
 }
