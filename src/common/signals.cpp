@@ -153,6 +153,13 @@ sigset_t stop_set() {
   return set;
 }
 
+sigset_t sigpipe_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  return set;
+}
+
 }  // namespace
 
 SignalWatch::SignalWatch(SignalWatchOptions options) {
@@ -321,9 +328,7 @@ void child_ending(pid_t pid) {
 }  // namespace forwarding
 
 SigpipeGuard::SigpipeGuard() {
-  sigset_t pipe_only;
-  sigemptyset(&pipe_only);
-  sigaddset(&pipe_only, SIGPIPE);
+  const sigset_t pipe_only = sigpipe_set();
   sigset_t before;
   ::pthread_sigmask(SIG_BLOCK, &pipe_only, &before);
   blocked_here_ = sigismember(&before, SIGPIPE) == 0;
@@ -333,9 +338,7 @@ SigpipeGuard::~SigpipeGuard() {
   if (!blocked_here_) {
     return;
   }
-  sigset_t pipe_only;
-  sigemptyset(&pipe_only);
-  sigaddset(&pipe_only, SIGPIPE);
+  const sigset_t pipe_only = sigpipe_set();
   // SIGPIPE from a write is sent to the writing thread; while blocked it waits here. Take it
   // (without waiting) before unblocking, or it would be delivered then.
   sigset_t pending;

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <utility>
 
 #include "common/signals.hpp"
@@ -120,6 +121,13 @@ struct ZeusdConnection::Impl {
   std::optional<std::string> token_error;          // why the token was refused
   std::optional<std::string> control_error;        // why gpu-control is refused
   bool control_checked = false;
+
+  // Every request to the daemon goes through here: with SIGPIPE held off, so that a daemon that
+  // goes mid-request is this request's error, not the end of the process.
+  httplib::Result send(std::string_view method, const std::string& path_and_query) const {
+    const SigpipeGuard no_sigpipe;
+    return method == "POST" ? client->Post(path_and_query) : client->Get(path_and_query);
+  }
 };
 
 ZeusdConnection::ZeusdConnection(ZeusdConfig config)
@@ -191,8 +199,7 @@ void ZeusdConnection::fetch_discover_locked() {
     return;
   }
   const std::string where = "the zeusd daemon at " + config_.describe();
-  const SigpipeGuard no_sigpipe;  // a daemon that goes mid-request is an error, not a signal
-  httplib::Result discover = impl_->client->Get("/discover");
+  httplib::Result discover = impl_->send("GET", "/discover");
   if (!discover) {
     throw unreachable(config_, "check the daemon's capabilities", discover.error());
   }
@@ -237,8 +244,7 @@ std::optional<std::string> ZeusdConnection::group_error_locked(const std::string
            group + " scope";
   }
   if (!impl_->scopes && !impl_->token_error) {
-    const SigpipeGuard no_sigpipe;
-    httplib::Result whoami = impl_->client->Get("/auth/whoami");
+    httplib::Result whoami = impl_->send("GET", "/auth/whoami");
     if (!whoami) {
       throw unreachable(config_, "check the token", whoami.error());
     }
@@ -294,8 +300,7 @@ std::vector<ZeusdCpuInfo> ZeusdConnection::readable_cpus() {
 
 std::string ZeusdConnection::get(const std::string& operation, const std::string& path_and_query) {
   const std::lock_guard lock(mutex_);
-  const SigpipeGuard no_sigpipe;
-  httplib::Result result = impl_->client->Get(path_and_query);
+  httplib::Result result = impl_->send("GET", path_and_query);
   if (!result) {
     throw unreachable(config_, operation, result.error());
   }
@@ -311,9 +316,7 @@ ZeusdReply ZeusdConnection::request(const std::string& method, const std::string
                 "zeusd requests are GET or POST, not \"" + method + "\"");
   }
   const std::lock_guard lock(mutex_);
-  const SigpipeGuard no_sigpipe;
-  httplib::Result result =
-      method == "GET" ? impl_->client->Get(path_and_query) : impl_->client->Post(path_and_query);
+  httplib::Result result = impl_->send(method, path_and_query);
   if (!result) {
     throw unreachable(config_, method + " " + path_and_query, result.error());
   }
@@ -343,8 +346,7 @@ int ZeusdConnection::daemon_index_by_pci(const std::string& pci_bus_id) {
 
 void ZeusdConnection::post(const std::string& operation, const std::string& path_and_query) {
   const std::lock_guard lock(mutex_);
-  const SigpipeGuard no_sigpipe;
-  httplib::Result result = impl_->client->Post(path_and_query);
+  httplib::Result result = impl_->send("POST", path_and_query);
   if (!result) {
     throw unreachable(config_, operation, result.error());
   }

@@ -19,6 +19,7 @@
 
 #include "run_command.hpp"
 #include "support/local_http_server.hpp"
+#include "support/wait_until.hpp"
 
 namespace {
 
@@ -180,12 +181,13 @@ TEST(ExporterCli, MonitorServesCarbonAndCostCountersWithItsFlags) {
   });
   // Until the first read priced an interval (a loaded machine may take more than a second).
   std::string body;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  do {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    body = scrape(port, 10);
-  } while (!sample(body, "zeus_gpu_carbon_emission_grams_total{index=\"0\"}").value_or(0.0) &&
-           std::chrono::steady_clock::now() < deadline);
+  zeus::testing::wait_until(
+      [&] {
+        body = scrape(port, 10);
+        return sample(body, "zeus_gpu_carbon_emission_grams_total{index=\"0\"}").value_or(0.0) >
+               0.0;
+      },
+      std::chrono::seconds(10), std::chrono::milliseconds(300));
   EXPECT_EQ(sample(body, "zeus_carbon_intensity_gco2eq_per_kwh"), 300.0) << body;
   EXPECT_EQ(sample(body, "zeus_electricity_price_per_kwh"), 0.3) << body;
   const auto grams = sample(body, "zeus_gpu_carbon_emission_grams_total{index=\"0\"}");

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/wait_until.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/simulated_gpu.hpp"
@@ -82,17 +83,10 @@ class Child {
   bool reaped_ = false;
 };
 
-// Polls `condition` every 5 ms until it holds or `timeout` passes.
+// Settings are restored within a second of their owner's death: polled every 5 ms for that long.
 bool wait_until(const std::function<bool()>& condition,
                 std::chrono::milliseconds timeout = 1000ms) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) {
-      return true;
-    }
-    std::this_thread::sleep_for(5ms);
-  }
-  return condition();
+  return zeus::testing::wait_until(condition, timeout, 5ms);
 }
 
 // The daemon's write sequence: record the value in force, then write.

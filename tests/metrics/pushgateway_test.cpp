@@ -21,6 +21,7 @@
 #include "support/expect_error.hpp"
 #include "support/local_http_server.hpp"
 #include "support/loopback_peers.hpp"
+#include "support/wait_until.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/device/simulated_gpu.hpp"
 
@@ -28,6 +29,7 @@ namespace zeus::metrics {
 namespace {
 
 using zeus::testing::expect_error;
+using zeus::testing::wait_until;
 using Seconds = std::chrono::duration<double>;
 
 // A cpp-httplib server on a loopback port that records what it was sent.
@@ -314,31 +316,19 @@ device::Gpus simulated_gpus(int count) {
   return device::Gpus(gpus, physical);
 }
 
-template <typename Predicate>
-bool eventually(Predicate predicate, double timeout_s = 10.0) {
-  const auto deadline = std::chrono::steady_clock::now() + Seconds(timeout_s);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (predicate()) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return predicate();
-}
-
 TEST(EnergyCounterPusher, PushesGrowingCountersEveryPeriodAndStopsAtTheLastEnd) {
   RecordingGateway gateway;
   const device::Gpus gpus = simulated_gpus(2);
   EnergyCounterPusher pusher(gpus, {0, 1}, {}, std::nullopt, 0.05, client_for(gateway.url()));
   pusher.begin_window("epoch");
   expect_error([&] { pusher.begin_window("epoch"); }, ErrorKind::kAlreadyExists, {"'epoch'"});
-  ASSERT_TRUE(eventually([&] { return gateway.requests() >= 3; }));
+  ASSERT_TRUE(wait_until([&] { return gateway.requests() >= 3; }));
   const std::string body = gateway.body();
   EXPECT_NE(body.find("energy_monitor_gpu_energy_joules_total{window=\"epoch\",index=\"1\"} "),
             std::string::npos)
       << body;
   const double first_j = pusher.value("gpu", "epoch", 0).value();
-  ASSERT_TRUE(eventually([&] { return pusher.value("gpu", "epoch", 0).value() > first_j; }));
+  ASSERT_TRUE(wait_until([&] { return pusher.value("gpu", "epoch", 0).value() > first_j; }));
   EXPECT_TRUE(pusher.end_window("epoch"));
   EXPECT_TRUE(pusher.open_windows().empty());
   const int requests = gateway.requests();
@@ -350,7 +340,7 @@ TEST(EnergyCounterPusher, PushesGrowingCountersEveryPeriodAndStopsAtTheLastEnd) 
   EXPECT_EQ(pusher.stats().failures, 0u);
   // A second run restarts the thread.
   pusher.begin_window("epoch");
-  ASSERT_TRUE(eventually([&] { return gateway.requests() > requests + 1; }));
+  ASSERT_TRUE(wait_until([&] { return gateway.requests() > requests + 1; }));
   EXPECT_TRUE(pusher.end_window("epoch"));
 }
 
@@ -371,7 +361,7 @@ TEST(EnergyCounterPusher, ADownGatewayIsCountedNotThrown) {
   const std::string url = "http://127.0.0.1:" + std::to_string(closed_port());
   EnergyCounterPusher pusher(gpus, {0}, {}, std::nullopt, 0.02, client_for(url));
   pusher.begin_window("w");
-  ASSERT_TRUE(eventually([&] { return pusher.stats().failures >= 2; }));
+  ASSERT_TRUE(wait_until([&] { return pusher.stats().failures >= 2; }));
   EXPECT_FALSE(pusher.end_window("w"));
   const PushStats stats = pusher.stats();
   EXPECT_EQ(stats.failures, stats.pushes);
@@ -405,7 +395,7 @@ TEST(PowerGaugePusher, PushesEachGpusInstantPowerPerWindow) {
   PowerGaugePusher pusher(gpus, {1}, 0.05, client_for(gateway.url(), "power"));
   pusher.begin_window("train");
   pusher.begin_window("eval");
-  ASSERT_TRUE(eventually([&] { return gateway.requests() >= 2; }));
+  ASSERT_TRUE(wait_until([&] { return gateway.requests() >= 2; }));
   const std::string body = gateway.body();
   EXPECT_NE(body.find("power_monitor_gpu_power_watts{window=\"eval\",index=\"1\"} "),
             std::string::npos)
