@@ -1,6 +1,7 @@
-// One BSO route over HTTP with retries (the policy of RetryPolicy in zeus/bso/rpc_client.hpp):
-// the connection settings, the bearer token, the backoff on the injected clock, and the
-// ServerError that names the route, the status and the server's message. Internal to the client.
+// One BSO route over the one HTTP client (http/client.hpp) with its retry loop (http/retry.hpp,
+// the policy of RetryPolicy in zeus/bso/rpc_client.hpp): the bearer token, the BSO's reading of
+// the server's error bodies, and the ServerError that names the route, the status and the
+// server's message. Internal to the client.
 #pragma once
 
 #include <memory>
@@ -8,11 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "http/client.hpp"
 #include "zeus/bso/rpc_client.hpp"
-
-namespace httplib {
-class ClientImpl;
-}
 
 namespace zeus::bso {
 
@@ -39,12 +37,10 @@ class Transport {
 
  private:
   ServerUrl url_;
-  double timeout_s_;
   RetryPolicy retry_;
-  std::string token_;
   std::shared_ptr<Clock> clock_;
   std::mutex mutex_;
-  std::unique_ptr<httplib::ClientImpl> http_;
+  std::unique_ptr<http::Client> http_;
 };
 
 }  // namespace zeus::bso

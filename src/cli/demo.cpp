@@ -5,7 +5,6 @@
 // (docs/workload-models.md); time advances on a ManualClock. See docs/demo.md.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <httplib.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -31,6 +30,7 @@
 #include "common/signals.hpp"
 #include "common/temp_dir.hpp"
 #include "common/text.hpp"
+#include "http/client.hpp"
 #include "sim/limits.hpp"
 #include "sim/scenario.hpp"
 #include "zeus/common/error.hpp"
@@ -141,11 +141,16 @@ class ServerProcess {
         port = std::atoi(read_text(port_path_).c_str());
       }
       if (port > 0) {
-        httplib::Client client("127.0.0.1", port);
-        client.set_connection_timeout(1, 0);
-        client.set_read_timeout(2, 0);
-        const SigpipeGuard no_sigpipe;
-        if (const auto result = client.Get("/healthz"); result && result->status == 200) {
+        http::Url url;
+        url.host = "127.0.0.1";
+        url.port = port;
+        http::ClientOptions options;
+        options.connect_timeout_s = 1.0;
+        options.read_timeout_s = 2.0;
+        http::ClientRequest healthz;
+        healthz.target = "/healthz";
+        if (const http::Outcome result = http::Client(url, options).send(healthz);
+            result.response && result.response->status == 200) {
           return "http://127.0.0.1:" + std::to_string(port);
         }
       }

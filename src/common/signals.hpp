@@ -71,12 +71,12 @@ class SignalWatch {
 
 // Holds SIGPIPE off the calling thread while it lives, so that a write to a peer that has gone
 // fails with EPIPE instead of killing the process. cpp-httplib 0.11 (Debian 12's) sends without
-// MSG_NOSIGNAL, so every HTTP client call (BSO, zeusd, Pushgateway, ElectricityMaps, OpenEI) is
-// made under one: a server that closes mid-request, or a cancel() that shuts the socket down
-// while the request is written, is then the call's error, not a dead training job. A SIGPIPE the
-// thread raised meanwhile is taken and dropped when the guard ends; the disposition is not
-// touched, so the process's other writers keep theirs (a CLI's `| head` still ends it). A thread
-// that already blocked SIGPIPE is left as it was.
+// MSG_NOSIGNAL, so the one HTTP client (src/http/client.hpp: BSO, zeusd, Pushgateway,
+// ElectricityMaps, OpenEI) makes every call under one: a server that closes mid-request, or a
+// cancel() that shuts the socket down while the request is written, is then the call's error, not a
+// dead training job. A SIGPIPE the thread raised meanwhile is taken and dropped when the guard
+// ends; the disposition is not touched, so the process's other writers keep theirs (a CLI's `|
+// head` still ends it). A thread that already blocked SIGPIPE is left as it was.
 class SigpipeGuard {
  public:
   SigpipeGuard();

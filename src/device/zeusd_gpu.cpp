@@ -1,8 +1,5 @@
 #include "zeus/device/zeusd_gpu.hpp"
 
-#include <httplib.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <cctype>
 #include <chrono>
@@ -10,9 +7,9 @@
 #include <string_view>
 #include <utility>
 
-#include "common/signals.hpp"
 #include "common/text.hpp"
 #include "device/clock_range.hpp"
+#include "device/zeusd_endpoint.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus::device {
@@ -115,49 +112,41 @@ std::optional<ZeusdConfig> zeusd_config_from_env(const EnvLookup& env) {
 }
 
 struct ZeusdConnection::Impl {
-  std::unique_ptr<httplib::Client> client;
+  std::unique_ptr<http::Client> client;
   std::optional<json> discovered;                  // /discover, once it answered
   std::optional<std::vector<std::string>> scopes;  // /auth/whoami, once it answered 200
   std::optional<std::string> token_error;          // why the token was refused
   std::optional<std::string> control_error;        // why gpu-control is refused
   bool control_checked = false;
 
-  // Every request to the daemon goes through here: with SIGPIPE held off, so that a daemon that
-  // goes mid-request is this request's error, not the end of the process.
-  httplib::Result send(std::string_view method, const std::string& path_and_query) const {
-    const SigpipeGuard no_sigpipe;
-    return method == "POST" ? client->Post(path_and_query) : client->Get(path_and_query);
+  // Every request to the daemon goes through here (the one HTTP client holds SIGPIPE off, so
+  // that a daemon that goes mid-request is this request's error, not the end of the process).
+  http::Outcome send(std::string_view method, const std::string& path_and_query) const {
+    http::ClientRequest request;
+    request.method = std::string(method);
+    request.target = path_and_query;
+    return client->send(request);
   }
 };
 
 ZeusdConnection::ZeusdConnection(ZeusdConfig config)
     : config_(std::move(config)), impl_(std::make_unique<Impl>()) {
-  if (config_.socket_path) {
-    impl_->client = std::make_unique<httplib::Client>(*config_.socket_path, 80);
-    impl_->client->set_address_family(AF_UNIX);
-  } else {
-    impl_->client = std::make_unique<httplib::Client>(config_.host, config_.port);
-  }
-  impl_->client->set_keep_alive(true);
+  http::ClientOptions options;
+  options.keep_alive = true;
   // The reference client's 5 s timeout by default; blocking setters finish well within it.
-  const auto timeout = std::chrono::duration_cast<std::chrono::microseconds>(
-      std::chrono::duration<double>(std::max(config_.timeout_s, 0.001)));
-  impl_->client->set_connection_timeout(timeout);
-  impl_->client->set_read_timeout(timeout);
-  impl_->client->set_write_timeout(timeout);
-  if (config_.token) {
-    impl_->client->set_bearer_token_auth(*config_.token);
-  }
+  options.connect_timeout_s = options.read_timeout_s = options.write_timeout_s = config_.timeout_s;
+  options.bearer_token = config_.token;
+  impl_->client = std::make_unique<http::Client>(zeusd_url(config_, options), std::move(options));
 }
 
 ZeusdConnection::~ZeusdConnection() = default;
 
 namespace {
 
-Error unreachable(const ZeusdConfig& config, const std::string& operation, httplib::Error error) {
+Error unreachable(const ZeusdConfig& config, const std::string& operation,
+                  const http::Outcome& outcome) {
   return Error(ErrorKind::kIo, "cannot " + operation + ": the zeusd daemon at " +
-                                   config.describe() + " is unreachable (" +
-                                   httplib::to_string(error) +
+                                   config.describe() + " is unreachable (" + outcome.detail +
                                    "); is it running, and may this user open its socket? "
                                    "(ZEUSD_SOCK_PATH / ZEUSD_HOST_PORT select the daemon)");
 }
@@ -199,18 +188,18 @@ void ZeusdConnection::fetch_discover_locked() {
     return;
   }
   const std::string where = "the zeusd daemon at " + config_.describe();
-  httplib::Result discover = impl_->send("GET", "/discover");
+  const http::Outcome discover = impl_->send("GET", "/discover");
   if (!discover) {
-    throw unreachable(config_, "check the daemon's capabilities", discover.error());
+    throw unreachable(config_, "check the daemon's capabilities", discover);
   }
-  if (discover->status != 200) {
+  if (discover.response->status != 200) {
     throw Error(ErrorKind::kIo, where + " answered GET /discover with HTTP " +
-                                    std::to_string(discover->status) + ": " +
-                                    body_text(discover->body));
+                                    std::to_string(discover.response->status) + ": " +
+                                    body_text(discover.response->body));
   }
   json parsed;
   try {
-    parsed = json::parse(discover->body);
+    parsed = json::parse(discover.response->body);
     (void)parsed.at("enabled_api_groups").get<std::vector<std::string>>();
     (void)parsed.at("auth_required").get<bool>();
     (void)parsed.at("gpus").get<std::vector<json>>();
@@ -244,18 +233,18 @@ std::optional<std::string> ZeusdConnection::group_error_locked(const std::string
            group + " scope";
   }
   if (!impl_->scopes && !impl_->token_error) {
-    httplib::Result whoami = impl_->send("GET", "/auth/whoami");
+    const http::Outcome whoami = impl_->send("GET", "/auth/whoami");
     if (!whoami) {
-      throw unreachable(config_, "check the token", whoami.error());
+      throw unreachable(config_, "check the token", whoami);
     }
-    if (whoami->status != 200) {
-      impl_->token_error = where + " rejected ZEUSD_TOKEN (HTTP " + std::to_string(whoami->status) +
-                           ": " + body_text(whoami->body) +
-                           "); issue a new one with `zeusd token issue`";
+    if (whoami.response->status != 200) {
+      impl_->token_error =
+          where + " rejected ZEUSD_TOKEN (HTTP " + std::to_string(whoami.response->status) + ": " +
+          body_text(whoami.response->body) + "); issue a new one with `zeusd token issue`";
     } else {
       std::vector<std::string> scopes;
       try {
-        scopes = json::parse(whoami->body).at("scopes").get<std::vector<std::string>>();
+        scopes = json::parse(whoami.response->body).at("scopes").get<std::vector<std::string>>();
       } catch (const json::exception&) {
         // No readable scopes: treated as none.
       }
@@ -300,14 +289,14 @@ std::vector<ZeusdCpuInfo> ZeusdConnection::readable_cpus() {
 
 std::string ZeusdConnection::get(const std::string& operation, const std::string& path_and_query) {
   const std::lock_guard lock(mutex_);
-  httplib::Result result = impl_->send("GET", path_and_query);
+  const http::Outcome result = impl_->send("GET", path_and_query);
   if (!result) {
-    throw unreachable(config_, operation, result.error());
+    throw unreachable(config_, operation, result);
   }
-  if (result->status != 200) {
-    throw refused(config_, operation, result->status, result->body);
+  if (result.response->status != 200) {
+    throw refused(config_, operation, result.response->status, result.response->body);
   }
-  return result->body;
+  return result.response->body;
 }
 
 ZeusdReply ZeusdConnection::request(const std::string& method, const std::string& path_and_query) {
@@ -316,11 +305,11 @@ ZeusdReply ZeusdConnection::request(const std::string& method, const std::string
                 "zeusd requests are GET or POST, not \"" + method + "\"");
   }
   const std::lock_guard lock(mutex_);
-  httplib::Result result = impl_->send(method, path_and_query);
+  const http::Outcome result = impl_->send(method, path_and_query);
   if (!result) {
-    throw unreachable(config_, method + " " + path_and_query, result.error());
+    throw unreachable(config_, method + " " + path_and_query, result);
   }
-  return {result->status, result->body};
+  return {result.response->status, result.response->body};
 }
 
 int ZeusdConnection::daemon_index_by_pci(const std::string& pci_bus_id) {
@@ -346,12 +335,12 @@ int ZeusdConnection::daemon_index_by_pci(const std::string& pci_bus_id) {
 
 void ZeusdConnection::post(const std::string& operation, const std::string& path_and_query) {
   const std::lock_guard lock(mutex_);
-  httplib::Result result = impl_->send("POST", path_and_query);
+  const http::Outcome result = impl_->send("POST", path_and_query);
   if (!result) {
-    throw unreachable(config_, operation, result.error());
+    throw unreachable(config_, operation, result);
   }
-  if (result->status != 200) {
-    throw refused(config_, operation, result->status, result->body);
+  if (result.response->status != 200) {
+    throw refused(config_, operation, result.response->status, result.response->body);
   }
 }
 

@@ -1,19 +1,17 @@
-// PushgatewayClient (cpp-httplib's client side) and the counter and gauge families that the
-// pushers send, in the text format of metrics/exposition.hpp.
+// PushgatewayClient (on the one HTTP client, http/client.hpp) and the counter and gauge families
+// that the pushers send, in the text format of metrics/exposition.hpp.
 #include "zeus/metrics/pushgateway.hpp"
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include <algorithm>
 #include <cctype>
-#include <chrono>
 #include <cmath>
 #include <limits>
-#include <set>
 
-#include "common/signals.hpp"
 #include "common/text.hpp"
+#include "http/client.hpp"
+#include "http/url.hpp"
 #include "metrics/exposition.hpp"
 #include "zeus/common/error.hpp"
 
@@ -93,27 +91,6 @@ double check_timeout(double seconds, std::string_view what) {
   return seconds;
 }
 
-std::string describe(httplib::Error error) {
-  switch (error) {
-    case httplib::Error::Connection:
-      return "cannot connect (is the Pushgateway running, and is the host and port right?)";
-    case httplib::Error::ConnectionTimeout:
-      return "the connection timed out";
-    case httplib::Error::Read:
-      return "no complete answer (the connection was closed, or the read timed out)";
-    case httplib::Error::Write:
-      return "the body could not be sent (the connection was closed, or the write timed out)";
-    case httplib::Error::Canceled:
-      return "the push was cancelled (shutting down)";
-    case httplib::Error::SSLConnection:
-    case httplib::Error::SSLServerVerification:
-    case httplib::Error::SSLLoadingCerts:
-      return "the TLS connection failed";
-    default:
-      return "the request failed (" + httplib::to_string(error) + ")";
-  }
-}
-
 }  // namespace
 
 std::string pushgateway_group_path(std::string_view job, const GroupingKey& grouping) {
@@ -125,77 +102,15 @@ std::string pushgateway_group_path(std::string_view job, const GroupingKey& grou
 }
 
 struct PushgatewayClient::State {
-  std::string scheme_host_port;  // what httplib::Client takes
-  std::string path;              // prefix + group path
+  std::string path;  // prefix + group path
   std::string group_url;
-  double connect_timeout_s = 3.0;
-  double timeout_s = 10.0;
-  std::mutex mutex;
-  bool cancelled = false;
-  std::set<httplib::Client*> in_flight;
+  std::unique_ptr<http::Client> client;
 };
 
 PushgatewayClient::PushgatewayClient(PushgatewayOptions options)
     : state_(std::make_unique<State>()) {
   State& state = *state_;
-  std::string url(text::trim(options.url));
-  const auto bad_url = [&](std::string_view why) {
-    return Error(ErrorKind::kInvalidArgument,
-                 fmt::format("Pushgateway URL '{}' is malformed: {}; give http://host:port "
-                             "(e.g. http://localhost:9091)",
-                             options.url, why));
-  };
-  if (url.empty()) {
-    throw bad_url("it is empty");
-  }
-  for (const char c : url) {
-    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) {
-      throw bad_url("it holds a space or a control character");
-    }
-  }
-  if (url.find_first_of("?#") != std::string::npos) {
-    throw bad_url("a query or fragment has no meaning here");
-  }
-  std::string scheme = "http";
-  const std::size_t scheme_end = url.find("://");
-  if (scheme_end != std::string::npos) {
-    scheme = text::ascii_lower(url.substr(0, scheme_end));
-    url = url.substr(scheme_end + 3);
-  }
-  if (scheme != "http" && scheme != "https") {
-    throw bad_url(fmt::format("scheme '{}' is not http or https", scheme));
-  }
-#ifndef CPPHTTPLIB_OPENSSL_SUPPORT
-  if (scheme == "https") {
-    throw bad_url("this build has no TLS support; use http");
-  }
-#endif
-  const std::size_t slash = url.find('/');
-  const std::string authority = url.substr(0, slash);
-  std::string prefix = slash == std::string::npos ? "" : url.substr(slash);
-  while (!prefix.empty() && prefix.back() == '/') {
-    prefix.pop_back();
-  }
-  if (authority.find('@') != std::string::npos) {
-    throw bad_url("user names in the URL are not supported");
-  }
-  std::string host = authority;
-  std::string port_text;
-  const std::size_t bracket = authority.rfind(']');
-  const std::size_t colon = authority.rfind(':');
-  if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket)) {
-    host = authority.substr(0, colon);
-    port_text = authority.substr(colon + 1);
-    const bool digits = !port_text.empty() && port_text.size() <= 5 &&
-                        std::all_of(port_text.begin(), port_text.end(),
-                                    [](unsigned char c) { return std::isdigit(c) != 0; });
-    if (!digits || std::stoi(port_text) < 1 || std::stoi(port_text) > 65535) {
-      throw bad_url(fmt::format("port '{}' is not a number from 1 to 65535", port_text));
-    }
-  }
-  if (host.empty() || host == "[]") {
-    throw bad_url("it names no host");
-  }
+  const http::Url url = http::parse_url(options.url, {"Pushgateway", false});
   if (options.job.empty()) {
     throw Error(ErrorKind::kInvalidArgument,
                 "the Pushgateway job name is empty; give the job a name (any text, '/' allowed)");
@@ -215,11 +130,18 @@ PushgatewayClient::PushgatewayClient(PushgatewayOptions options)
       }
     }
   }
-  state.connect_timeout_s = check_timeout(options.connect_timeout_s, "connect");
-  state.timeout_s = check_timeout(options.timeout_s, "read");
-  state.scheme_host_port = scheme + "://" + authority;
-  state.path = prefix + pushgateway_group_path(options.job, options.grouping);
-  state.group_url = state.scheme_host_port + state.path;
+  http::ClientOptions client_options;
+  client_options.connect_timeout_s = check_timeout(options.connect_timeout_s, "connect");
+  client_options.read_timeout_s = check_timeout(options.timeout_s, "read");
+  client_options.write_timeout_s = client_options.read_timeout_s;
+  state.path = pushgateway_group_path(options.job, options.grouping);
+  state.group_url = url.base() + state.path;
+  try {
+    state.client = std::make_unique<http::Client>(url, std::move(client_options));
+  } catch (const Error& error) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("Pushgateway URL \"{}\": {}", options.url, error.what()));
+  }
 }
 
 PushgatewayClient::~PushgatewayClient() = default;
@@ -243,58 +165,44 @@ void PushgatewayClient::remove() const {
 }
 
 void PushgatewayClient::cancel() const {
-  const std::lock_guard lock(state_->mutex);
-  state_->cancelled = true;
-  for (httplib::Client* client : state_->in_flight) {
-    client->stop();
-  }
+  state_->client->cancel();
 }
 
 void PushgatewayClient::send(const char* method, const std::string& body) const {
-  State& state = *state_;
-  httplib::Client client(state.scheme_host_port);
-  const auto to_duration = [](double seconds) {
-    return std::chrono::duration_cast<std::chrono::microseconds>(
-        std::chrono::duration<double>(seconds));
-  };
-  client.set_connection_timeout(to_duration(state.connect_timeout_s));
-  client.set_read_timeout(to_duration(state.timeout_s));
-  client.set_write_timeout(to_duration(state.timeout_s));
-  client.set_keep_alive(false);
-  {
-    const std::lock_guard lock(state.mutex);
-    if (state.cancelled) {
-      throw Error(ErrorKind::kUnavailable,
-                  fmt::format("push to the Pushgateway at {} not sent: the pusher is shutting down",
-                              state.group_url));
-    }
-    state.in_flight.insert(&client);
+  const State& state = *state_;
+  const http::Client& client = *state.client;
+  if (client.cancelled()) {
+    throw Error(ErrorKind::kUnavailable,
+                fmt::format("push to the Pushgateway at {} not sent: the pusher is shutting down",
+                            state.group_url));
   }
-  const std::string_view verb = method;
-  constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
-  const SigpipeGuard no_sigpipe;  // a gateway that closes mid-body, or cancel() shutting it down
-  httplib::Result result = verb == "PUT"    ? client.Put(state.path, body, kContentType)
-                           : verb == "POST" ? client.Post(state.path, body, kContentType)
-                                            : client.Delete(state.path);
-  {
-    const std::lock_guard lock(state.mutex);
-    state.in_flight.erase(&client);
+  http::ClientRequest request;
+  request.method = method;
+  request.target = state.path;
+  if (request.method != "DELETE") {
+    request.body = body;
+    request.content_type = "text/plain; version=0.0.4; charset=utf-8";
   }
-  if (!result) {
+  const http::Outcome outcome = client.send(request);
+  if (!outcome.response) {
+    const std::string why = outcome.failure == http::Failure::kCancelled
+                                ? "the push was cancelled (shutting down)"
+                                : http::describe(outcome, client.options());
     throw Error(ErrorKind::kUnavailable,
                 fmt::format("{} to the Pushgateway at {} failed: {} (timeouts: connect {} s, "
                             "read {} s)",
-                            method, state.group_url, describe(result.error()),
-                            state.connect_timeout_s, state.timeout_s));
+                            method, state.group_url, why, client.options().connect_timeout_s,
+                            client.options().read_timeout_s));
   }
-  if (result->status < 200 || result->status >= 300) {
-    std::string answer(text::trim(result->body));
+  const http::ClientResponse& response = *outcome.response;
+  if (response.status < 200 || response.status >= 300) {
+    std::string answer(text::trim(response.body));
     if (answer.size() > 500) {
       answer = answer.substr(0, 500) + "...";
     }
     throw Error(ErrorKind::kUnavailable,
                 fmt::format("{} to the Pushgateway at {} was refused with HTTP {}: {}", method,
-                            state.group_url, result->status,
+                            state.group_url, response.status,
                             answer.empty() ? "(no body)" : escape_help(answer)));
   }
 }

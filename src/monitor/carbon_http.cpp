@@ -3,7 +3,6 @@
 // hour, and a fallback so that a failing service never blocks or aborts a measurement when any
 // value is known (docs/carbon.md).
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
@@ -37,8 +36,8 @@ void check_emission_factor_type(const std::string& type) {
 
 struct ElectricityMapsClient::Impl {
   ElectricityMapsOptions options;
-  http::BaseUrl base;  // {"http://127.0.0.1:8080", "/v3"}
-  http::FetchOptions fetch_options;
+  http::Url base;  // http://127.0.0.1:8080/v3
+  web::FetchOptions fetch_options;
   mutable std::mutex mutex;
   std::map<std::int64_t, double> cache;  // hour start -> intensity
   std::optional<std::int64_t> last_failure_ns;
@@ -47,34 +46,34 @@ struct ElectricityMapsClient::Impl {
 
   std::string query() const {
     const std::lock_guard lock(mutex);  // estimate and emission_factor_type may change
-    httplib::Params params;
+    http::Fields params;
     if (!options.zone.empty()) {
-      params.emplace("zone", options.zone);
+      params.emplace_back("zone", options.zone);
     } else {
-      params.emplace("lat", fmt::format("{}", *options.latitude));
-      params.emplace("lon", fmt::format("{}", *options.longitude));
+      params.emplace_back("lat", fmt::format("{}", *options.latitude));
+      params.emplace_back("lon", fmt::format("{}", *options.longitude));
     }
-    params.emplace("disableEstimations", options.estimate ? "false" : "true");
-    params.emplace("emissionFactorType", options.emission_factor_type);
-    return httplib::detail::params_to_query_str(params);
+    params.emplace_back("disableEstimations", options.estimate ? "false" : "true");
+    params.emplace_back("emissionFactorType", options.emission_factor_type);
+    return http::query_string(params);
   }
 
   // One GET with retries. Returns the parsed body or throws Error(kUnavailable).
   nlohmann::json get(const std::string& endpoint) {
-    const std::string path = base.path_prefix + "/carbon-intensity/" + endpoint + "?" + query();
-    http::Headers headers;
+    const std::string path = "/carbon-intensity/" + endpoint + "?" + query();
+    http::Fields headers;
     if (!options.auth_token.empty()) {
       headers.emplace_back("auth-token", options.auth_token);
     }
     try {
-      return http::get_json(base, path, headers, endpoint, fetch_options, [this] {
+      return web::get_json(base, path, headers, endpoint, fetch_options, [this] {
         const std::lock_guard lock(mutex);
         ++requests;
       });
-    } catch (const http::FetchFailure& failure) {
-      throw CarbonIntensityError(ErrorKind::kUnavailable,
-                                 fmt::format("carbon intensity service {}{}: {}",
-                                             base.scheme_host_port, path, failure.message));
+    } catch (const web::FetchFailure& failure) {
+      throw CarbonIntensityError(
+          ErrorKind::kUnavailable,
+          fmt::format("carbon intensity service {}{}: {}", base.base(), path, failure.message));
     }
   }
 };
@@ -94,13 +93,13 @@ ElectricityMapsClient::ElectricityMapsClient(ElectricityMapsOptions options)
   impl_->fetch_options.max_attempts = options.max_attempts;
   impl_->fetch_options.backoff_initial_s = options.backoff_initial_s;
   impl_->fetch_options.clock = options.clock;
-  http::check_fetch_options(impl_->fetch_options, "ElectricityMaps client");
+  web::check_fetch_options(impl_->fetch_options, "ElectricityMaps client");
   if (options.fallback_gco2eq_per_kwh && !valid_gco2eq_per_kwh(*options.fallback_gco2eq_per_kwh)) {
     throw Error(ErrorKind::kInvalidArgument,
                 "ElectricityMaps client: the fallback intensity must be a finite value >= 0 and "
                 "at most 100000 gCO2eq/kWh");
   }
-  impl_->base = http::split_base_url(options.base_url, "ElectricityMaps client");
+  impl_->base = http::parse_url(options.base_url, {"ElectricityMaps", true});
   impl_->options = std::move(options);
 }
 
@@ -198,8 +197,8 @@ std::vector<CarbonIntensityPiece> ElectricityMapsClient::intensity_over(double s
   };
   const auto may_fetch = [&] {
     const std::lock_guard lock(impl.mutex);
-    return http::retry_window_passed(*impl.options.clock, impl.last_failure_ns,
-                                     impl.options.retry_after_failure_s);
+    return web::retry_window_passed(*impl.options.clock, impl.last_failure_ns,
+                                    impl.options.retry_after_failure_s);
   };
   std::string failure;
   ErrorKind failure_kind = ErrorKind::kUnavailable;

@@ -1,7 +1,9 @@
-// One home for the monitors' HTTP GETs to web services (carbon intensity, electricity prices):
-// bounded time per request (connect and read timeouts), a bounded number of attempts with
-// exponential backoff on an injected clock, a bounded body, and a JSON body. A failing service
-// makes a fetch throw after a known, short time; it never blocks a measurement for long.
+// The monitors' GET of a JSON document from a web service (carbon intensity, electricity
+// prices), on the one HTTP client and its retry loop (http/client.hpp, http/retry.hpp): the
+// options the providers expose, a JSON body (one that does not parse is retried: a proxy's error
+// page), and failures worded without the URL or the query (a caller's query may hold a secret).
+// A failing service makes a fetch throw after a known, short time; it never blocks a
+// measurement for long.
 #pragma once
 
 #include <cstddef>
@@ -11,20 +13,12 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <utility>
-#include <vector>
 
+#include "http/client.hpp"
+#include "http/url.hpp"
 #include "zeus/common/clock.hpp"
 
-namespace zeus::monitor::http {
-
-// "https://host:port/prefix/" -> {"https://host:port", "/prefix"}.
-struct BaseUrl {
-  std::string scheme_host_port;
-  std::string path_prefix;  // without a trailing '/'; "" for none
-};
-// Throws Error(kInvalidArgument) "<who>: base URL '<url>' must start with http:// or https://".
-BaseUrl split_base_url(const std::string& url, const std::string& who);
+namespace zeus::monitor::web {
 
 struct FetchOptions {
   double connect_timeout_s = 2.0;
@@ -44,21 +38,18 @@ void check_fetch_options(const FetchOptions& options, const std::string& who);
 bool retry_window_passed(const Clock& clock, const std::optional<std::int64_t>& last_failure_ns,
                          double retry_after_failure_s);
 
-// Why a fetch failed, after the retries. The message names neither the URL nor the query (a
-// caller's query may hold a secret): it is "request failed (...)", "HTTP 500 from the X
-// endpoint", "the X response is not valid JSON" or "the X response is over N bytes".
+// Why a fetch failed, after the retries: "request failed (...)", "HTTP 500 from the X endpoint",
+// "the X response is not valid JSON" or "the X response is over N bytes".
 struct FetchFailure {
   std::string message;
   int http_status = 0;  // the last answer's status; 0 when there was none
 };
 
-using Headers = std::vector<std::pair<std::string, std::string>>;
-
-// GET <base.scheme_host_port><path_and_query> with `headers`, retried per `options`; the body of
-// a 200 answer parsed as JSON. `endpoint` names the request in messages; `on_attempt` is called
-// before every attempt (request counters). Throws FetchFailure.
-nlohmann::json get_json(const BaseUrl& base, const std::string& path_and_query,
-                        const Headers& headers, const std::string& endpoint,
+// GET <base><path_and_query> with `headers`, retried per `options`; the body of a 200 answer
+// parsed as JSON. `endpoint` names the request in messages; `on_attempt` is called before every
+// attempt (request counters). Throws FetchFailure.
+nlohmann::json get_json(const http::Url& base, const std::string& path_and_query,
+                        const http::Fields& headers, const std::string& endpoint,
                         const FetchOptions& options, const std::function<void()>& on_attempt);
 
-}  // namespace zeus::monitor::http
+}  // namespace zeus::monitor::web

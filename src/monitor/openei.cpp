@@ -5,7 +5,6 @@
 #include "zeus/monitor/openei.hpp"
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include <algorithm>
 #include <array>
@@ -217,8 +216,8 @@ TariffElectricityPrice tariff_from_openei_item(std::string_view item_json,
 struct OpenEIClient::Impl {
   OpenEIOptions options;
   double timezone_offset_hours = 0.0;
-  http::BaseUrl base;
-  http::FetchOptions fetch_options;
+  http::Url base;
+  web::FetchOptions fetch_options;
   std::mutex fetch_mutex;  // one fetch at a time; the others then find its result
   mutable std::mutex mutex;
   std::shared_ptr<TariffElectricityPrice> tariff;  // set once, then only read
@@ -230,8 +229,7 @@ struct OpenEIClient::Impl {
 
   // The service without the query: the query holds the API key.
   std::string where() const {
-    return fmt::format("OpenEI utility rates service {}{}/utility_rates", base.scheme_host_port,
-                       base.path_prefix);
+    return fmt::format("OpenEI utility rates service {}/utility_rates", base.base());
   }
   std::string source() const { return fmt::format("OpenEI rate '{}'", options.label); }
 
@@ -259,8 +257,8 @@ struct OpenEIClient::Impl {
       if (tariff) {
         return tariff;
       }
-      if (respect_retry_window && !http::retry_window_passed(*options.clock, last_failure_ns,
-                                                             options.retry_after_failure_s)) {
+      if (respect_retry_window && !web::retry_window_passed(*options.clock, last_failure_ns,
+                                                            options.retry_after_failure_s)) {
         return nullptr;
       }
     }
@@ -281,24 +279,23 @@ struct OpenEIClient::Impl {
 
   // GET, pick the item with the label, convert it. Throws ElectricityPriceError.
   TariffElectricityPrice fetch() {
-    httplib::Params params;
-    params.emplace("version", "latest");
-    params.emplace("format", "json");
-    params.emplace("api_key", options.api_key);
-    params.emplace("lat", fmt::format("{}", options.latitude));
-    params.emplace("lon", fmt::format("{}", options.longitude));
-    params.emplace("radius", fmt::format("{}", options.radius_miles));
-    params.emplace("detail", "full");
-    params.emplace("sector", options.sector);
-    const std::string path =
-        base.path_prefix + "/utility_rates?" + httplib::detail::params_to_query_str(params);
+    http::Fields params;
+    params.emplace_back("version", "latest");
+    params.emplace_back("format", "json");
+    params.emplace_back("api_key", options.api_key);
+    params.emplace_back("lat", fmt::format("{}", options.latitude));
+    params.emplace_back("lon", fmt::format("{}", options.longitude));
+    params.emplace_back("radius", fmt::format("{}", options.radius_miles));
+    params.emplace_back("detail", "full");
+    params.emplace_back("sector", options.sector);
+    const std::string path = "/utility_rates?" + http::query_string(params);
     nlohmann::json body;
     try {
-      body = http::get_json(base, path, {}, "utility_rates", fetch_options, [this] {
+      body = web::get_json(base, path, {}, "utility_rates", fetch_options, [this] {
         const std::lock_guard lock(mutex);
         ++requests;
       });
-    } catch (const http::FetchFailure& failure) {
+    } catch (const web::FetchFailure& failure) {
       const bool key_refused = failure.http_status == 401 || failure.http_status == 403;
       throw ElectricityPriceError(ErrorKind::kUnavailable,
                                   redact(fmt::format("{}: {}{}", where(), failure.message,
@@ -383,8 +380,8 @@ OpenEIClient::OpenEIClient(OpenEIOptions options) : impl_(std::make_unique<Impl>
   impl_->fetch_options.backoff_initial_s = options.backoff_initial_s;
   impl_->fetch_options.max_body_bytes = options.max_body_bytes;
   impl_->fetch_options.clock = options.clock;
-  http::check_fetch_options(impl_->fetch_options, kWho);
-  impl_->base = http::split_base_url(options.base_url, kWho);
+  web::check_fetch_options(impl_->fetch_options, kWho);
+  impl_->base = http::parse_url(options.base_url, {"OpenEI", true});
   impl_->timezone_offset_hours = options.timezone_offset_hours.value_or(local_utc_offset_hours());
   impl_->options = std::move(options);
 }

@@ -51,22 +51,6 @@ struct ZeusdStreamOptions {
   std::size_t max_event_bytes = 1 << 20;
 };
 
-// Splits a byte stream into SSE events at blank lines ("\n\n"), with the size bound above.
-class SseSplitter {
- public:
-  explicit SseSplitter(std::size_t max_event_bytes) : max_event_bytes_(max_event_bytes) {}
-  // Feeds `bytes`; calls on_event for each complete event, on_oversized(bytes dropped) once per
-  // event that was too long.
-  void feed(std::string_view bytes, const std::function<void(std::string_view)>& on_event,
-            const std::function<void(std::size_t)>& on_oversized);
-
- private:
-  std::size_t max_event_bytes_;
-  std::string pending_;      // the unfinished event (while dropping: at most a trailing '\n')
-  bool dropping_ = false;    // inside an oversized event, up to its blank line
-  std::size_t dropped_ = 0;  // bytes dropped of that event so far
-};
-
 class ZeusdEventStream {
  public:
   static constexpr std::size_t kMaxRefusalBytes = 64 * 1024;

@@ -1,0 +1,51 @@
+// The one retry loop of zeus's HTTP clients: which outcomes retry, the backoff between
+// attempts (on the injected Clock, so tests take no wall time) and the server's Retry-After.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "http/client.hpp"
+#include "zeus/common/clock.hpp"
+
+namespace zeus::http {
+
+// Attempt k (k >= 1) is followed by a pause of min(max_delay_s, initial_delay_s *
+// multiplier^(k-1)), or the server's Retry-After (capped the same way) when that is longer.
+struct Backoff {
+  int max_attempts = 3;  // >= 1; 1 means no retry
+  double initial_delay_s = 0.5;
+  double max_delay_s = 8.0;
+  double multiplier = 2.0;  // >= 1
+};
+
+// Which answers are worth another attempt. A failure to connect, a timeout or a closed
+// connection always is (not TLS refusals, a body over the limit or a cancellation). Of the
+// statuses, those that say "try later" are (429, 502, 503, 504); for an idempotent request
+// every 5xx is, since asking again cannot do anything twice. A request that changes state on
+// the server (the BSO routes) is not idempotent: its 500 is the server's answer.
+bool worth_retrying(const Outcome& outcome, bool idempotent);
+
+// Seconds from a Retry-After header in seconds (the HTTP-date form is ignored).
+std::optional<double> retry_after_s(const ClientResponse& response);
+
+// What one attempt came to, for the loop: done (return it), or retry with `why`.
+struct Attempt {
+  Outcome outcome;
+  bool retry = false;  // another attempt is worth making (when any are left)
+  std::string why;     // for the log and the final error
+};
+
+struct RetryResult {
+  Attempt last;
+  int attempts = 0;
+};
+
+// Calls `attempt` until it is not to be retried or `backoff.max_attempts` are spent, sleeping on
+// `clock` in between; `on_retry(attempt_so_far, pause_s, why)` is called before each pause.
+RetryResult with_retries(const Backoff& backoff, const Clock& clock,
+                         const std::function<Attempt(int attempt)>& attempt,
+                         const std::function<void(int, double, const std::string&)>& on_retry);
+
+}  // namespace zeus::http
