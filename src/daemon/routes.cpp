@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <map>
 
 #include "common/log.hpp"
 #include "common/text.hpp"
@@ -26,6 +27,13 @@ std::string lspci_address(const std::string& address) {
 
 std::optional<std::string> no_check(device::Gpu&) {
   return std::nullopt;
+}
+
+// An unknown path, and a known one asked with another method.
+void empty_not_found(const http::Request&, http::Response& res) {
+  res.status = 404;
+  res.content_type = "text/plain; charset=utf-8";
+  res.body.clear();
 }
 
 std::vector<int> all_indices(std::size_t count) {
@@ -60,7 +68,7 @@ Routes::Routes(const DaemonConfig& config, device::Gpus& gpus,
 }
 
 void Routes::add(const std::string& method, const std::string& path, RouteHandler handler) {
-  routes_[method + " " + path] = wrap(std::move(handler));
+  router_.add(method, path, wrap(std::move(handler)));
 }
 
 void Routes::handle(const http::Request& req, http::Response& res) const {
@@ -69,14 +77,8 @@ void Routes::handle(const http::Request& req, http::Response& res) const {
   }
   // Like the reference (actix with per-method route macros): an unknown path, or a known one
   // with another method, is a 404 with an empty body.
-  const auto route = routes_.find(req.method + " " + req.path);
-  if (route == routes_.end()) {
-    res.status = 404;
-    res.content_type = "text/plain; charset=utf-8";
-    res.body.clear();
-    return;
-  }
-  route->second(req, res);
+  static const http::Router::NoRoute kNoRoute{empty_not_found, nullptr};
+  router_.dispatch(req, req.path, res, kNoRoute);
 }
 
 // ---- Middleware: group, then auth ----

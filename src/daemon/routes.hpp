@@ -1,9 +1,8 @@
-// zeusd's surface: the route table ("METHOD /path" -> handler) of the groups the config enables,
-// and the middleware before it (API group, then auth). Handlers validate everything before a GPU
-// is touched; writes go through GpuWriters.
+// zeusd's surface: the routes (an http::Router) of the groups the config enables, and the
+// middleware before them (API group, then auth). Handlers validate everything before a GPU is
+// touched; writes go through GpuWriters.
 #pragma once
 
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +11,7 @@
 #include "daemon/gpu_writer.hpp"
 #include "daemon/query.hpp"
 #include "http/host.hpp"
+#include "http/router.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/device/cpu.hpp"
 #include "zeus/device/gpus.hpp"
@@ -62,7 +62,7 @@ class Routes {
   GpuWriters& writers_;
   AuthorizeHook authorize_;
   std::shared_ptr<const Clock> clock_;
-  std::map<std::string, http::Handler> routes_;
+  http::Router router_;
 };
 
 }  // namespace zeus::daemon

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "common/log.hpp"
 #include "common/utf8.hpp"
@@ -34,6 +35,16 @@ void send_message(http::Response& res, int status, const std::string& message) {
 
 void send_detail(http::Response& res, int status, const std::string& detail) {
   send_json(res, status, dump(json{{"detail", detail}}));
+}
+
+// No route: {"detail"} as FastAPI answers, without an Allow header.
+void not_found(const http::Request&, http::Response& res) {
+  send_detail(res, 404, "Not Found");
+}
+
+void method_not_allowed(const http::Request&, http::Response& res,
+                        const std::vector<std::string>& /*allowed*/) {
+  send_detail(res, 405, "Method Not Allowed");
 }
 
 // "//jobs//batch_size/" -> "/jobs/batch_size"
@@ -219,6 +230,7 @@ HttpServer::HttpServer(BsoService& service, HttpServerOptions options)
   host.head_filter = [this](const http::Request& head, http::Response& res) {
     return check_token(head, res);
   };
+  add_routes();
   host_ = std::make_unique<http::Host>(
       std::move(host), [this](const http::Request& req, http::Response& res) { handle(req, res); });
 }
@@ -245,96 +257,79 @@ bool HttpServer::check_token(const http::Request& head, http::Response& res) con
   return true;
 }
 
+// The reference's routes and this server's own (GET /jobs, GET /jobs/{id}, GET /healthz, and
+// /_noop when asked for).
+void HttpServer::add_routes() {
+  if (options_.noop_route) {
+    router_.add(http::Router::kAnyMethod, "/_noop",
+                [](const http::Request&, http::Response& res) { send_json(res, 200, "null"); });
+  }
+  router_.add("GET", "/healthz", [this](const http::Request&, http::Response& res) {
+    const StoreHealth health = service_.health();
+    if (health.ok) {
+      send_json(res, 200, R"({"status":"ok"})");
+    } else {
+      send_json(res, 503, dump(json{{"status", "unavailable"}, {"storage", health.message}}));
+    }
+  });
+  router_.add("POST", "/jobs", [this](const http::Request& req, http::Response& res) {
+    const RegisterResult result = service_.register_job(bso::job_spec_from_json(body_of(req)));
+    send_json(res, result.created ? 201 : 200, dump(response_spec(result.spec)));
+  });
+  router_.add("DELETE", "/jobs", [this](const http::Request& req, http::Response& res) {
+    if (service_.delete_job(query_param(req, "job_id"))) {
+      send_json(res, 200, "null");
+    } else {
+      send_message(res, 404, "No job was deleted.");
+    }
+  });
+  router_.add("GET", "/jobs", [this](const http::Request&, http::Response& res) {
+    ordered_json ids = ordered_json::array();
+    for (const std::string& id : service_.job_ids()) {
+      ids.push_back(id);
+    }
+    send_json(res, 200, dump(ordered_json{{"jobs", ids}}));
+  });
+  router_.add("GET", "/jobs/batch_size", [this](const http::Request& req, http::Response& res) {
+    send_json(res, 200, dump(bso::to_json(service_.next_batch_size(query_param(req, "job_id")))));
+  });
+  router_.add("POST", "/report", [this](const http::Request& req, http::Response& res) {
+    send_json(res, 200,
+              dump(bso::to_json(service_.report(bso::training_result_from_json(body_of(req))))));
+  });
+  router_.add("PATCH", "/trials", [this](const http::Request& req, http::Response& res) {
+    service_.end_trial(bso::trial_id_from_json(body_of(req)));
+    send_json(res, 200, "null");
+  });
+  router_.add("GET", "/jobs/{job_id}",
+              [this](const http::Request&, http::Response& res, const http::PathParams& params) {
+                // Decoded once, here (the host leaves paths as sent).
+                const auto job_id = http::percent_decode(params.front().second, false);
+                if (!job_id) {
+                  send_detail(res, 400, "malformed percent-encoding in the job id of the path");
+                  return;
+                }
+                if (!is_valid_utf8(*job_id)) {
+                  throw bso::ValidationError({{{"path", "job_id"},
+                                               "the job id is not valid UTF-8",
+                                               "value_error.str.utf8",
+                                               nullptr}});
+                }
+                if (auto state = service_.job_state(*job_id)) {
+                  send_json(res, 200, dump(to_json(*state)));
+                } else {
+                  send_message(res, 404, "Unknown job(" + *job_id + ")");
+                }
+              });
+}
+
 void HttpServer::handle(const http::Request& req, http::Response& res) {
-  BsoService& service = service_;
+  // Paths are folded ("//jobs/" is "/jobs") before they are routed.
   const std::string path = normalize_path(req.path);
   const std::string& method = req.method;
+  static const http::Router::NoRoute kNoRoute{not_found, method_not_allowed};
   try {
-    if (options_.noop_route && path == "/_noop") {
-      send_json(res, 200, "null");
-      ++requests_;
-      return;
-    }
-    if (path == "/healthz") {
-      if (method != "GET") {
-        send_detail(res, 405, "Method Not Allowed");
-        return;
-      }
-      const StoreHealth health = service.store().health();
-      if (health.ok) {
-        send_json(res, 200, R"({"status":"ok"})");
-      } else {
-        send_json(res, 503, dump(json{{"status", "unavailable"}, {"storage", health.message}}));
-      }
-      return;
-    }
-    if (path == "/jobs") {
-      if (method == "POST") {
-        const RegisterResult result = service.register_job(bso::job_spec_from_json(body_of(req)));
-        send_json(res, result.created ? 201 : 200, dump(response_spec(result.spec)));
-      } else if (method == "DELETE") {
-        if (service.delete_job(query_param(req, "job_id"))) {
-          send_json(res, 200, "null");
-        } else {
-          send_message(res, 404, "No job was deleted.");
-        }
-      } else if (method == "GET") {
-        ordered_json ids = ordered_json::array();
-        service.store().transact([&](StoreTransaction& tx) {
-          for (const std::string& id : tx.list_job_ids()) {
-            ids.push_back(id);
-          }
-        });
-        send_json(res, 200,
-                  ordered_json{{"jobs", ids}}.dump(-1, ' ', false, json::error_handler_t::replace));
-      } else {
-        send_detail(res, 405, "Method Not Allowed");
-      }
-    } else if (path == "/jobs/batch_size") {
-      if (method != "GET") {
-        send_detail(res, 405, "Method Not Allowed");
-        return;
-      }
-      send_json(res, 200, dump(bso::to_json(service.next_batch_size(query_param(req, "job_id")))));
-    } else if (path == "/report") {
-      if (method != "POST") {
-        send_detail(res, 405, "Method Not Allowed");
-        return;
-      }
-      send_json(res, 200,
-                dump(bso::to_json(service.report(bso::training_result_from_json(body_of(req))))));
-    } else if (path == "/trials") {
-      if (method != "PATCH") {
-        send_detail(res, 405, "Method Not Allowed");
-        return;
-      }
-      service.end_trial(bso::trial_id_from_json(body_of(req)));
-      send_json(res, 200, "null");
-    } else if (path.rfind("/jobs/", 0) == 0 && path.find('/', 6) == std::string::npos) {
-      if (method != "GET") {
-        send_detail(res, 405, "Method Not Allowed");
-        return;
-      }
-      // Decoded once, here (the host leaves paths as sent).
-      const auto job_id = http::percent_decode(path.substr(6), false);
-      if (!job_id) {
-        send_detail(res, 400, "malformed percent-encoding in the job id of the path");
-        return;
-      }
-      if (!is_valid_utf8(*job_id)) {
-        throw bso::ValidationError({{{"path", "job_id"},
-                                     "the job id is not valid UTF-8",
-                                     "value_error.str.utf8",
-                                     nullptr}});
-      }
-      if (auto state = service.job_state(*job_id)) {
-        send_json(res, 200, dump(to_json(*state)));
-      } else {
-        send_message(res, 404, "Unknown job(" + *job_id + ")");
-      }
-    } else {
-      send_detail(res, 404, "Not Found");
-    }
+    router_.dispatch(req, path, res, kNoRoute);
   } catch (const bso::ValidationError& error) {
     send_json(res, 422, dump(error.to_json()));
   } catch (const ServiceError& error) {

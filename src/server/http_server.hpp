@@ -12,6 +12,7 @@
 #include <string>
 
 #include "http/host.hpp"
+#include "http/router.hpp"
 #include "server/service.hpp"
 
 namespace zeus::server {
@@ -57,11 +58,13 @@ class HttpServer {
   std::uint64_t requests() const { return requests_.load(); }
 
  private:
+  void add_routes();
   void handle(const http::Request& request, http::Response& response);
   bool check_token(const http::Request& head, http::Response& response) const;
 
   BsoService& service_;
   HttpServerOptions options_;
+  http::Router router_;
   std::unique_ptr<http::Host> host_;
   int port_ = 0;
   bool bound_ = false;

@@ -462,4 +462,14 @@ std::optional<JobState> BsoService::job_state(const std::string& job_id) {
   return state;
 }
 
+std::vector<std::string> BsoService::job_ids() {
+  std::vector<std::string> ids;
+  store_.transact([&](StoreTransaction& tx) { ids = tx.list_job_ids(); });
+  return ids;
+}
+
+StoreHealth BsoService::health() {
+  return store_.health();
+}
+
 }  // namespace zeus::server

@@ -102,6 +102,10 @@ class BsoService {
   bool delete_job(const std::string& job_id);
   // GET /jobs/{id}: spec, stage, min cost, arms and trials. nullopt when unknown.
   std::optional<JobState> job_state(const std::string& job_id);
+  // GET /jobs: every job's id, as the store lists them.
+  std::vector<std::string> job_ids();
+  // GET /healthz: whether the store can serve requests now. Never throws.
+  StoreHealth health();
 
   // The largest cost a report may make: far above any real training run (1e100 J), and low
   // enough that the bandit's sums of squared costs cannot overflow.
