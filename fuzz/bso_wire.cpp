@@ -1,13 +1,15 @@
 // A request or response body of the batch-size-optimizer server -> every body parser of
-// zeus/bso/wire.hpp, as the server and the client run them: parse_body, then each of the typed
-// readers on what it returns. Bad input may only be a ValidationError (a 422), whose JSON must
-// always be dumpable; anything else that escapes (a nlohmann type_error, std::out_of_range) is a
-// crash here and a 500 there. What parses survives a round trip through its own JSON.
+// zeus/bso/wire.hpp, as the server and the client run them: parse_body (bso/wire_text.hpp), then
+// each of the typed readers on what it returns. Bad input may only be a ValidationError (a 422),
+// whose JSON must always be dumpable; anything else that escapes (a nlohmann type_error,
+// std::out_of_range) is a crash here and a 500 there. What parses survives a round trip through its
+// own JSON.
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "bso/wire_text.hpp"
 #include "fuzz_check.hpp"
 #include "zeus/bso/wire.hpp"
 

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "bso/wire_text.hpp"
 #include "common/log.hpp"
 #include "common/utf8.hpp"
 

@@ -9,6 +9,7 @@
 #include <random>
 #include <unordered_map>
 
+#include "bso/wire_text.hpp"
 #include "zeus/common/units.hpp"
 #include "zeus/optimizer/batch_size_policy.hpp"
 #include "zeus/optimizer/cost.hpp"

@@ -109,21 +109,11 @@ TrainingResult training_result_from_json(const nlohmann::json& body,
                                          const std::string& where = "body");
 ReportResponse report_response_from_json(const nlohmann::json& body);
 
-// Parses text as JSON like the reference: a syntax error is a 422 "value_error.jsondecode". A
-// number beyond a double's range ("value_error.number.out_of_range") and text that is not UTF-8
-// ("value_error.str.utf8") are 422 too, with the "loc" of the value (["body", "max_power"],
-// ["body", "batch_sizes", 2]) or of the key.
-nlohmann::json parse_body(const std::string& text, const std::string& where = "body");
-
 // The reference's key order (pydantic's), so responses and requests match it byte for byte
 // after compact dumping.
 nlohmann::ordered_json to_json(const JobSpec& spec);
 nlohmann::ordered_json to_json(const TrialId& trial);
 nlohmann::ordered_json to_json(const TrainingResult& result);
 nlohmann::ordered_json to_json(const ReportResponse& response);
-
-// Python's repr of a float ("44000.0", "1e-05", "1e+16"), used in messages the reference's
-// users grep.
-std::string python_float_repr(double value);
 
 }  // namespace zeus::bso
