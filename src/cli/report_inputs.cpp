@@ -3,22 +3,21 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <set>
-#include <sstream>
 #include <string>
 #include <system_error>
 
 #include "commands.hpp"
+#include "common/csv.hpp"
 #include "common/text.hpp"
+#include "monitor/timeline_csv.hpp"
+#include "monitor/window_log.hpp"
 #include "report.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/monitor/replay_monitor.hpp"
 #include "zeus/optimizer/power_limit_selector.hpp"
 #include "zeus/runtime/power_limit_optimizer.hpp"
 
@@ -27,7 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::string_view kTimelineColumns[] = {"timestamp", "device", "domain", "watts"};
 constexpr std::string_view kHistoryColumns[] = {
     "seed", "recurrence", "batch_size", "power_limit_w", "energy_j", "time_s", "cost"};
 constexpr std::string_view kConfigurationColumns[] = {
@@ -41,142 +39,6 @@ constexpr const char* kKinds =
 Error bad_input(const fs::path& path, std::string_view what) {
   return Error(ErrorKind::kInvalidArgument, fmt::format("{}: {}", path.string(), what));
 }
-
-constexpr double kMaxUnixTimeS = 1e11;
-
-// Fields are trimmed of blanks and of the quotes some writers put around every field.
-void split_fields(std::string_view line, std::vector<std::string>& fields) {
-  fields = text::split_to_strings(line, ',', false, " \"");
-}
-
-// A data line of a CSV file: its 1-based line number and fields.
-using Row = std::pair<int, std::vector<std::string>>;
-
-// A CSV file: its header, and its non-empty data lines with their 1-based line numbers.
-struct Csv {
-  fs::path path;
-  std::vector<std::string> header;
-  std::vector<Row> rows;  // filled by read_all
-
-  // The index of each of `columns` in the header; an error naming the missing ones otherwise.
-  template <std::size_t N>
-  std::vector<std::size_t> columns(const std::string_view (&names)[N], std::string_view what,
-                                   std::string_view how) const {
-    std::vector<std::size_t> indices;
-    std::vector<std::string_view> missing;
-    for (const std::string_view name : names) {
-      const auto found = std::find(header.begin(), header.end(), name);
-      if (found == header.end()) {
-        missing.push_back(name);
-      } else {
-        indices.push_back(static_cast<std::size_t>(found - header.begin()));
-      }
-    }
-    if (!missing.empty()) {
-      throw bad_input(path,
-                      fmt::format("the {} lacks the column{} {}; its header must have {} "
-                                  "(read \"{}\"); {}",
-                                  what, missing.size() == 1 ? "" : "s", fmt::join(missing, ", "),
-                                  fmt::join(names, ","), fmt::join(header, ","), how));
-    }
-    return indices;
-  }
-
-  double number(const Row& row, std::size_t column) const {
-    const std::string& text = row.second.at(column);
-    double value = 0.0;
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (text.empty() || ec != std::errc() || end != text.data() + text.size() ||
-        !std::isfinite(value)) {
-      throw bad_input(path, fmt::format("line {}: {} is not a number (\"{}\")", row.first,
-                                        header.at(column), text));
-    }
-    return value;
-  }
-
-  // A Unix time in seconds: from 1970 to about the year 5138 (1e11 s), so that every date the page
-  // prints exists; a timestamp beyond that is a corrupted row, not a measurement.
-  double unix_time(const Row& row, std::size_t column) const {
-    const double value = number(row, column);
-    if (value < 0.0 || value >= kMaxUnixTimeS) {
-      throw bad_input(
-          path, fmt::format("line {}: {} {} is not a Unix time in seconds (0 to {:g})", row.first,
-                            header.at(column), row.second.at(column), kMaxUnixTimeS));
-    }
-    return value;
-  }
-
-  int integer(const Row& row, std::size_t column) const {
-    const double value = number(row, column);
-    if (value != std::floor(value) || std::fabs(value) > 1e9) {
-      throw bad_input(path, fmt::format("line {}: {} is not an integer (\"{}\")", row.first,
-                                        header.at(column), row.second.at(column)));
-    }
-    return static_cast<int>(value);
-  }
-};
-
-// Reads a CSV file line by line, so that a long timeline is never held as text: the header at
-// construction, then the non-empty data lines.
-class CsvReader {
- public:
-  CsvReader(const fs::path& path, std::istream& in) : in_(in) {
-    csv_.path = path;
-    Row first;
-    if (next_line(first)) {
-      csv_.header = std::move(first.second);
-    }
-  }
-
-  // The next data row, its field count checked; false at the end of the file.
-  bool next(Row& row) {
-    if (!next_line(row)) {
-      return false;
-    }
-    if (row.second.size() != csv_.header.size()) {
-      throw bad_input(csv_.path,
-                      fmt::format("line {}: expected {} fields as in the header, found {}",
-                                  row.first, csv_.header.size(), row.second.size()));
-    }
-    return true;
-  }
-
-  // Every remaining row, into csv().rows.
-  const Csv& read_all() {
-    Row row;
-    while (next(row)) {
-      csv_.rows.push_back(row);
-    }
-    return csv_;
-  }
-
-  const Csv& csv() const { return csv_; }
-
- private:
-  bool next_line(Row& row) {
-    while (std::getline(in_, line_)) {
-      ++number_;
-      if (!line_.empty() && line_.back() == '\r') {
-        line_.pop_back();
-      }
-      if (line_.empty()) {
-        continue;
-      }
-      row.first = number_;
-      split_fields(line_, row.second);
-      return true;
-    }
-    if (in_.bad()) {
-      throw bad_input(csv_.path, fmt::format("reading failed after line {}", number_));
-    }
-    return false;
-  }
-
-  std::istream& in_;
-  Csv csv_;
-  std::string line_;
-  int number_ = 0;
-};
 
 // `path` opened for reading after any UTF-8 byte-order mark. Only a regular file: a FIFO would
 // block (and could not be read twice), a device never ends.
@@ -199,14 +61,10 @@ std::ifstream open_input(const fs::path& path) {
   return file;
 }
 
-Csv read_csv(const fs::path& path) {
-  std::ifstream file = open_input(path);
-  CsvReader reader(path, file);
-  return reader.read_all();
-}
-
-bool has_column(const Csv& csv, std::string_view name) {
-  return std::find(csv.header.begin(), csv.header.end(), name) != csv.header.end();
+// A CSV input streamed from `in` (positioned after any byte-order mark), its header read. Every
+// input of the report is read in the timeline's dialect: fields trimmed of blanks and quotes.
+csv::Table open_table(const fs::path& path, std::istream& in) {
+  return csv::Table(csv::LineReader(path.string(), in, monitor::timeline_csv::Reader::kDialect));
 }
 
 // Averages `points` in equal buckets down to at most `limit` points.
@@ -233,23 +91,23 @@ std::vector<std::pair<double, double>> downsample(
   return result;
 }
 
-// A ZeusMonitor log, read by the one reader of that format (monitor::ReplayMonitor), so that
-// `zeus report` and a replay accept exactly the same files.
+// A ZeusMonitor log, read by the one reader of that format (monitor/window_log.hpp, ReplayMonitor's
+// too), so that `zeus report` and a replay accept exactly the same files.
 std::vector<Window> read_windows(const fs::path& path) {
-  std::optional<monitor::ReplayMonitor> log;
+  monitor::window_log::Log log;
   try {
-    log.emplace(path, /*match_window_name=*/false);
+    log = monitor::window_log::read(path);
   } catch (const Error& error) {
     throw Error(ErrorKind::kInvalidArgument, error.what());  // a bad input, whatever went wrong
   }
   std::vector<Window> windows;
-  for (const monitor::ReplayRow& row : log->rows()) {
+  for (const monitor::ReplayRow& row : log.rows) {
     Window window;
     window.name = row.window_name;
     window.start_s = row.start_time_s;
     window.elapsed_s = row.elapsed_time_s;
     for (std::size_t i = 0; i < row.gpu_energy_j.size(); ++i) {
-      window.energy_j.emplace_back(fmt::format("gpu{}_energy", log->gpu_indices().at(i)),
+      window.energy_j.emplace_back(fmt::format("gpu{}_energy", log.gpu_indices.at(i)),
                                    row.gpu_energy_j[i]);
     }
     windows.push_back(std::move(window));
@@ -257,61 +115,40 @@ std::vector<Window> read_windows(const fs::path& path) {
   return windows;
 }
 
-Timeline parse_timeline(CsvReader& reader, bool keep_power_samples) {
-  const Csv& csv = reader.csv();
-  const auto columns = csv.columns(kTimelineColumns, "power timeline",
-                                   "it is the file that `zeus monitor --timeline` writes");
+// A timeline read by the one reader of that format (monitor/timeline_csv.hpp), its samples
+// gathered into series.
+Timeline parse_timeline(monitor::timeline_csv::Reader& reader, bool keep_power_samples) {
   Timeline timeline;
-  timeline.path = csv.path;
+  timeline.path = reader.name();
   timeline.start_s = std::numeric_limits<double>::infinity();
   timeline.end_s = -std::numeric_limits<double>::infinity();
-  // Since temperature rows were added, a fifth column: celsius (empty on the power rows).
-  // (An index, not an optional: GCC 12 -O3 warns falsely of an uninitialised optional here.)
-  constexpr std::size_t kNoColumn = std::numeric_limits<std::size_t>::max();
-  const auto celsius_at = std::find(csv.header.begin(), csv.header.end(), "celsius");
-  const std::size_t celsius_column =
-      celsius_at == csv.header.end() ? kNoColumn
-                                     : static_cast<std::size_t>(celsius_at - csv.header.begin());
   std::map<std::pair<std::string, std::string>, std::size_t> index;
   std::map<std::string, std::size_t> temperature_index;
-  Row row;
+  monitor::timeline_csv::Row row;
   while (reader.next(row)) {
-    const double time = csv.unix_time(row, columns[0]);
-    const std::string& device = row.second.at(columns[1]);
-    const std::string& domain = row.second.at(columns[2]);
-    if (domain == "temperature") {
-      if (celsius_column == kNoColumn) {
-        throw bad_input(csv.path, fmt::format("line {}: a temperature row, but the header has no "
-                                              "celsius column (timestamp,device,domain,watts,"
-                                              "celsius)",
-                                              row.first));
-      }
-      const double celsius = csv.number(row, celsius_column);
-      if (celsius < -273.15 || celsius > 1000.0) {
-        throw bad_input(csv.path, fmt::format("line {}: celsius {} is not a GPU temperature",
-                                              row.first, row.second.at(celsius_column)));
-      }
+    std::string device(row.device);
+    std::string domain(row.domain);
+    if (row.is_temperature()) {
       const auto [found, inserted] =
           temperature_index.try_emplace(device, timeline.temperatures.size());
       if (inserted) {
         timeline.temperatures.push_back(PowerSeries{device, domain, {}, 0, {}});
       }
-      timeline.temperatures[found->second].points.emplace_back(time, celsius);
+      timeline.temperatures[found->second].points.emplace_back(row.unix_s, row.celsius);
     } else {
-      const double watts = csv.number(row, columns[3]);
       const auto [found, inserted] = index.try_emplace({device, domain}, timeline.series.size());
       if (inserted) {
         timeline.series.push_back(PowerSeries{device, domain, {}, 0, {}});
       }
-      timeline.series[found->second].points.emplace_back(time, watts);
+      timeline.series[found->second].points.emplace_back(row.unix_s, row.watts);
     }
-    timeline.start_s = std::min(timeline.start_s, time);
-    timeline.end_s = std::max(timeline.end_s, time);
+    timeline.start_s = std::min(timeline.start_s, row.unix_s);
+    timeline.end_s = std::max(timeline.end_s, row.unix_s);
   }
   if (timeline.series.empty()) {
-    throw bad_input(csv.path,
-                    "the power timeline is empty (no samples after the header); measure for longer "
-                    "than one sampling period, or pass a shorter --interval to zeus monitor");
+    reader.fail(
+        "the power timeline is empty (no samples after the header); measure for longer "
+        "than one sampling period, or pass a shorter --interval to zeus monitor");
   }
   for (std::vector<PowerSeries>* kind : {&timeline.series, &timeline.temperatures}) {
     for (PowerSeries& series : *kind) {
@@ -328,8 +165,7 @@ Timeline parse_timeline(CsvReader& reader, bool keep_power_samples) {
     }
   }
   // `zeus monitor --timeline T` records its window in T.windows.csv.
-  fs::path windows_path = csv.path;
-  windows_path += ".windows.csv";
+  const fs::path windows_path = monitor::timeline_csv::windows_path(timeline.path);
   std::error_code error;
   if (fs::is_regular_file(windows_path, error)) {
     timeline.windows = read_windows(windows_path);
@@ -337,6 +173,16 @@ Timeline parse_timeline(CsvReader& reader, bool keep_power_samples) {
   }
   return timeline;
 }
+
+// A CSV file of `zeus sim --out`, opened as every input is (open_input), its header read.
+struct CsvFile {
+  explicit CsvFile(const fs::path& path) : file(open_input(path)), table(open_table(path, file)) {}
+  CsvFile(const CsvFile&) = delete;
+  CsvFile& operator=(const CsvFile&) = delete;
+
+  std::ifstream file;
+  csv::Table table;  // reads `file`
+};
 
 // The (batch size, power limit) chosen most often, over seeds, at each seed's last recurrence.
 std::vector<HistoryRow> read_history(const fs::path& path) {
@@ -347,14 +193,16 @@ std::vector<HistoryRow> read_history(const fs::path& path) {
                                 "`zeus sim --out {}`",
                                 path.filename().string(), path.parent_path().string()));
   }
-  const Csv csv = read_csv(path);
+  CsvFile file(path);
+  const csv::Table& csv = file.table;
+  const std::vector<csv::Table::Row> csv_rows = file.table.read_all();
   const auto columns = csv.columns(kHistoryColumns, "simulation history",
                                    "it is a <workload>_<gpu>_<policy>.csv of `zeus sim --out`");
-  if (csv.rows.empty()) {
+  if (csv_rows.empty()) {
     throw bad_input(path, "the simulation history has no recurrence");
   }
   std::vector<HistoryRow> rows;
-  for (const auto& row : csv.rows) {
+  for (const auto& row : csv_rows) {
     HistoryRow history;
     history.seed = static_cast<std::uint64_t>(csv.integer(row, columns[0]));
     history.recurrence = csv.integer(row, columns[1]);
@@ -369,12 +217,14 @@ std::vector<HistoryRow> read_history(const fs::path& path) {
 }
 
 std::vector<Configuration> read_configurations(const fs::path& path) {
-  const Csv csv = read_csv(path);
+  CsvFile file(path);
+  const csv::Table& csv = file.table;
+  const std::vector<csv::Table::Row> csv_rows = file.table.read_all();
   const auto columns =
       csv.columns(kConfigurationColumns, "configuration table",
                   "it is a configurations_<workload>_<gpu>.csv of `zeus sim --out`");
   std::vector<Configuration> configurations;
-  for (const auto& row : csv.rows) {
+  for (const auto& row : csv_rows) {
     Configuration c;
     c.batch_size = csv.integer(row, columns[0]);
     c.power_limit_w = csv.integer(row, columns[1]);
@@ -532,13 +382,13 @@ void read_one(const fs::path& path, const optimizer::OptimumSelector& selector,
     }
     throw bad_input(path, fmt::format("a JSON file without \"measurements\"; {}", kKinds));
   }
-  CsvReader reader(path, file);
-  const Csv& csv = reader.csv();
-  if (has_column(csv, "timestamp") || has_column(csv, "watts")) {
+  csv::Table table = open_table(path, file);
+  if (monitor::timeline_csv::Reader::recognises(table)) {
+    monitor::timeline_csv::Reader reader(std::move(table));
     inputs.timelines.push_back(parse_timeline(reader, options.keep_power_samples));
     return;
   }
-  if (has_column(csv, "start_time") || has_column(csv, "window_name")) {
+  if (monitor::window_log::recognises(table.header())) {
     WindowLog log{path, read_windows(path)};
     if (log.windows.empty()) {
       throw bad_input(path, "the ZeusMonitor log has no window (a header and no rows)");
@@ -547,7 +397,7 @@ void read_one(const fs::path& path, const optimizer::OptimumSelector& selector,
     return;
   }
   throw bad_input(path, fmt::format("unrecognised content (first line \"{}\"); {}",
-                                    fmt::join(csv.header, ","), kKinds));
+                                    fmt::join(table.header(), ","), kKinds));
 }
 
 fs::path canonical_or_same(const fs::path& path) {

@@ -8,6 +8,7 @@
 
 #include "common/log.hpp"
 #include "common/output_file.hpp"
+#include "monitor/window_log.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
 #include "zeus/device/discovery.hpp"
@@ -129,12 +130,7 @@ ZeusMonitor::ZeusMonitor(const device::Gpus& gpus, std::vector<std::shared_ptr<d
       throw Error(error.kind() == ErrorKind::kInvalidArgument ? ErrorKind::kIo : error.kind(),
                   error.what());
     }
-    std::ostream& out = log_->stream();
-    out << "start_time,window_name,elapsed_time";
-    for (const int index : gpu_indices_) {
-      out << ",gpu" << index << "_energy";
-    }
-    out << "\n" << std::flush;
+    log_->stream() << window_log::header_line(gpu_indices_) << std::flush;
   }
 }
 
@@ -206,11 +202,8 @@ void ZeusMonitor::recycle(Windows::node_type node) {
 }
 
 void ZeusMonitor::begin_window(const std::string& name, BeginWindowOptions options) {
-  if (log_ != nullptr && name.find_first_of(",\r\n") != std::string::npos) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "window name '" + name +
-                    "' contains a comma or line break, which the CSV log "
-                    "cannot hold");
+  if (log_ != nullptr) {
+    window_log::check_window_name(name);
   }
   {
     std::lock_guard lock(mutex_);
@@ -351,12 +344,9 @@ Measurement ZeusMonitor::end_window(const std::string& name, EndWindowOptions op
 
 void ZeusMonitor::write_log_row(const std::string& name, const Snapshot& start,
                                 const Measurement& result) {
-  std::ostream& out = log_->stream();
-  out << fmt::format("{},{},{}", start.wall_time_s, name, result.time_s);
-  for (const auto& [index, energy_j] : result.gpu_energy_j) {
-    out << fmt::format(",{}", energy_j);
-  }
-  out << "\n" << std::flush;
+  log_->stream() << window_log::row_line(start.wall_time_s, name, result.time_s, gpu_indices_,
+                                         result.gpu_energy_j)
+                 << std::flush;
 }
 
 void ZeusMonitor::reset_windows() {

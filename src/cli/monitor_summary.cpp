@@ -1,0 +1,181 @@
+// `zeus monitor`'s summary: a table of energy per device, or one JSON object (monitor_command.hpp).
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <string>
+
+#include "arguments.hpp"
+#include "monitor_command.hpp"
+#include "zeus/common/error.hpp"
+
+namespace zeus::cli::monitor_command {
+namespace {
+
+std::string gpu_name(const device::Gpus& gpus, int index) {
+  try {
+    return gpus.at(index).name();
+  } catch (const Error&) {
+    return "?";
+  }
+}
+
+std::string average_power(double energy_j, double time_s) {
+  return time_s > 0.0 ? fmt::format("{:.1f} W", energy_j / time_s) : std::string("- W");
+}
+
+std::string outcome_text(const RunOutcome& outcome) {
+  std::string text;
+  if (outcome.child) {
+    text = outcome.child->signal
+               ? fmt::format("killed by {}, exit {}", signal_name(*outcome.child->signal),
+                             outcome.child->exit_code)
+               : fmt::format("exit {}", outcome.child->exit_code);
+    if (outcome.limit_reached) {
+      text += fmt::format(", sent SIGTERM at the {} time limit", format_duration(*outcome.limit_s));
+    }
+    if (!outcome.kill_reason.empty()) {
+      text += ", " + outcome.kill_reason;
+    }
+  } else if (outcome.stop_signal) {
+    text = fmt::format("interrupted by {}", signal_name(*outcome.stop_signal));
+  }
+  return text;
+}
+
+}  // namespace
+
+void write_text_summary(std::ostream& out, const MonitorArgs& args, const Summary& figures,
+                        const device::Gpus& gpus, const device::CpuDiscovery& cpus) {
+  const monitor::Measurement& measured = figures.measured;
+  const RunOutcome& outcome = figures.outcome;
+  const std::optional<monitor::CarbonEmissionMeasurement>& carbon = figures.carbon;
+  const std::optional<monitor::EnergyCostMeasurement>& cost = figures.cost;
+  const std::vector<std::string>& notes = figures.notes;
+  const std::string status = outcome_text(outcome);
+  if (outcome.child) {
+    out << fmt::format("\n Energy of {} ({}), {:.3f} s:\n\n", shell_join(args.command), status,
+                       measured.time_s);
+  } else {
+    out << fmt::format("\n Energy over {:.3f} s{}:\n\n", measured.time_s,
+                       status.empty() ? "" : " (" + status + ")");
+  }
+  const auto row = [&](const std::string& label, const std::string& name, double energy_j) {
+    out << fmt::format("   {:<7} {:<24} {:>14.3f} J {:>10}\n", label, name, energy_j,
+                       average_power(energy_j, measured.time_s));
+  };
+  std::size_t rows = 0;
+  double total_j = 0.0;
+  for (const auto& [index, energy_j] : measured.gpu_energy_j) {
+    row(fmt::format("GPU {}", index), gpu_name(gpus, index), energy_j);
+    total_j += energy_j;
+    ++rows;
+  }
+  const auto cpu_name = [&](int index) -> std::string {
+    for (const auto& cpu : cpus.cpus) {
+      if (cpu->index() == index) {
+        return cpu->name();
+      }
+    }
+    return "?";
+  };
+  for (const auto& [index, energy_j] : measured.cpu_energy_j) {
+    row(fmt::format("CPU {}", index), cpu_name(index), energy_j);
+    total_j += energy_j;
+    ++rows;
+  }
+  for (const auto& [index, energy_j] : measured.dram_energy_j) {
+    row(fmt::format("DRAM {}", index), cpu_name(index) + " DRAM", energy_j);
+    total_j += energy_j;
+    ++rows;
+  }
+  if (rows > 1) {
+    row("total", "", total_j);
+  }
+  if (rows == 0) {
+    out << "   (no device measured)\n";
+  }
+  if (carbon) {
+    out << fmt::format(
+        "\n   carbon  {:.6g} gCO2eq (GPU {:.6g}, CPU {:.6g}, DRAM {:.6g}) at a mean "
+        "{:.6g} gCO2eq/kWh\n",
+        carbon->total_carbon_emission_g(), carbon->gpu_carbon_emission_g.sum(),
+        carbon->cpu_carbon_emission_g.sum(), carbon->dram_carbon_emission_g.sum(),
+        carbon->mean_gco2eq_per_kwh);
+  }
+  if (cost) {
+    const std::string unit = cost->currency.empty() ? "" : " " + cost->currency;
+    out << fmt::format(
+        "\n   cost    {:.6g}{} (GPU {:.6g}, CPU {:.6g}, DRAM {:.6g}) at a mean {:.6g}{}/kWh\n",
+        cost->total_cost(), unit, cost->gpu_energy_cost.sum(), cost->cpu_energy_cost.sum(),
+        cost->dram_energy_cost.sum(), cost->mean_price_per_kwh, unit);
+  }
+  for (const std::string& note : notes) {
+    out << "\n   note: " << note << "\n";
+  }
+  out << "\n";
+}
+
+namespace {
+
+nlohmann::json energy_json(const monitor::EnergyByIndex& energy) {
+  nlohmann::json object = nlohmann::json::object();
+  for (const auto& [index, energy_j] : energy) {
+    object[std::to_string(index)] = energy_j;
+  }
+  return object;
+}
+
+}  // namespace
+
+void write_json_summary(std::ostream& out, const MonitorArgs& args, const Summary& figures) {
+  const monitor::Measurement& measured = figures.measured;
+  const RunOutcome& outcome = figures.outcome;
+  const std::optional<monitor::CarbonEmissionMeasurement>& carbon = figures.carbon;
+  const std::optional<monitor::EnergyCostMeasurement>& cost = figures.cost;
+  const std::vector<std::string>& notes = figures.notes;
+  nlohmann::json summary;
+  summary["command"] =
+      args.command.empty() ? nlohmann::json(nullptr) : nlohmann::json(args.command);
+  summary["exit_code"] =
+      outcome.child ? nlohmann::json(outcome.child->exit_code) : nlohmann::json(nullptr);
+  summary["signal"] = outcome.child && outcome.child->signal
+                          ? nlohmann::json(signal_name(*outcome.child->signal))
+                      : outcome.stop_signal ? nlohmann::json(signal_name(*outcome.stop_signal))
+                                            : nlohmann::json(nullptr);
+  summary["killed"] = !outcome.kill_reason.empty();
+  summary["time_s"] = measured.time_s;
+  summary["gpu_energy_j"] = energy_json(measured.gpu_energy_j);
+  summary["cpu_energy_j"] = energy_json(measured.cpu_energy_j);
+  summary["dram_energy_j"] = energy_json(measured.dram_energy_j);
+  if (!args.carbon_intensity.empty()) {
+    // null when the provider could not say (a note says why).
+    summary["carbon"] = nullptr;
+    if (carbon) {
+      summary["carbon"] = {{"gco2eq", carbon->total_carbon_emission_g()},
+                           {"mean_gco2eq_per_kwh", carbon->mean_gco2eq_per_kwh},
+                           {"gpu_gco2eq", energy_json(carbon->gpu_carbon_emission_g)},
+                           {"cpu_gco2eq", energy_json(carbon->cpu_carbon_emission_g)},
+                           {"dram_gco2eq", energy_json(carbon->dram_carbon_emission_g)}};
+    }
+  }
+  if (!args.price.empty()) {
+    summary["cost"] = nullptr;
+    if (cost) {
+      summary["cost"] = {{"total", cost->total_cost()},
+                         {"currency", cost->currency.empty() ? nlohmann::json(nullptr)
+                                                             : nlohmann::json(cost->currency)},
+                         {"mean_price_per_kwh", cost->mean_price_per_kwh},
+                         {"gpu", energy_json(cost->gpu_energy_cost)},
+                         {"cpu", energy_json(cost->cpu_energy_cost)},
+                         {"dram", energy_json(cost->dram_energy_cost)}};
+    }
+  }
+  summary["notes"] = notes;
+  if (!outcome.kill_reason.empty()) {
+    summary["notes"].push_back("zeus " + outcome.kill_reason);
+  }
+  out << summary.dump(2) << "\n";
+}
+
+}  // namespace zeus::cli::monitor_command
