@@ -179,10 +179,11 @@ void BatchSizePolicy::fail(int trial_id) {
 }
 
 std::optional<double> BatchSizePolicy::cost_threshold() const {
-  if (!config_.beta || !min_cost_) {
-    return std::nullopt;
-  }
-  return *config_.beta * *min_cost_;
+  return shared_cost_threshold();
+}
+
+double BatchSizePolicy::unstarted_trial_cost(int /*trial_id*/) const {
+  return prohibitive_cost(config_, min_cost_);
 }
 
 std::vector<ArmView> BatchSizePolicy::arm_views() const {

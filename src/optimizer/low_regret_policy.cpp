@@ -213,6 +213,10 @@ std::optional<double> LowRegretPolicy::cost_threshold(int trial_id) const {
   return found->second.threshold;
 }
 
+double LowRegretPolicy::unstarted_trial_cost(int trial_id) const {
+  return cost_threshold(trial_id).value_or(prohibitive_cost(config_, min_cost_));
+}
+
 // ---- Deciding ----
 
 std::optional<int> LowRegretPolicy::walk_candidate() const {

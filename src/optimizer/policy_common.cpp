@@ -53,6 +53,19 @@ void check_trial_result(const TrialResult& result) {
   }
 }
 
+double prohibitive_cost(const BatchSizePolicyConfig& config, std::optional<double> min_cost) {
+  return 100.0 * config.beta.value_or(0.0) * min_cost.value_or(1.0);
+}
+
+std::optional<double> BatchSizeSearch::shared_cost_threshold() const {
+  const std::optional<double>& beta = config().beta;
+  const std::optional<double> lowest = min_cost();
+  if (threshold_rule() != ThresholdRule::kBetaTimesMinCost || !beta || !lowest) {
+    return std::nullopt;
+  }
+  return *beta * *lowest;
+}
+
 const char* kind_name(TrialKind kind) {
   switch (kind) {
     case TrialKind::kExploration:
@@ -142,6 +155,10 @@ const std::vector<std::string>& batch_size_policy_names() {
   return names;
 }
 
+const std::string& default_batch_size_policy_name() {
+  return batch_size_policy_names().front();
+}
+
 void check_batch_size_policy_name(std::string_view name) {
   for (const std::string& known : batch_size_policy_names()) {
     if (name == known) {
@@ -163,7 +180,7 @@ std::unique_ptr<BatchSizeSearch> make_batch_size_search(std::string_view policy,
 }
 
 std::unique_ptr<BatchSizeSearch> restore_batch_size_search(const std::string& text) {
-  std::string policy = "zeus";
+  std::string policy = default_batch_size_policy_name();
   try {
     const nlohmann::json in = nlohmann::json::parse(text);
     if (in.is_object() && in.contains("policy")) {

@@ -4,6 +4,7 @@
 
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -18,6 +19,10 @@ void check_common_config(BatchSizePolicyConfig& config);
 // Throws kInvalidArgument for a cost that is not finite and non-negative, a negative epoch
 // count or a bad epoch cost.
 void check_trial_result(const TrialResult& result);
+
+// What a policy that knows no better charges a trial stopped before its first epoch:
+// 100 x beta x the lowest converged cost (1 before one).
+double prohibitive_cost(const BatchSizePolicyConfig& config, std::optional<double> min_cost);
 
 const char* kind_name(TrialKind kind);
 const char* status_name(TrialStatus status);

@@ -151,10 +151,11 @@ json body_of(const http::Request& req) {
 
 // A job's spec as the server answers it. The paper's policy is not named, so that a job on it is
 // answered exactly as the reference answers (its clients compare the spec's fields); an absent
-// `policy` in an answer means "zeus". A job on another policy names it.
+// `policy` in an answer means "zeus" (optimizer::default_batch_size_policy_name()). A job on
+// another policy names it.
 ordered_json response_spec(const bso::JobSpec& spec) {
   bso::JobSpec shown = spec;
-  if (shown.policy == "zeus") {
+  if (shown.policy == optimizer::default_batch_size_policy_name()) {
     shown.policy.reset();
   }
   return bso::to_json(shown);

@@ -11,18 +11,15 @@
 
 #include "bso/wire_text.hpp"
 #include "zeus/common/units.hpp"
-#include "zeus/optimizer/batch_size_policy.hpp"
+#include "zeus/optimizer/batch_size_search.hpp"
 #include "zeus/optimizer/cost.hpp"
 
 namespace zeus::server {
 namespace {
 
-using optimizer::BatchSizePolicy;
 using optimizer::BatchSizePolicyConfig;
 using optimizer::BatchSizeSearch;
-
-// What a job's spec names, or the paper's for specs stored before there were two policies.
-constexpr const char* kLegacyPolicy = "zeus";
+using optimizer::ThresholdRule;
 
 std::uint64_t random_u64() {
   static thread_local std::mt19937_64 engine{std::random_device{}()};
@@ -226,7 +223,7 @@ RegisterResult BsoService::register_job(bso::JobSpec spec) {
     // registered: it matches the job whatever its policy. One that names a policy must name the
     // job's.
     bso::JobSpec stored = existing->spec;
-    stored.policy = stored.policy.value_or(kLegacyPolicy);
+    stored.policy = stored.policy.value_or(optimizer::default_batch_size_policy_name());
     bso::JobSpec asked = spec;
     asked.policy = requested_policy ? requested_policy : stored.policy;
     if (!(stored == asked)) {
@@ -313,15 +310,15 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
     const double cost =
         optimizer::zeus_cost(result.energy_j, result.time_s, spec.eta_knob, spec.max_power_w);
     check_cost(cost, result, spec);
-    // Per trial: "low-regret" caps a first probe differently from a bandit run.
+    // Per trial: a policy may cap a first probe differently from a bandit run.
     const std::optional<double> threshold = policy->cost_threshold(trial->trial_number);
     const bool within = !threshold || cost <= *threshold;
     const bool converged = spec.higher_is_better_metric ? result.metric >= spec.target_metric
                                                         : result.metric <= spec.target_metric;
-    // "low-regret" learns from the cost of one steady epoch: the difference between a run's
-    // last two cumulative reports. A running trial's row keeps the latest report for that (the
+    // A policy may learn from the cost of one steady epoch: the difference between a run's last
+    // two cumulative reports. A running trial's row keeps the latest report for that (the
     // paper's jobs write nothing until the final report, as before).
-    const bool wants_epoch_cost = policy->policy_name() != kLegacyPolicy;
+    const bool wants_epoch_cost = policy->uses_epoch_costs();
     if (within && result.current_epoch < spec.max_epochs && !converged) {
       if (wants_epoch_cost) {
         trial->time_s = result.time_s;
@@ -344,7 +341,7 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
     }
     if (converged && within) {
       response = {true, true, "Train succeeded"};
-    } else if (!within && policy->policy_name() == kLegacyPolicy) {
+    } else if (!within && policy->threshold_rule() == ThresholdRule::kBetaTimesMinCost) {
       // The reference's message, which its users grep.
       response = {true, false,
                   fmt::format("Batch Size({}) exceeded the cost upper bound: current cost({}) "
@@ -396,7 +393,8 @@ void BsoService::end_trial(const bso::TrialId& trial_id) {
     policy->fail(trial->trial_number);
     trial->status = "Failed";
     trial->end_ms = now_ms();
-    // A failed trial has no measurements (a running low-regret trial's row held its latest).
+    // A failed trial has no measurements (a running trial's row may hold its latest, for a
+    // policy that uses epoch costs).
     trial->time_s.reset();
     trial->energy_j.reset();
     trial->metric.reset();
@@ -428,8 +426,8 @@ std::optional<JobState> BsoService::job_state(const std::string& job_id) {
     return std::nullopt;
   }
   const std::unique_ptr<BatchSizeSearch> policy = load_policy(*job);
-  // The paper's policy shows its bandit as before; another shows its own view of the arms.
-  const auto* paper = dynamic_cast<const BatchSizePolicy*>(policy.get());
+  // One threshold for the job (the paper's, shown as before), or each running trial's own.
+  const bool shared_threshold = policy->threshold_rule() == ThresholdRule::kBetaTimesMinCost;
   JobState state;
   state.job_id = job_id;
   state.spec = job->spec;
@@ -438,12 +436,11 @@ std::optional<JobState> BsoService::job_state(const std::string& job_id) {
   state.min_cost = job->min_cost;
   state.min_cost_batch_size = job->min_cost_batch_size;
   state.created_ms = job->created_ms;
-  if (paper != nullptr) {
-    state.cost_threshold = paper->cost_threshold();
-    if (const optimizer::GaussianTs* mab = paper->mab()) {
-      for (const auto& [batch_size, arm] : mab->arms()) {
-        state.arms.push_back({batch_size, arm});
-      }
+  state.cost_threshold = policy->shared_cost_threshold();
+  // A Gaussian bandit's arms as they are (the paper's, as before); another policy's own view.
+  if (const optimizer::GaussianTs* bandit = policy->bandit()) {
+    for (const auto& [batch_size, arm] : bandit->arms()) {
+      state.arms.push_back({batch_size, arm});
     }
   } else {
     state.arm_views = policy->arm_views();
@@ -455,7 +452,7 @@ std::optional<JobState> BsoService::job_state(const std::string& job_id) {
                                   job->spec.max_power_w);
     }
     std::optional<double> threshold;
-    if (paper == nullptr && trial.status == "Dispatched") {
+    if (!shared_threshold && trial.status == "Dispatched") {
       threshold = policy->cost_threshold(trial.trial_number);
     }
     state.trials.push_back({std::move(trial), cost, threshold});

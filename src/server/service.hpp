@@ -1,8 +1,10 @@
 // The batch-size-optimizer service: the reference server's semantics (register, dispatch a
 // trial, per-epoch report with early stopping, end a trial, delete) over a Store, with the
 // decisions taken by the policy core through zeus::optimizer::BatchSizeSearch: the paper's
-// "zeus" policy (the default) or "low-regret", per job. No HTTP and no JSON here: errors are
-// ServiceError with a domain kind, which the HTTP layer maps to a status.
+// "zeus" policy (the default) or "low-regret", per job. The service names no policy: what it
+// does differently per job it asks the policy (its threshold rule, whether it uses epoch costs,
+// its bandit). No HTTP and no JSON here: errors are ServiceError with a domain kind, which the
+// HTTP layer maps to a status.
 #pragma once
 
 #include <cstdint>
@@ -36,7 +38,7 @@ struct RegisterResult {
   bso::JobSpec spec;     // as stored (job_id set, batch sizes sorted)
 };
 
-// One arm of the paper's bandit, for job_state.
+// One arm of a policy's Gaussian bandit (the paper's), for job_state.
 struct ArmSummary {
   int batch_size = 0;
   optimizer::ArmState arm;
@@ -46,8 +48,8 @@ struct ArmSummary {
 struct TrialSummary {
   TrialRecord record;
   std::optional<double> cost;
-  // A "low-regret" job's trial still running: the cost at which it is stopped (that policy
-  // caps each trial on its own). Unset for the paper's policy, whose threshold is the job's.
+  // A trial still running under a policy that caps each trial on its own (low-regret): the cost
+  // at which it is stopped. Unset under the paper's rule, whose threshold is the job's.
   std::optional<double> cost_threshold;
 };
 
@@ -58,12 +60,13 @@ struct JobState {
   std::string stage;  // "Pruning" or "MAB"
   std::optional<double> min_cost;
   int min_cost_batch_size = 0;
-  // "zeus": beta * min_cost; unset without early stopping. Unset for "low-regret" (see
-  // TrialSummary::cost_threshold).
+  // The paper's rule (ThresholdRule::kBetaTimesMinCost): beta * min_cost; unset without early
+  // stopping. Unset for per-trial thresholds (see TrialSummary::cost_threshold).
   std::optional<double> cost_threshold;
   std::int64_t created_ms = 0;
-  std::vector<ArmSummary> arms;  // "zeus": the bandit's arms, empty before the MAB stage
-  // "low-regret": every batch size as that policy sees it (observations, mean cost).
+  // A policy with a Gaussian bandit (the paper's): its arms, empty before the MAB stage.
+  std::vector<ArmSummary> arms;
+  // A policy without one (low-regret): every batch size as it sees it (observations, mean cost).
   std::vector<optimizer::ArmView> arm_views;
   std::vector<TrialSummary> trials;
 };
@@ -75,7 +78,7 @@ class BsoService {
   // `default_policy` is the policy of jobs whose spec names none (`zeus bso serve --policy`);
   // throws zeus::Error(kInvalidArgument) naming the known ones for any other name.
   explicit BsoService(Store& store, std::shared_ptr<Clock> clock = nullptr,
-                      std::string default_policy = "zeus");
+                      std::string default_policy = optimizer::default_batch_size_policy_name());
 
   // POST /jobs. Throws bso::ValidationError (422) for specs the policy core cannot run
   // (num_pruning_rounds 0), an unknown policy (at ["body", "policy"]) and for job ids that could

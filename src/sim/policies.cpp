@@ -1,5 +1,6 @@
-// The policies the simulator compares (Zeus through the production BatchSizePolicy and
-// ZeusCostSelector; Default; Grid; Oracle) and one training run charged from the trace.
+// The policies the simulator compares (Zeus and low-regret through the production
+// BatchSizeSearch and ZeusCostSelector; Default; Grid; Oracle) and one training run charged from
+// the trace.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -97,8 +98,9 @@ Outcome run_once(const WorkloadTrace& trace, const BatchSizeTrace& batch, const 
 
 namespace {
 
-// Zeus and low-regret: the production batch-size policy core, with JIT power-limit profiling of
-// each batch size's first run.
+// Zeus and low-regret: the production batch-size policy core (optimizer::BatchSizeSearch, which
+// decides early stopping and what a stopped run costs), with JIT power-limit profiling of each
+// batch size's first run.
 class SearchPolicy final : public Policy {
  public:
   SearchPolicy(const WorkloadTrace& trace, const SimulationConfig& config, std::string_view name)
@@ -127,13 +129,9 @@ class SearchPolicy final : public Policy {
 
   void report(const Choice& choice, const Outcome& outcome) override {
     if (outcome.never_ran) {
-      // Not even one epoch fits under the threshold: the paper's policy charges the batch size
-      // a prohibitive cost; low-regret learns that its cost is at least the threshold.
-      double cost = 100.0 * config_.beta * bso_->min_cost().value_or(1.0);
-      if (bso_->policy_name() != "zeus") {
-        cost = bso_->cost_threshold(choice.trial_id).value_or(cost);
-      }
-      bso_->report(choice.trial_id, {cost, false, 0, outcome.epoch_cost});
+      // Not even one epoch fits under the threshold: the policy says what that costs.
+      bso_->report(choice.trial_id,
+                   {bso_->unstarted_trial_cost(choice.trial_id), false, 0, outcome.epoch_cost});
       return;
     }
     bso_->report(choice.trial_id,

@@ -55,6 +55,11 @@ class BatchSizePolicy final : public BatchSizeSearch {
   // same for every trial, and it falls while a run is in flight.
   std::optional<double> cost_threshold() const;
   std::optional<double> cost_threshold(int /*trial_id*/) const override { return cost_threshold(); }
+  ThresholdRule threshold_rule() const override { return ThresholdRule::kBetaTimesMinCost; }
+  // A prohibitive cost: 100 x beta x the lowest converged cost (1 before one).
+  double unstarted_trial_cost(int trial_id) const override;
+  // The paper's policy learns from each run's cost alone.
+  bool uses_epoch_costs() const override { return false; }
   std::optional<double> min_cost() const override { return min_cost_; }
   // The batch size of the lowest-cost converged run, else b0.
   int best_batch_size() const override { return min_cost_batch_size_; }
@@ -62,6 +67,8 @@ class BatchSizePolicy final : public BatchSizeSearch {
   bool exploring() const override { return mab_ == nullptr; }
   std::vector<ArmView> arm_views() const override;
   const GaussianTs* mab() const { return mab_.get(); }
+  // The bandit once pruning is over.
+  const GaussianTs* bandit() const override { return mab(); }
   // The trials the policy still needs: all of them during pruning; once the bandit exists, only
   // those still running (finished ones live on as the arms' observations), so that the state
   // stays small however long a job recurs.

@@ -71,6 +71,16 @@ struct BatchSizePolicyConfig {
   std::uint64_t seed = 0;
 };
 
+// How a policy stops running trials early. Hosts word and show thresholds by this, never by the
+// policy's name.
+enum class ThresholdRule {
+  // One threshold for every trial: beta x the lowest cost of a converged run (the paper's; it
+  // falls while a run is in flight). The BSO server words and shows it as the reference does.
+  kBetaTimesMinCost,
+  // Each trial its own, fixed when it is dispatched.
+  kPerTrial,
+};
+
 // A batch size the policy is choosing among, as the policy sees it.
 struct ArmView {
   int batch_size = 0;
@@ -97,6 +107,18 @@ class BatchSizeSearch {
 
   // The cost at which a running trial is stopped early; nullopt: never (or unknown trial).
   virtual std::optional<double> cost_threshold(int trial_id) const = 0;
+  // How cost_threshold is set: one for all trials, or one per trial.
+  virtual ThresholdRule threshold_rule() const = 0;
+  // kBetaTimesMinCost: the threshold every trial shares (nullopt without beta or before a
+  // converged run). kPerTrial: nullopt (see cost_threshold).
+  std::optional<double> shared_cost_threshold() const;
+  // The cost to report for a trial whose threshold stops it before its first epoch ends (a host
+  // that predicts the stop, as the simulator does, never runs it), as not converged.
+  virtual double unstarted_trial_cost(int trial_id) const = 0;
+  // Whether report() uses TrialResult::epochs and epoch_cost: a host then keeps a running
+  // trial's latest measurements to derive the cost of one steady epoch. False: cost and
+  // converged only.
+  virtual bool uses_epoch_costs() const = 0;
   // The lowest cost of a converged run so far.
   virtual std::optional<double> min_cost() const = 0;
   // The batch size the policy currently believes best (b0 before any result).
@@ -104,6 +126,9 @@ class BatchSizeSearch {
   // True while it still explores batch sizes for the first time ("Pruning" on the wire).
   virtual bool exploring() const = 0;
   virtual std::vector<ArmView> arm_views() const = 0;
+  // The Gaussian bandit the policy chooses with, when it has one (a host shows its arms rather
+  // than arm_views()); nullptr otherwise.
+  virtual const GaussianTs* bandit() const = 0;
   virtual const BatchSizePolicyConfig& config() const = 0;
 
   // Exact state as JSON text (with a "policy" member); restore_batch_size_search reads it back.
@@ -115,15 +140,18 @@ class BatchSizeSearch {
 // "Concurrent" or "MAB".
 const char* trial_kind_wire_name(TrialKind kind);
 
-// "zeus", "low-regret".
+// "zeus", "low-regret". The registry below is the one place that knows policies by name.
 const std::vector<std::string>& batch_size_policy_names();
+// "zeus", the paper's: the policy of a saved state, a stored job or a server's answer that names
+// none (all were the paper's before there were two policies).
+const std::string& default_batch_size_policy_name();
 // Throws zeus::Error(kInvalidArgument) naming the known policies for any other name.
 void check_batch_size_policy_name(std::string_view name);
 // Throws kInvalidArgument for an unknown name or a configuration the policy cannot run.
 std::unique_ptr<BatchSizeSearch> make_batch_size_search(std::string_view policy,
                                                         BatchSizePolicyConfig config);
-// A saved state of either policy (a state without "policy" is the paper's, as saved before
-// there were two). Throws kInvalidArgument on malformed text.
+// A saved state of any policy (a state without "policy" is the default's, as saved before there
+// were two). Throws kInvalidArgument on malformed text.
 std::unique_ptr<BatchSizeSearch> restore_batch_size_search(const std::string& text);
 
 }  // namespace zeus::optimizer

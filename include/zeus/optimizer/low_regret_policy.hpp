@@ -75,6 +75,13 @@ class LowRegretPolicy final : public BatchSizeSearch {
   void fail(int trial_id) override;
 
   std::optional<double> cost_threshold(int trial_id) const override;
+  ThresholdRule threshold_rule() const override { return ThresholdRule::kPerTrial; }
+  // The trial's threshold: a lower bound on what the run would have cost.
+  double unstarted_trial_cost(int trial_id) const override;
+  // Each observation is split into the per-epoch cost and the number of epochs.
+  bool uses_epoch_costs() const override { return true; }
+  // Thompson Sampling on its own model of the cost, not a Gaussian bandit.
+  const GaussianTs* bandit() const override { return nullptr; }
   std::optional<double> min_cost() const override { return min_cost_; }
   int best_batch_size() const override;
   bool exploring() const override;
