@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "bso/wire_text.hpp"
 #include "server/server_harness.hpp"
 #include "server/service.hpp"
-#include "bso/wire_text.hpp"
 #include "zeus/bso/wire.hpp"
 #include "zeus/optimizer/batch_size_policy.hpp"
 #include "zeus/optimizer/low_regret_policy.hpp"
