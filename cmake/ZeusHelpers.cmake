@@ -55,6 +55,44 @@ function(zeus_add_gtest name)
     set_property(GLOBAL APPEND PROPERTY ZEUS_TEST_TARGETS_${label} ${name})
   endforeach()
   _zeus_collect_labelled_tests_later()
+  _zeus_add_without_shared_data_test(${name} "${ARG_SOURCES}" "${ARG_LABELS}")
+endfunction()
+
+# <name>_without_shared_data: a suite whose sources include support/shared_data.hpp (they read
+# ../shared/data) runs its test suites (the TEST* groups of those files) once more with
+# ZEUS_SHARED_DATA naming a folder that does not exist, as on a fresh clone without the data: a
+# test that needs the data must skip, and this fails if one fails instead (docs/testing.md).
+# Labelled as the suite, less `threaded` (it is not a ThreadSanitizer run), plus no-shared-data.
+function(_zeus_add_without_shared_data_test name sources labels)
+  set(groups)
+  foreach(source IN LISTS sources)
+    get_filename_component(path ${source} ABSOLUTE)
+    # The path spelled out would escape this check: only shared_data_dir() may spell it.
+    file(STRINGS ${path} spelled REGEX "\"shared\" */ *\"data\"")
+    if(spelled)
+      message(FATAL_ERROR "${path} spells the path of ../shared/data: use "
+                          "zeus::testing::shared_data_dir() (tests/support/shared_data.hpp)")
+    endif()
+    file(STRINGS ${path} includes REGEX "^#include \"support/shared_data\\.hpp\"")
+    if(includes)
+      file(STRINGS ${path} tests REGEX "^TEST(_F|_P)?\\([A-Za-z0-9_]+,")
+      foreach(test IN LISTS tests)
+        string(REGEX REPLACE "^TEST(_F|_P)?\\(([A-Za-z0-9_]+),.*" "\\2.*" group "${test}")
+        list(APPEND groups ${group})
+      endforeach()
+    endif()
+  endforeach()
+  if(NOT groups)
+    return()
+  endif()
+  list(REMOVE_DUPLICATES groups)
+  list(JOIN groups ":" filter)
+  set(twin_labels ${labels} no-shared-data)
+  list(REMOVE_ITEM twin_labels threaded)
+  add_test(NAME ${name}_without_shared_data COMMAND ${name} --gtest_filter=${filter})
+  set_tests_properties(${name}_without_shared_data PROPERTIES
+    ENVIRONMENT "ZEUS_SHARED_DATA=${PROJECT_BINARY_DIR}/no-shared-data"
+    LABELS "${twin_labels}")
 endfunction()
 
 # Tests registered with add_test under the name of the executable they run (server_postgres_test,

@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/base64.hpp"
+#include "common/text.hpp"
 #include "daemon/auth.hpp"
 #include "fuzz_check.hpp"
 #include "zeus/common/error.hpp"
@@ -22,6 +24,8 @@ namespace {
 
 namespace auth = zeus::daemon::auth;
 using nlohmann::json;
+using zeus::base64url_decode;
+using zeus::base64url_encode;
 
 constexpr std::int64_t kNow = 1'700'000'000;
 constexpr std::string_view kHeader = R"({"typ":"JWT","alg":"HS256"})";
@@ -32,8 +36,8 @@ const auth::SigningKey& key() {
 }
 
 std::string sign(std::string_view header, std::string_view claims) {
-  const std::string input = auth::base64url_encode(header) + "." + auth::base64url_encode(claims);
-  return input + "." + auth::base64url_encode(auth::hmac_sha256(key().bytes(), input));
+  const std::string input = base64url_encode(header) + "." + base64url_encode(claims);
+  return input + "." + base64url_encode(auth::hmac_sha256(key().bytes(), input));
 }
 
 // Splits at the first '\n'; without one, `first` is empty.
@@ -62,7 +66,7 @@ void check_verified(std::string_view token, const auth::TokenCheck& check) {
   // Valid: the signature is the HMAC of the first two parts, under our key.
   const std::size_t last_dot = token.rfind('.');
   ZEUS_FUZZ_CHECK(last_dot != std::string_view::npos);
-  const auto signature = auth::base64url_decode(token.substr(last_dot + 1));
+  const auto signature = base64url_decode(token.substr(last_dot + 1));
   ZEUS_FUZZ_CHECK(signature.has_value() &&
                   *signature == auth::hmac_sha256(key().bytes(), token.substr(0, last_dot)));
   const auth::TokenClaims& claims = check.claims;
@@ -153,13 +157,13 @@ void fuzz_authorize(std::string_view text) {
 
 void fuzz_text(std::string_view text) {
   // Exactly one encoding per byte string.
-  const std::string encoded = auth::base64url_encode(text);
-  ZEUS_FUZZ_CHECK(auth::base64url_decode(encoded) == std::string(text));
-  if (const auto decoded = auth::base64url_decode(text)) {
-    ZEUS_FUZZ_CHECK(auth::base64url_encode(*decoded) == text);
+  const std::string encoded = base64url_encode(text);
+  ZEUS_FUZZ_CHECK(base64url_decode(encoded) == std::string(text));
+  if (const auto decoded = base64url_decode(text)) {
+    ZEUS_FUZZ_CHECK(base64url_encode(*decoded) == text);
   }
   const auto [a, b] = split(text);
-  ZEUS_FUZZ_CHECK(auth::constant_time_equal(a, b) == (a == b));
+  ZEUS_FUZZ_CHECK(zeus::text::constant_time_equal(a, b) == (a == b));
 
   try {
     const std::vector<auth::ApiGroup> groups = auth::parse_api_group_list(text);

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# Every test: installs what is missing, checks formatting, builds with AddressSanitizer and
-# UndefinedBehaviorSanitizer (the `asan` preset) and runs the whole CTest suite, then builds the
-# optimised `release` preset too (benchmarks included), whose warnings differ. Between the two, the
-# BSO server's wire tests (tests/python, Debian's python3) run against the `asan` build's `zeus`;
-# the ones that drive the reference's own BSO and zeusd clients run only with ZEUS_REFERENCE_SRC set
-# (docs/bso-compatibility.md, docs/zeusd.md). Last, the Python package's tests (tests/pybind)
-# against the `release` build (an ASan-built extension cannot load into an uninstrumented
-# interpreter), and the wheel built from it (scripts/wheel.sh) installed into a venv (tests/wheel).
-# Then the threaded suites under ThreadSanitizer (the `tsan` preset builds only the tests labelled
-# `threaded`) and every fuzz target for 5 seconds (scripts/fuzz.sh), as docs/testing.md describes.
+# Every test: installs what is missing, checks formatting and file sizes (no source file over 600
+# lines), builds with AddressSanitizer and UndefinedBehaviorSanitizer (the `asan` preset) and runs
+# the whole CTest suite (with, for each suite that reads ../shared/data, a run without it), then
+# builds the optimised `release` preset too (benchmarks included), whose warnings differ. Between
+# the two, the BSO server's wire tests (tests/python, Debian's python3) run against the `asan`
+# build's `zeus`; the ones that drive the reference's own BSO and zeusd clients run only with
+# ZEUS_REFERENCE_SRC set (docs/bso-compatibility.md, docs/zeusd.md). Last, the Python package's
+# tests (tests/pybind) against the `release` build (an ASan-built extension cannot load into an
+# uninstrumented interpreter), and the wheel built from it (scripts/wheel.sh) installed into a venv
+# (tests/wheel). Then the threaded suites under ThreadSanitizer (the `tsan` preset builds only the
+# tests labelled `threaded`) and every fuzz target for 5 seconds (scripts/fuzz.sh), as
+# docs/testing.md describes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -16,6 +18,7 @@ cd "$(dirname "$0")/.."
 # (CI's) reuses what any earlier build on this machine compiled.
 export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 ./scripts/check-format.sh
+./scripts/check-file-size.sh
 cmake --preset asan >/dev/null
 cmake --build --preset asan
 ctest --preset asan -j"$(nproc)"

@@ -405,15 +405,18 @@ class Reducer:
 class LocalReducer(Reducer):
     def __init__(self) -> None: ...
 
+# wait_steps, warmup_steps, profile_steps and pl_step: the C++ options' defaults.
+_POWER_LIMIT_OPTIMIZER_DEFAULTS: Dict[str, int]
+
 class _PowerLimitOptimizer:
     def __init__(
         self,
         monitor: WindowMonitor,
         optimum_selector: Optional[OptimumSelector] = None,
-        wait_steps: int = 1,
-        warmup_steps: int = 10,
-        profile_steps: int = 40,
-        pl_step: int = 25,
+        wait_steps: int = ...,  # the defaults: _POWER_LIMIT_OPTIMIZER_DEFAULTS
+        warmup_steps: int = ...,
+        profile_steps: int = ...,
+        pl_step: int = ...,
         profile_path: Union[str, os.PathLike, None] = None,
         reducer: Optional[Reducer] = None,
         restore_on_signal: bool = False,

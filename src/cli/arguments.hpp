@@ -1,17 +1,16 @@
-// Parsing values given on the command line: durations ("10s", "500ms", "2m", "1h", "0.5") and
-// device index lists ("0,1").
+// Parsing values given on the command line: device index lists ("0,1"), and the short form of a
+// duration for messages (durations themselves: common/duration.hpp).
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/duration.hpp"
+
 namespace zeus::cli {
 
-// A non-negative duration in seconds: a decimal number followed by an optional unit, `ms`, `s`,
-// `m` (or `min`), `h`; no unit means seconds. Throws Error(kInvalidArgument) naming `what` (the
-// flag, e.g. "--interval") and quoting `text` when it is malformed, negative or not finite.
-double parse_duration_s(std::string_view text, std::string_view what);
+// Durations are parsed with zeus::parse_duration_s (common/duration.hpp, included here).
 
 // A short human form of a duration for messages: "1 ms", "0.5 s", "2 min".
 std::string format_duration(double duration_s);

@@ -41,6 +41,16 @@ bool ascii_iequals(std::string_view a, std::string_view b) {
          });
 }
 
+bool constant_time_equal(std::string_view given, std::string_view secret) {
+  unsigned char difference = given.size() == secret.size() ? 0 : 1;
+  for (std::size_t i = 0; i < given.size(); ++i) {
+    // Compared with the secret repeated, so that a shorter one is read the same way as an equal.
+    const char expected = secret.empty() ? '\0' : secret[i % secret.size()];
+    difference |= static_cast<unsigned char>(given[i] ^ expected);
+  }
+  return difference == 0;
+}
+
 std::vector<std::string_view> split(std::string_view text, char separator) {
   std::vector<std::string_view> pieces;
   while (true) {

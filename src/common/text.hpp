@@ -24,6 +24,10 @@ std::string ascii_lower(std::string_view text);
 // Whether `a` and `b` are the same but for the case of A-Z.
 bool ascii_iequals(std::string_view a, std::string_view b);
 
+// Whether `given` and `secret` are equal, in time that depends only on the length of `given`:
+// neither where the contents differ nor the secret's length shows (for tokens and signatures).
+bool constant_time_equal(std::string_view given, std::string_view secret);
+
 // The pieces of `text` between each `separator`, empty pieces kept: "a,,b" -> {"a", "", "b"},
 // "" -> {""}. The views point into `text`.
 std::vector<std::string_view> split(std::string_view text, char separator);

@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +20,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/duration.hpp"
 #include "common/log.hpp"
 #include "common/text.hpp"
 #include "zeus/common/clock.hpp"
@@ -363,51 +363,31 @@ std::int64_t parse_duration_s(std::string_view text) {
                      "'; use a positive integer with an optional unit s, m, h or d, e.g. 3600, "
                      "30m, 1h, 7d");
   };
-  if (text.empty()) {
+  // The common grammar (common/duration.hpp), narrowed to what `zeusd token issue` has always
+  // taken: a whole number of seconds, minutes, hours or days, without blanks, sign or fraction.
+  std::string_view count = text;
+  if (!count.empty() && std::string_view("smhd").find(count.back()) != std::string_view::npos) {
+    count.remove_suffix(1);
+  }
+  if (count.empty() || count.find_first_not_of("0123456789") != std::string_view::npos) {
     throw fail();
   }
-  std::int64_t unit_s = 1;
-  std::string_view digits = text;
-  switch (text.back()) {
-    case 's':
-      unit_s = 1;
-      digits.remove_suffix(1);
-      break;
-    case 'm':
-      unit_s = 60;
-      digits.remove_suffix(1);
-      break;
-    case 'h':
-      unit_s = 3600;
-      digits.remove_suffix(1);
-      break;
-    case 'd':
-      unit_s = 86400;
-      digits.remove_suffix(1);
-      break;
-    default:
-      break;
-  }
-  if (digits.empty()) {
+  double seconds = 0.0;
+  try {
+    seconds = zeus::parse_duration_s(text, "--expires");
+  } catch (const Error&) {
     throw fail();
   }
-  for (char c : digits) {
-    if (c < '0' || c > '9') {
-      throw fail();
-    }
-  }
-  std::int64_t count = 0;
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
-  if (ec != std::errc() || end != digits.data() + digits.size() || count <= 0) {
+  if (seconds < 1.0) {
     throw fail();
   }
   // Cap at 100 years: anything longer is a typo, and it keeps now + duration from overflowing.
   constexpr std::int64_t kMaxDurationS = std::int64_t{100} * 365 * 86400;
-  if (count > kMaxDurationS / unit_s) {
+  if (seconds > static_cast<double>(kMaxDurationS)) {
     throw Error(ErrorKind::kInvalidArgument,
                 "duration '" + std::string(text) + "' is longer than 100 years");
   }
-  return count * unit_s;
+  return static_cast<std::int64_t>(seconds);
 }
 
 int run_token_issue(int argc, const char* const* argv, std::ostream& out, std::ostream& err,

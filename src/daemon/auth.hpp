@@ -10,10 +10,10 @@
 //   (403). authorize() is that decision as a pure function; the HTTP layer only copies its status,
 //   body and headers into the response.
 //
-// Two sources: jwt.cpp is the HS256 JWT codec (base64url, HMAC, issuing and verifying tokens);
-// auth.cpp is the policy around it (API groups, the key file, the middleware decision and
-// `zeusd token issue`). Everything here is in zeus::daemon::auth; the daemon (daemon/daemon.hpp)
-// uses its ApiGroup, and has its own, HTTP-facing AuthResult.
+// Two sources: jwt.cpp is the HS256 JWT codec (HMAC, issuing and verifying tokens; base64url is
+// common/base64.hpp's); auth.cpp is the policy around it (API groups, the key file, the middleware
+// decision and `zeusd token issue`). Everything here is in zeus::daemon::auth; the daemon
+// (daemon/daemon.hpp) uses its ApiGroup, and has its own, HTTP-facing AuthResult.
 #pragma once
 
 #include <cstddef>
@@ -48,17 +48,12 @@ std::string api_group_names();
 // /auth/*, unknown paths). `path` is the decoded path the router matches, without the query.
 std::optional<ApiGroup> required_group(std::string_view path);
 
-// ---- Encoding and crypto primitives (jwt.cpp, with the tokens) ----
+// ---- Crypto primitives (jwt.cpp, with the tokens) ----
+// (Tokens are encoded with zeus::base64url_encode/decode, common/base64.hpp, unpadded, and
+// signatures compared with zeus::text::constant_time_equal, common/text.hpp.)
 
-// base64url (RFC 4648 §5) without padding.
-std::string base64url_encode(std::string_view bytes);
-// Decodes unpadded base64url. nullopt on any character outside the alphabet (including '='), an
-// impossible length, or non-zero trailing bits (so every byte string has one encoding).
-std::optional<std::string> base64url_decode(std::string_view text);
 // HMAC-SHA256 of `message` under `key`: 32 raw bytes.
 std::string hmac_sha256(std::string_view key, std::string_view message);
-// Compares in time that depends only on the lengths, never on where the contents differ.
-bool constant_time_equal(std::string_view a, std::string_view b);
 
 // ---- The signing key ----
 
@@ -168,8 +163,10 @@ AuthResult authorize(const AuthConfig& config, const std::string& path,
 
 // ---- `zeusd token issue` ----
 
-// Parses an --expires-in duration: a positive integer with an optional unit, s (default), m, h
-// or d ("3600", "90s", "30m", "1h", "7d"). Throws zeus::Error (kInvalidArgument) otherwise.
+// Parses an --expires-in duration: the common grammar (zeus::parse_duration_s in
+// common/duration.hpp) narrowed to a positive integer with an optional unit, s (default), m, h
+// or d ("3600", "90s", "30m", "1h", "7d"), at most 100 years. Throws zeus::Error
+// (kInvalidArgument) otherwise.
 std::int64_t parse_duration_s(std::string_view text);
 
 // `zeusd token issue --signing-key-path F --sub NAME --scopes gpu-read,gpu-control

@@ -1,7 +1,6 @@
-// HS256 JWTs for zeusd: the codec (base64url, HMAC-SHA256, constant-time compare) and token
-// issuing and verification in the reference's order. The policy that uses them (scopes, the
-// middleware decision, the key file) is in auth.cpp.
-#include <openssl/crypto.h>
+// HS256 JWTs for zeusd: HMAC-SHA256, and token issuing and verification in the reference's order
+// (base64url and the constant-time compare are common's: common/base64.hpp, common/text.hpp).
+// The policy that uses them (scopes, the middleware decision, the key file) is in auth.cpp.
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
@@ -9,6 +8,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "common/base64.hpp"
+#include "common/text.hpp"
 #include "daemon/auth.hpp"
 #include "zeus/common/error.hpp"
 
@@ -16,9 +17,6 @@ namespace zeus::daemon::auth {
 namespace {
 
 using nlohmann::json;
-
-constexpr std::string_view kBase64UrlAlphabet =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 // The fixed header the reference's `zeusd token issue` writes (serde field order of
 // jsonwebtoken::Header with only typ and alg set).
@@ -127,80 +125,7 @@ std::optional<TokenClaims> parse_claims(const json& payload, std::string& error)
 
 }  // namespace
 
-// ---- Encoding and crypto primitives ----
-
-std::string base64url_encode(std::string_view bytes) {
-  std::string out;
-  out.reserve((bytes.size() * 4 + 2) / 3);
-  std::size_t i = 0;
-  auto byte = [&](std::size_t k) {
-    return static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[k]));
-  };
-  for (; i + 3 <= bytes.size(); i += 3) {
-    std::uint32_t v = (byte(i) << 16) | (byte(i + 1) << 8) | byte(i + 2);
-    out += kBase64UrlAlphabet[(v >> 18) & 63];
-    out += kBase64UrlAlphabet[(v >> 12) & 63];
-    out += kBase64UrlAlphabet[(v >> 6) & 63];
-    out += kBase64UrlAlphabet[v & 63];
-  }
-  std::size_t rest = bytes.size() - i;
-  if (rest == 1) {
-    std::uint32_t v = byte(i) << 16;
-    out += kBase64UrlAlphabet[(v >> 18) & 63];
-    out += kBase64UrlAlphabet[(v >> 12) & 63];
-  } else if (rest == 2) {
-    std::uint32_t v = (byte(i) << 16) | (byte(i + 1) << 8);
-    out += kBase64UrlAlphabet[(v >> 18) & 63];
-    out += kBase64UrlAlphabet[(v >> 12) & 63];
-    out += kBase64UrlAlphabet[(v >> 6) & 63];
-  }
-  return out;
-}
-
-std::optional<std::string> base64url_decode(std::string_view text) {
-  if (text.size() % 4 == 1) {
-    return std::nullopt;
-  }
-  auto value_of = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') {
-      return c - 'A';
-    }
-    if (c >= 'a' && c <= 'z') {
-      return c - 'a' + 26;
-    }
-    if (c >= '0' && c <= '9') {
-      return c - '0' + 52;
-    }
-    if (c == '-') {
-      return 62;
-    }
-    if (c == '_') {
-      return 63;
-    }
-    return -1;
-  };
-  std::string out;
-  out.reserve(text.size() * 3 / 4);
-  std::uint32_t accumulator = 0;
-  int bits = 0;
-  for (char c : text) {
-    int v = value_of(c);
-    if (v < 0) {
-      return std::nullopt;
-    }
-    accumulator = (accumulator << 6) | static_cast<std::uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out += static_cast<char>((accumulator >> bits) & 0xFF);
-    }
-  }
-  // Leftover bits (2 or 4) must be zero, or a second encoding of the same bytes would exist.
-  if (bits > 0 && (accumulator & ((1u << bits) - 1)) != 0) {
-    return std::nullopt;
-  }
-  return out;
-}
+// ---- Crypto primitives ----
 
 std::string hmac_sha256(std::string_view key, std::string_view message) {
   std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
@@ -215,16 +140,6 @@ std::string hmac_sha256(std::string_view key, std::string_view message) {
     throw Error(ErrorKind::kUnknown, "OpenSSL HMAC-SHA256 failed");
   }
   return std::string(reinterpret_cast<const char*>(digest.data()), digest_len);
-}
-
-bool constant_time_equal(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) {
-    return false;
-  }
-  if (a.empty()) {
-    return true;
-  }
-  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 // ---- Tokens ----
@@ -294,7 +209,7 @@ TokenCheck verify_token(const SigningKey& key, std::string_view token, std::int6
     return invalid("Base64 error: the signature is not valid unpadded base64url");
   }
   std::string signing_input = std::string(header_part) + "." + std::string(payload_part);
-  if (!constant_time_equal(hmac_sha256(key.bytes(), signing_input), *signature)) {
+  if (!text::constant_time_equal(*signature, hmac_sha256(key.bytes(), signing_input))) {
     return invalid("InvalidSignature");
   }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,6 +69,16 @@ int int_in_range(py::handle object, const char* name, long long minimum) {
   }
   if (value > 1'000'000'000LL) {
     throw py::value_error(std::string(name) + " is too large: " + std::to_string(value));
+  }
+  return static_cast<int>(value);
+}
+
+// An int for an option that the C++ side checks (PowerLimitOptimizerOptions): a TypeError for
+// another type; only a value past the range of a C++ int is refused here.
+int int_option(py::handle object, const char* name) {
+  const long long value = int_arg(object, name);
+  if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max()) {
+    throw py::value_error(std::string(name) + " is out of range: " + std::to_string(value));
   }
   return static_cast<int>(value);
 }
@@ -245,10 +256,11 @@ std::unique_ptr<PowerLimitOptimizerHandle> make_optimizer(
     const py::object& warmup_steps, const py::object& profile_steps, const py::object& pl_step,
     const py::object& profile_path, const py::object& reducer, bool restore_on_signal) {
   runtime::PowerLimitOptimizerOptions options;
-  options.wait_steps = int_in_range(wait_steps, "wait_steps", 0);
-  options.warmup_steps = int_in_range(warmup_steps, "warmup_steps", 0);
-  options.profile_steps = int_in_range(profile_steps, "profile_steps", 1);
-  options.pl_step_w = int_in_range(pl_step, "pl_step", 1);
+  // Their values are checked by the optimizer's constructor (a ValueError naming the option).
+  options.wait_steps = int_option(wait_steps, "wait_steps");
+  options.warmup_steps = int_option(warmup_steps, "warmup_steps");
+  options.profile_steps = int_option(profile_steps, "profile_steps");
+  options.pl_step_w = int_option(pl_step, "pl_step");
   if (!selector.is_none()) {
     if (!py::isinstance<OptimumSelector>(selector)) {
       throw py::type_error("optimum_selector must be an OptimumSelector or None, not " +
@@ -407,13 +419,24 @@ void bind_optimizer(py::module_& module) {
       module, "LocalReducer", "One process: values are returned unchanged.")
       .def(py::init<>());
 
+  // The defaults of the C++ options, the only copy: GlobalPowerLimitOptimizer's signature reads
+  // them from here.
+  const runtime::PowerLimitOptimizerOptions defaults;
+  py::dict default_options;
+  default_options["wait_steps"] = defaults.wait_steps;
+  default_options["warmup_steps"] = defaults.warmup_steps;
+  default_options["profile_steps"] = defaults.profile_steps;
+  default_options["pl_step"] = defaults.pl_step_w;
+  module.attr("_POWER_LIMIT_OPTIMIZER_DEFAULTS") = default_options;
   py::class_<PowerLimitOptimizerHandle>(
       module, "_PowerLimitOptimizer",
       "The C++ power-limit optimizer; use zeus_cpp.optimizer.power_limit."
       "GlobalPowerLimitOptimizer.")
       .def(py::init(&make_optimizer), py::arg("monitor"), py::arg("optimum_selector") = py::none(),
-           py::arg("wait_steps") = 1, py::arg("warmup_steps") = 10, py::arg("profile_steps") = 40,
-           py::arg("pl_step") = 25, py::arg("profile_path") = py::none(),
+           py::arg("wait_steps") = defaults.wait_steps,
+           py::arg("warmup_steps") = defaults.warmup_steps,
+           py::arg("profile_steps") = defaults.profile_steps,
+           py::arg("pl_step") = defaults.pl_step_w, py::arg("profile_path") = py::none(),
            py::arg("reducer") = py::none(), py::arg("restore_on_signal") = false)
       .def("on_step_begin",
            [](const PowerLimitOptimizerHandle& self) { self.get().on_step_begin(); })

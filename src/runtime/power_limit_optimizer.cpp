@@ -1,6 +1,7 @@
 #include "zeus/runtime/power_limit_optimizer.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include "common/log.hpp"
 #include "zeus/common/error.hpp"
@@ -9,16 +10,25 @@
 namespace zeus::runtime {
 namespace {
 
+// The one check of the options: the Python binding and GlobalPowerLimitOptimizer only convert
+// types and rely on these messages (a ValueError there), which name the option.
+void check_option(int value, const char* name, int minimum) {
+  if (value < minimum) {
+    throw Error(ErrorKind::kInvalidArgument, std::string(name) + " must be at least " +
+                                                 std::to_string(minimum) + ", got " +
+                                                 std::to_string(value));
+  }
+  if (value > kMaxPowerLimitOptimizerOption) {
+    throw Error(ErrorKind::kInvalidArgument,
+                std::string(name) + " is too large: " + std::to_string(value));
+  }
+}
+
 void check_options(const PowerLimitOptimizerOptions& options) {
-  if (options.wait_steps < 0 || options.warmup_steps < 0) {
-    throw Error(ErrorKind::kInvalidArgument, "wait_steps and warmup_steps must be 0 or more");
-  }
-  if (options.profile_steps <= 0) {
-    throw Error(ErrorKind::kInvalidArgument, "profile_steps must be at least 1");
-  }
-  if (options.pl_step_w <= 0) {
-    throw Error(ErrorKind::kInvalidArgument, "pl_step_w must be a positive number of watts");
-  }
+  check_option(options.wait_steps, "wait_steps", 0);
+  check_option(options.warmup_steps, "warmup_steps", 0);
+  check_option(options.profile_steps, "profile_steps", 1);
+  check_option(options.pl_step_w, "pl_step_w", 1);
 }
 
 }  // namespace
@@ -57,9 +67,10 @@ PowerLimitOptimizer::PowerLimitOptimizer(std::shared_ptr<monitor::WindowMonitor>
     }
   }
   max_power_limit_mw_ = range.max_mw;
-  const auto step_mw = static_cast<std::uint32_t>(options.pl_step_w) * 1000u;
-  for (std::uint32_t limit_mw = range.max_mw;; limit_mw -= step_mw) {
-    power_limits_mw_.push_back(limit_mw);
+  // In 64 bits: a step of up to kMaxPowerLimitOptimizerOption W is more milliwatts than 32 hold.
+  const std::uint64_t step_mw = static_cast<std::uint64_t>(options.pl_step_w) * 1000u;
+  for (std::uint64_t limit_mw = range.max_mw;; limit_mw -= step_mw) {
+    power_limits_mw_.push_back(static_cast<std::uint32_t>(limit_mw));
     if (limit_mw < range.min_mw + step_mw) {
       break;
     }

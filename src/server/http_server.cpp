@@ -10,6 +10,7 @@
 
 #include "bso/wire_text.hpp"
 #include "common/log.hpp"
+#include "common/text.hpp"
 #include "common/utf8.hpp"
 
 namespace zeus::server {
@@ -62,14 +63,6 @@ std::string normalize_path(const std::string& path) {
     out.pop_back();
   }
   return out.empty() ? "/" : out;
-}
-
-bool equal_constant_time(std::string_view a, const std::string& b) {
-  unsigned char difference = a.size() == b.size() ? 0 : 1;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    difference |= static_cast<unsigned char>(a[i] ^ b[i % (b.empty() ? 1 : b.size())]);
-  }
-  return difference == 0 && !b.empty();
 }
 
 bso::ValidationError query_error(const std::string& name, const std::string& message,
@@ -248,7 +241,7 @@ bool HttpServer::check_token(const http::Request& head, http::Response& res) con
   }
   const auto header = head.header("authorization");
   const auto token = header ? http::bearer_token(*header) : std::nullopt;
-  if (token && equal_constant_time(*token, options_.token)) {
+  if (token && text::constant_time_equal(*token, options_.token)) {
     return false;
   }
   res.headers.emplace_back("WWW-Authenticate", "Bearer");

@@ -16,7 +16,6 @@
 #include <future>
 #include <limits>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
@@ -25,7 +24,6 @@
 #include "common/signals.hpp"
 #include "common/sysfs.hpp"
 #include "common/text.hpp"
-#include "common/utf8.hpp"
 #include "support/temp_dir.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
@@ -133,60 +131,6 @@ TEST(DynamicLibrary, FindsSymbolsAndReportsMissingOnesAsNull) {
 TEST(ErrorKindName, IsStable) {
   EXPECT_EQ(zeus::error_kind_name(zeus::ErrorKind::kNoPermission), "no_permission");
   EXPECT_EQ(zeus::error_kind_name(zeus::ErrorKind::kGpuLost), "gpu_lost");
-}
-
-TEST(JsonErrorText, DropsTheLibrarysIdentifier) {
-  try {
-    (void)nlohmann::json::parse("{\"a\": \"x\"}").at("a").get<int>();
-    FAIL() << "no type error";
-  } catch (const nlohmann::json::exception& error) {
-    ASSERT_TRUE(std::string_view(error.what()).starts_with("[json.exception.type_error."));
-    EXPECT_EQ(zeus::text::json_error_text(error.what()), "type must be number, but is string");
-  }
-  try {
-    const nlohmann::json unfinished = nlohmann::json::parse("{");
-    FAIL() << "no parse error: " << unfinished.dump();
-  } catch (const nlohmann::json::exception& error) {
-    EXPECT_TRUE(
-        zeus::text::json_error_text(error.what()).starts_with("parse error at line 1, column 2"))
-        << error.what();
-  }
-  EXPECT_EQ(zeus::text::json_error_text("plain text"), "plain text");
-  EXPECT_EQ(zeus::text::json_error_text("[json.exception.no end"), "[json.exception.no end");
-}
-
-TEST(Utf8, AcceptsWellFormedTextAndFindsTheFirstBadByte) {
-  EXPECT_TRUE(zeus::is_valid_utf8(""));
-  EXPECT_TRUE(zeus::is_valid_utf8("plain ascii"));
-  EXPECT_TRUE(zeus::is_valid_utf8("\xC3\xBC \xE2\x82\xAC \xF0\x9F\x98\x80 \xF4\x8F\xBF\xBF"));
-  EXPECT_EQ(zeus::first_invalid_utf8("ab\xFF"), 2u);
-  EXPECT_EQ(zeus::first_invalid_utf8("\xC0\xAF"), 0u);          // overlong '/'
-  EXPECT_EQ(zeus::first_invalid_utf8("x\xE0\x80\xAF"), 1u);     // overlong, 3 bytes
-  EXPECT_EQ(zeus::first_invalid_utf8("\xED\xA0\x80"), 0u);      // surrogate U+D800
-  EXPECT_EQ(zeus::first_invalid_utf8("\xF4\x90\x80\x80"), 0u);  // above U+10FFFF
-  EXPECT_EQ(zeus::first_invalid_utf8("\xE2\x82"), 0u);          // truncated
-  EXPECT_EQ(zeus::first_invalid_utf8("\x80"), 0u);              // lone continuation
-  EXPECT_EQ(zeus::first_invalid_utf8(std::string("a\0b", 3)), std::string::npos);
-}
-
-TEST(Utf8, ToValidReplacesEachBadByte) {
-  EXPECT_EQ(zeus::to_valid_utf8("ok \xC3\xBC"), "ok \xC3\xBC");
-  const std::string replacement = "\xEF\xBF\xBD";  // U+FFFD
-  EXPECT_EQ(zeus::to_valid_utf8(std::string("a\xFF\xFE") + "b"),
-            "a" + replacement + replacement + "b");
-  EXPECT_TRUE(zeus::is_valid_utf8(zeus::to_valid_utf8("\xE2\x82 \xED\xA0\x80 \xC0")));
-}
-
-TEST(Utf8, ToPrintableEscapesControlsAndBadBytesOnly) {
-  EXPECT_EQ(zeus::to_printable("plain, \xC3\xBC \xE2\x82\xAC\tand\nlines"),
-            "plain, \xC3\xBC \xE2\x82\xAC\tand\nlines");
-  EXPECT_EQ(zeus::to_printable("a\x1b[31mRED\x7f"), "a\\x1b[31mRED\\x7f");
-  EXPECT_EQ(zeus::to_printable("\xC2\x9B"
-                               "2J"),
-            "\\xc2\\x9b"
-            "2J");  // C1 CSI
-  EXPECT_EQ(zeus::to_printable("\xFF\xFE,x\xE2\x82"), "\\xff\\xfe,x\\xe2\\x82");
-  EXPECT_EQ(zeus::to_printable(std::string("\0z", 2)), "\\x00z");
 }
 
 // ---- Signals (real signals, sent to this test process with kill()) ----
@@ -571,59 +515,6 @@ TEST(SteadyClock, SleepsAtLeastTheDuration) {
   const std::int64_t start = clock->now_ns();
   clock->sleep_for_ns(2'000'000);
   EXPECT_GE(clock->now_ns() - start, 2'000'000);
-}
-
-TEST(Text, TrimRemovesOnlyTheGivenCharactersAtTheEnds) {
-  EXPECT_EQ(zeus::text::trim("  a b \t\r\n"), "a b");
-  EXPECT_EQ(zeus::text::trim(" \t "), "");
-  EXPECT_EQ(zeus::text::trim(""), "");
-  EXPECT_EQ(zeus::text::trim("\"x\" ", "\" "), "x");
-}
-
-TEST(Text, AsciiLowerAndIequalsTouchOnlyAToZ) {
-  EXPECT_EQ(zeus::text::ascii_lower("HTTP://Host:80/A-Z_az09"), "http://host:80/a-z_az09");
-  // Bytes past ASCII (here UTF-8 for "À" and a stray 0xC9) are kept as they are, in any
-  // locale.
-  EXPECT_EQ(zeus::text::ascii_lower("\xC3\x80\xC9I"), "\xC3\x80\xC9i");
-  EXPECT_EQ(zeus::text::ascii_lower(""), "");
-  EXPECT_TRUE(zeus::text::ascii_iequals("Commercial", "cOMMERCIAL"));
-  EXPECT_TRUE(zeus::text::ascii_iequals("", ""));
-  EXPECT_FALSE(zeus::text::ascii_iequals("Commercial", "Commercia"));
-  EXPECT_FALSE(zeus::text::ascii_iequals("[", "{"));  // 0x5B and 0x7B differ by 0x20 too
-  EXPECT_FALSE(zeus::text::ascii_iequals("\xC0", "\xE0"));
-}
-
-TEST(Text, SplitKeepsEmptyPiecesUnlessAsked) {
-  using V = std::vector<std::string_view>;
-  EXPECT_EQ(zeus::text::split("a,,b", ','), (V{"a", "", "b"}));
-  EXPECT_EQ(zeus::text::split("", ','), (V{""}));
-  EXPECT_EQ(zeus::text::split_trimmed(" a , ,b,", ','), (V{"a", "", "b", ""}));
-  EXPECT_EQ(zeus::text::split_trimmed(" a , ,b,", ',', true), (V{"a", "b"}));
-  EXPECT_EQ(zeus::text::split_to_strings("x; y", ';'), (std::vector<std::string>{"x", "y"}));
-}
-
-TEST(Text, ReadFileKeepsEveryByteAndNamesAMissingFile) {
-  TempDir dir;
-  const auto path = dir.path() / "f";
-  {
-    std::ofstream out(path, std::ios::binary);
-    out << std::string("a\0b\n ", 5);
-  }
-  EXPECT_EQ(zeus::text::read_file(path), std::string("a\0b\n ", 5));
-  try {
-    zeus::text::read_file(dir.path() / "missing");
-    FAIL() << "expected an error";
-  } catch (const zeus::Error& e) {
-    EXPECT_EQ(e.kind(), zeus::ErrorKind::kNotFound);
-    EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos);
-  }
-}
-
-TEST(Text, Fnv1aMatchesThePublishedVectors) {
-  EXPECT_EQ(zeus::text::fnv1a_32(""), 0x811c9dc5U);
-  EXPECT_EQ(zeus::text::fnv1a_32("a"), 0xe40c292cU);
-  EXPECT_EQ(zeus::text::fnv1a_64(""), 0xcbf29ce484222325ULL);
-  EXPECT_EQ(zeus::text::fnv1a_64("a"), 0xaf63dc4c8601ec8cULL);
 }
 
 TEST(Units, ConvertExactly) {

@@ -13,8 +13,8 @@
 
 #include "common/text.hpp"
 #include "daemon/socket.hpp"
-#include "running_daemon.hpp"
 #include "support/expect_error.hpp"
+#include "support/running_daemon.hpp"
 
 namespace zeus::daemon {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <utility>
 
-#include "running_daemon.hpp"
+#include "support/running_daemon.hpp"
 
 namespace zeus::daemon {
 namespace {

@@ -2,7 +2,7 @@
 // rules, TCP, who needs root, another user refused; and the zeusd executable's serve, SIGTERM and
 // bad flags.
 #include "daemon/daemon.hpp"
-#include "running_daemon.hpp"
+#include "support/running_daemon.hpp"
 
 #include <gtest/gtest.h>
 #include <httplib.h>

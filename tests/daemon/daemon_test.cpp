@@ -1,7 +1,7 @@
 // zeusd over a real Unix socket on simulated GPUs: every route, the three error shapes, peer
 // credentials and the hooks (sockets: daemon_socket_test.cpp).
 #include "daemon/daemon.hpp"
-#include "running_daemon.hpp"
+#include "support/running_daemon.hpp"
 
 #include <gtest/gtest.h>
 #include <httplib.h>

@@ -12,22 +12,21 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "support/spawned_process.hpp"
+#include "support/temp_dir.hpp"
+#include "support/wait_until.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-fs::path temp_dir() {
-  std::random_device random;
-  const fs::path dir = fs::temp_directory_path() / ("zeusd-e2e-" + std::to_string(random()));
-  fs::create_directories(dir);
-  return dir;
-}
+using zeus::testing::TempDir;
+using zeus::testing::wait_until;
 
 httplib::Client uds_client(const fs::path& socket) {
   httplib::Client client(socket.string(), 80);
@@ -35,61 +34,43 @@ httplib::Client uds_client(const fs::path& socket) {
   return client;
 }
 
-// A zeusd process on 1 simulated A100 (limits 100-400 W).
+std::vector<std::string> serve_arguments(const fs::path& socket, std::vector<std::string> extra) {
+  std::vector<std::string> args = {ZEUSD_PATH, "serve", "--socket-path", socket.string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// A zeusd process on 1 simulated A100 (limits 100-400 W), its output in <dir>/zeusd.log.
 class Zeusd {
  public:
   Zeusd(const fs::path& dir, std::vector<std::string> extra = {})
-      : socket_(dir / "zeusd.sock"), log_(dir / "zeusd.log") {
-    pid_ = fork();
-    if (pid_ == 0) {
-      ::setenv("ZEUS_SIMULATED_GPUS", "1:a100", 1);
-      ::setenv("ZEUS_LOG_LEVEL", "info", 1);
-      std::FILE* log = std::freopen(log_.c_str(), "w", stderr);
-      (void)log;
-      std::vector<std::string> args = {ZEUSD_PATH, "serve", "--socket-path", socket_.string()};
-      args.insert(args.end(), extra.begin(), extra.end());
-      std::vector<char*> argv;
-      for (std::string& arg : args) {
-        argv.push_back(arg.data());
-      }
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
+      : socket_(dir / "zeusd.sock"),
+        process_(serve_arguments(socket_, std::move(extra)), dir / "zeusd.log",
+                 {{"ZEUS_SIMULATED_GPUS", "1:a100"}, {"ZEUS_LOG_LEVEL", "info"}}) {
     // Up to 30 s: an ASan build on a loaded machine (ctest -j) can take seconds to start.
-    for (int i = 0; i < 3000; ++i) {
-      auto client = uds_client(socket_);
-      if (auto res = client.Get("/discover"); res && res->status == 200) {
-        return;
-      }
-      int status = 0;
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        ADD_FAILURE() << "zeusd exited at start (status " << status << "):\n" << log();
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ADD_FAILURE() << "zeusd did not start within 30 s:\n" << log();
-  }
-  ~Zeusd() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
+    std::optional<int> exited;
+    const bool up = wait_until(
+        [&] {
+          auto client = uds_client(socket_);
+          if (auto res = client.Get("/discover"); res && res->status == 200) {
+            return true;
+          }
+          exited = process_.wait_for(std::chrono::milliseconds(0));
+          return exited.has_value();
+        },
+        std::chrono::seconds(30));
+    if (exited) {
+      ADD_FAILURE() << "zeusd exited at start (status " << *exited << "):\n" << log();
+    } else if (!up) {
+      ADD_FAILURE() << "zeusd did not start within 30 s:\n" << log();
     }
   }
   int terminate() {
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return status;
+    process_.signal(SIGTERM);
+    return process_.wait_for(std::chrono::seconds(60)).value_or(-1);
   }
   const fs::path& socket() const { return socket_; }
-  std::string log() const {
-    std::ifstream in(log_);
-    return {std::istreambuf_iterator<char>(in), {}};
-  }
+  std::string log() const { return process_.log(); }
   // The GPU's power limit as the daemon reports it.
   long long power_limit_mw() const {
     auto client = uds_client(socket_);
@@ -102,8 +83,7 @@ class Zeusd {
 
  private:
   fs::path socket_;
-  fs::path log_;
-  pid_t pid_ = -1;
+  zeus::testing::SpawnedProcess process_;
 };
 
 // A child process that sets the limit through the daemon, reports, then waits to be killed.
@@ -125,57 +105,47 @@ pid_t child_setting_limit(const fs::path& socket, long long limit_mw) {
   return pid;
 }
 
-bool wait_for(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (condition()) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return condition();
-}
-
 TEST(ZeusdEndToEnd, ALimitIsRestoredWithinASecondOfItsOwnerDying) {
-  const fs::path dir = temp_dir();
+  const TempDir temp("zeusd-e2e");
+  const fs::path dir = temp.path();
   Zeusd zeusd(dir);
   const long long original = zeusd.power_limit_mw();
   ASSERT_GT(original, 0);
   const pid_t child = child_setting_limit(zeusd.socket(), 250000);
-  ASSERT_TRUE(
-      wait_for([&] { return zeusd.power_limit_mw() == 250000; }, std::chrono::milliseconds(3000)));
+  ASSERT_TRUE(wait_until([&] { return zeusd.power_limit_mw() == 250000; },
+                         std::chrono::milliseconds(3000)));
   ::kill(child, SIGKILL);
   const auto killed = std::chrono::steady_clock::now();
   ::waitpid(child, nullptr, 0);
-  ASSERT_TRUE(
-      wait_for([&] { return zeusd.power_limit_mw() == original; }, std::chrono::milliseconds(1000)))
+  ASSERT_TRUE(wait_until([&] { return zeusd.power_limit_mw() == original; },
+                         std::chrono::milliseconds(1000)))
       << "still " << zeusd.power_limit_mw();
   const double restore_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - killed).count();
   EXPECT_LT(restore_ms, 1000.0);
   std::cout << "restored " << restore_ms << " ms after SIGKILL\n";
-  fs::remove_all(dir);
 }
 
 TEST(ZeusdEndToEnd, NoRestoreKeepsTheReferenceBehaviour) {
-  const fs::path dir = temp_dir();
+  const TempDir temp("zeusd-e2e");
+  const fs::path dir = temp.path();
   Zeusd zeusd(dir, {"--no-restore"});
   const pid_t child = child_setting_limit(zeusd.socket(), 200000);
-  ASSERT_TRUE(
-      wait_for([&] { return zeusd.power_limit_mw() == 200000; }, std::chrono::milliseconds(3000)));
+  ASSERT_TRUE(wait_until([&] { return zeusd.power_limit_mw() == 200000; },
+                         std::chrono::milliseconds(3000)));
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   EXPECT_EQ(zeusd.power_limit_mw(), 200000);
-  fs::remove_all(dir);
 }
 
 TEST(ZeusdEndToEnd, SigtermRestoresEverything) {
-  const fs::path dir = temp_dir();
+  const TempDir temp("zeusd-e2e");
+  const fs::path dir = temp.path();
   Zeusd zeusd(dir);
   const pid_t child = child_setting_limit(zeusd.socket(), 150000);
-  ASSERT_TRUE(
-      wait_for([&] { return zeusd.power_limit_mw() == 150000; }, std::chrono::milliseconds(3000)));
+  ASSERT_TRUE(wait_until([&] { return zeusd.power_limit_mw() == 150000; },
+                         std::chrono::milliseconds(3000)));
   // The simulated GPU lives in the daemon's process: what it restored on SIGTERM shows in its
   // log, which says how many settings it put back.
   const int status = zeusd.terminate();
@@ -184,11 +154,11 @@ TEST(ZeusdEndToEnd, SigtermRestoresEverything) {
       << zeusd.log();
   ::kill(child, SIGKILL);
   ::waitpid(child, nullptr, 0);
-  fs::remove_all(dir);
 }
 
 TEST(ZeusdEndToEnd, TokensFromTokenIssueAreEnforced) {
-  const fs::path dir = temp_dir();
+  const TempDir temp("zeusd-e2e");
+  const fs::path dir = temp.path();
   const fs::path key = dir / "key";
   std::ofstream(key) << std::string(48, 'k');
   ::chmod(key.c_str(), 0600);
@@ -230,13 +200,13 @@ TEST(ZeusdEndToEnd, TokensFromTokenIssueAreEnforced) {
   client.set_bearer_token_auth(controller.substr(0, controller.size() - 2) + "xx");
   EXPECT_EQ(client.Get("/gpu/get_power_limit?gpu_ids=0")->status, 401);
   EXPECT_EQ(uds_client(zeusd.socket()).Get("/discover")->status, 200);  // always open
-  fs::remove_all(dir);
 }
 
 // The reference's shipped ZEUSD_ARGS start ours unchanged, and the log says where our defaults
 // differ and which flag gives the reference's.
 TEST(ZeusdEndToEnd, ReferenceDefaultsStartItAndTheDifferencesAreLogged) {
-  const fs::path dir = temp_dir();
+  const TempDir temp("zeusd-e2e");
+  const fs::path dir = temp.path();
   {
     Zeusd zeusd(dir, {"--num-workers", "10"});
     EXPECT_EQ(uds_client(zeusd.socket()).Get("/discover")->status, 200);
@@ -247,12 +217,12 @@ TEST(ZeusdEndToEnd, ReferenceDefaultsStartItAndTheDifferencesAreLogged) {
     EXPECT_NE(log.find("`--socket-permissions 666`"), std::string::npos) << log;
     EXPECT_NE(log.find("`--no-restore`"), std::string::npos) << log;
   }
-  fs::remove_all(dir);
 }
 
 // An explicit --gpu-backend without GPUs fails at start, naming the backend and the fix.
 TEST(ZeusdEndToEnd, ExplicitGpuBackendFailsFastWhenUnavailable) {
-  const fs::path dir = temp_dir();
+  const TempDir temp("zeusd-e2e");
+  const fs::path dir = temp.path();
   for (const char* backend : {"nvml", "amdsmi"}) {
     const std::string command =
         "ZEUS_SIMULATED_GPUS=1:a100 ZEUS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 "
@@ -270,13 +240,13 @@ TEST(ZeusdEndToEnd, ExplicitGpuBackendFailsFastWhenUnavailable) {
     EXPECT_NE(err.find("--gpu-backend auto"), std::string::npos) << err;
     EXPECT_FALSE(fs::exists(dir / "s.sock"));
   }
-  fs::remove_all(dir);
 }
 
 // --gpu-command-overrides end to end: the command does the write, and the restore on SIGTERM goes
 // through the same command; a bad file stops the start with its location.
 TEST(ZeusdEndToEnd, CommandOverridesWriteAndRestore) {
-  const fs::path dir = temp_dir();
+  const TempDir temp("zeusd-e2e");
+  const fs::path dir = temp.path();
   const fs::path script = dir / "record.sh";
   std::ofstream(script) << "#!/bin/sh\necho \"$@\" >> " << (dir / "argv.log").string() << "\n";
   ::chmod(script.c_str(), 0755);
@@ -311,7 +281,6 @@ TEST(ZeusdEndToEnd, CommandOverridesWriteAndRestore) {
   const std::string err{std::istreambuf_iterator<char>(err_in), {}};
   EXPECT_NE(err.find(overrides.string() + ":2:"), std::string::npos) << err;
   EXPECT_NE(err.find("unknown placeholder {watts}"), std::string::npos) << err;
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@
 
 #include "daemon/daemon.hpp"
 #include "support/expect_error.hpp"
-#include "zeus/common/clock.hpp"
+#include "support/running_daemon.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
 #include "zeus/device/rapl.hpp"
@@ -33,47 +33,10 @@ using zeus::testing::error_of;
 namespace fs = std::filesystem;
 using daemon::ApiGroup;
 using daemon::AuthResult;
-using daemon::Daemon;
 using daemon::DaemonConfig;
+using daemon::Running;
 
 using TempDir = zeus::testing::TempDir;
-
-// A daemon on <tmp>/zeusd.sock over two simulated H200s, served from a background thread.
-class Running {
- public:
-  explicit Running(DaemonConfig config, std::function<void(daemon::DaemonHooks&)> setup = nullptr,
-                   std::vector<std::shared_ptr<device::Cpu>> cpus = {}) {
-    std::vector<std::shared_ptr<device::Gpu>> gpus;
-    for (int i = 0; i < 2; ++i) {
-      gpus.push_back(std::make_shared<device::SimulatedGpu>(device::simulated_gpu_model("h200"), i,
-                                                            steady_clock()));
-    }
-    gpus_ = device::Gpus(gpus, {0, 1});
-    config.socket_path = dir_.path() / "zeusd.sock";
-    daemon::DaemonHooks hooks;
-    if (setup) {
-      setup(hooks);
-    }
-    daemon_ = std::make_unique<Daemon>(config, gpus_, std::move(cpus), std::move(hooks));
-    daemon_->bind();
-    thread_ = std::thread([this] { daemon_->serve(); });
-    for (int i = 0; i < 500 && !daemon_->is_running(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-  }
-  ~Running() {
-    daemon_->stop();
-    thread_.join();
-  }
-  device::Gpu& gpu(int i) { return gpus_.at(i); }
-  std::string socket() const { return daemon_->config().socket_path.string(); }
-
- private:
-  TempDir dir_;
-  device::Gpus gpus_;
-  std::unique_ptr<Daemon> daemon_;
-  std::thread thread_;
-};
 
 EnvLookup env_of(std::map<std::string, std::string> vars) {
   return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
@@ -196,12 +159,12 @@ TEST(ZeusdGpu, LockedClocksAreRangesAsInNvml) {
 // is queued (a slow write shows the difference), but still validates the request first.
 TEST(ZeusdGpu, NonBlockingSettersReturnBeforeTheWrite) {
   std::atomic<int> writes{0};
-  Running daemon_run(DaemonConfig{}, [&writes](daemon::DaemonHooks& hooks) {
-    hooks.before_write = [&writes](const daemon::WriteEvent&) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(400));
-      ++writes;
-    };
-  });
+  daemon::DaemonHooks hooks;
+  hooks.before_write = [&writes](const daemon::WriteEvent&) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    ++writes;
+  };
+  Running daemon_run(DaemonConfig{}, 2, std::move(hooks));
   const device::GpuDiscovery found = discover({{"ZEUSD_SOCK_PATH", daemon_run.socket()}});
   auto* routed = dynamic_cast<device::ZeusdGpu*>(&found.gpus.at(0));
   ASSERT_NE(routed, nullptr);
@@ -290,35 +253,7 @@ TEST(ZeusdGpu, UnreachableDaemonFailsOnlyTheSetters) {
 // A daemon requiring tokens: "Bearer good" has gpu-control, "Bearer reader" only gpu-read.
 class Authenticated {
  public:
-  Authenticated()
-      : run_(config(), [this](daemon::DaemonHooks& d) {
-          d.authorize = [this](const std::string& path, const std::string& header) {
-            {
-              const std::lock_guard lock(mutex_);
-              headers_.push_back(header);
-            }
-            AuthResult result;
-            if (header != "Bearer good" && header != "Bearer reader") {
-              result.allowed = false;
-              result.status = 401;
-              result.www_authenticate = true;
-              result.error_message = "Invalid token: bad";
-              return result;
-            }
-            result.subject = "alice";
-            result.scopes = {"gpu-read"};
-            if (header == "Bearer good") {
-              result.scopes.push_back("gpu-control");
-            }
-            if ((path.rfind("/gpu/set_", 0) == 0 || path.rfind("/gpu/reset_", 0) == 0) &&
-                header != "Bearer good") {
-              result.allowed = false;
-              result.status = 403;
-              result.error_message = "lacks required scope 'gpu-control'";
-            }
-            return result;
-          };
-        }) {}
+  Authenticated() : run_(config(), 2, hooks()) {}
   Running& run() { return run_; }
   std::vector<std::string> headers() {
     const std::lock_guard lock(mutex_);
@@ -330,6 +265,36 @@ class Authenticated {
     DaemonConfig c;
     c.auth_required = true;
     return c;
+  }
+  daemon::DaemonHooks hooks() {
+    daemon::DaemonHooks d;
+    d.authorize = [this](const std::string& path, const std::string& header) {
+      {
+        const std::lock_guard lock(mutex_);
+        headers_.push_back(header);
+      }
+      AuthResult result;
+      if (header != "Bearer good" && header != "Bearer reader") {
+        result.allowed = false;
+        result.status = 401;
+        result.www_authenticate = true;
+        result.error_message = "Invalid token: bad";
+        return result;
+      }
+      result.subject = "alice";
+      result.scopes = {"gpu-read"};
+      if (header == "Bearer good") {
+        result.scopes.push_back("gpu-control");
+      }
+      if ((path.rfind("/gpu/set_", 0) == 0 || path.rfind("/gpu/reset_", 0) == 0) &&
+          header != "Bearer good") {
+        result.allowed = false;
+        result.status = 403;
+        result.error_message = "lacks required scope 'gpu-control'";
+      }
+      return result;
+    };
+    return d;
   }
   std::mutex mutex_;
   std::vector<std::string> headers_;
@@ -413,7 +378,7 @@ TEST(ZeusdCpu, UnreadableLocalRaplIsReadThroughTheDaemon) {
   const fs::path daemon_root = make_powercap_tree(trees.path() / "daemon");
   const device::CpuDiscovery daemon_cpus = device::discover_rapl_cpus(daemon_root);
   ASSERT_TRUE(daemon_cpus.available) << daemon_cpus.message;
-  Running daemon_run(DaemonConfig{}, nullptr, daemon_cpus.cpus);
+  Running daemon_run(DaemonConfig{}, 2, {}, nullptr, daemon_cpus.cpus);
 
   const device::CpuDiscovery found = device::discover_cpus(
       cpu_env({{"ZEUSD_SOCK_PATH", daemon_run.socket()}}, trees.path() / "none"));
@@ -452,7 +417,7 @@ TEST(ZeusdCpu, DaemonWithoutCpuReadOrUnreachableSaysWhy) {
       device::discover_rapl_cpus(make_powercap_tree(trees.path() / "d"));
   DaemonConfig config;
   config.enabled_groups = {ApiGroup::kGpuRead, ApiGroup::kGpuControl};
-  Running daemon_run(config, nullptr, daemon_cpus.cpus);
+  Running daemon_run(config, 2, {}, nullptr, daemon_cpus.cpus);
   const device::CpuDiscovery refused = device::discover_cpus(
       cpu_env({{"ZEUSD_SOCK_PATH", daemon_run.socket()}}, trees.path() / "none"));
   EXPECT_FALSE(refused.available);

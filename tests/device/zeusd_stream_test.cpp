@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "daemon/running_daemon.hpp"
 #include "support/expect_error.hpp"
 #include "support/loopback_peers.hpp"
+#include "support/running_daemon.hpp"
 #include "support/temp_dir.hpp"
 #include "zeus/common/error.hpp"
 

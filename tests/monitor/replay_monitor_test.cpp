@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include "support/shared_data.hpp"
 #include "test_support.hpp"
 #include "zeus/common/error.hpp"
 
@@ -14,7 +15,7 @@ using zeus::testing::TempDir;
 using zeus::testing::write_file;
 
 std::filesystem::path shared_data() {
-  return std::filesystem::path(ZEUS_SOURCE_DIR) / ".." / "shared" / "data";
+  return zeus::testing::shared_data_dir();
 }
 
 TEST(ReplayMonitor, PlaysRowsInOrder) {

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/shared_data.hpp"
 #include "zeus/common/error.hpp"
 
 namespace {
@@ -59,8 +60,7 @@ TEST(Selectors, MaxSlowdownTakesTheLowestLimitWithinTheFactor) {
 // The profiling logs of ../shared/data/plo-profiles and the optima their selectors imply
 // (tests/optimizer/data/selector_optima.csv; a new case is a new row).
 TEST(Selectors, RealProfilingLogsGiveTheExpectedOptima) {
-  const std::filesystem::path logs =
-      std::filesystem::path(ZEUS_SOURCE_DIR) / ".." / "shared" / "data" / "plo-profiles";
+  const std::filesystem::path logs = zeus::testing::shared_data_dir() / "plo-profiles";
   if (!std::filesystem::exists(logs)) {
     GTEST_SKIP() << "../shared/data/plo-profiles is absent; skipping the real-log optima";
   }

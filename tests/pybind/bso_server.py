@@ -1,8 +1,8 @@
 """A real `zeus bso serve` for the batch-size-optimizer client tests (imported by the tests; the
 fixtures are defined here and re-exported by each test module that needs them).
 
-ZEUS_CLI: path of the `zeus` binary. Default: the first of build/py2, build/py1, build/release,
-build/asan and build/debug that has src/cli/zeus. Tests that need a server skip when none exists.
+ZEUS_CLI: path of the `zeus` binary. Default: as tests/support/built_binaries.py finds it in the
+build trees. Tests that need a server skip when none exists.
 """
 
 from __future__ import annotations
@@ -15,22 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from built_binaries import find_zeus_cli  # tests/support, on sys.path by conftest.py
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_BUILDS = ("py2", "py1", "release", "asan", "debug")
 STARTUP_TIMEOUT_S = 30.0
 SHUTDOWN_TIMEOUT_S = 30.0
-
-
-def find_zeus_cli() -> Path | None:
-    configured = os.environ.get("ZEUS_CLI")
-    if configured:
-        return Path(configured)
-    for build in DEFAULT_BUILDS:
-        candidate = REPO_ROOT / "build" / build / "src" / "cli" / "zeus"
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return candidate
-    return None
 
 
 @dataclass

@@ -45,6 +45,9 @@ def find_python_path() -> Optional[Path]:
     return None
 
 
+# tests/support: built_binaries.py, where every test finds the built zeus and zeusd.
+sys.path.insert(0, str(REPO / "tests" / "support"))
+
 PYTHON_PATH = find_python_path()
 if PYTHON_PATH is not None and str(PYTHON_PATH) not in sys.path:
     sys.path.insert(0, str(PYTHON_PATH))

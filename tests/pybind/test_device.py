@@ -6,6 +6,7 @@ import os
 import warnings
 
 import pytest
+from built_binaries import find_zeusd  # tests/support, on sys.path by conftest.py
 
 from zeus_cpp.device import get_cpus, get_gpus, get_soc
 from zeus_cpp.device.cpu import CpuDramMeasurement
@@ -193,33 +194,21 @@ def test_soc_is_not_supported() -> None:
         get_soc()
 
 
-def _zeusd_binary() -> "str | None":
-    """The zeusd built beside the zeus CLI (ZEUS_CLI), or ZEUSD_BIN."""
-    configured = os.environ.get("ZEUSD_BIN")
-    if configured:
-        return configured
-    cli = os.environ.get("ZEUS_CLI")
-    if not cli:
-        return None
-    candidate = os.path.join(os.path.dirname(os.path.dirname(cli)), "daemon", "zeusd")
-    return candidate if os.access(candidate, os.X_OK) else None
-
-
 def test_zeusd_gpus_honour_block_false(tmp_path, python_runner) -> None:
     """Through zeusd (ZEUSD_SOCK_PATH), setters with block=False are sent as block=false, as the
     reference's zeusd GPUs do; the daemon still refuses an invalid value before queueing."""
     import subprocess
     import time
 
-    zeusd = _zeusd_binary()
+    zeusd = find_zeusd()
     if zeusd is None:
-        pytest.skip("no zeusd binary beside ZEUS_CLI (set ZEUS_CLI or ZEUSD_BIN)")
+        pytest.skip("no zeusd binary (build target zeusd, or set ZEUSD_BIN / ZEUS_CLI)")
     socket_path = tmp_path / "zeusd.sock"
     log_path = tmp_path / "zeusd.log"
     env = dict(os.environ, ZEUS_SIMULATED_GPUS="1:a100")
     with open(log_path, "wb") as log:
         daemon = subprocess.Popen(
-            [zeusd, "serve", "--socket-path", str(socket_path), "--socket-permissions", "666"],
+            [str(zeusd), "serve", "--socket-path", str(socket_path), "--socket-permissions", "666"],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
         )  # fmt: skip
     try:

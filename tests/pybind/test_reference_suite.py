@@ -300,11 +300,11 @@ def _environment(run: Run, results: Path) -> dict:
     env["ZEUS_SHIM_RESULTS"] = str(results)
     env["ZEUS_SHIM_INSTALL"] = "1"
     if "ZEUS_CLI" not in env:
-        for preset in ("release", "asan", "debug"):
-            candidate = REPO / "build" / preset / "src" / "cli" / "zeus"
-            if candidate.is_file():
-                env["ZEUS_CLI"] = str(candidate)
-                break
+        from built_binaries import find_zeus_cli  # tests/support, on sys.path by conftest.py
+
+        cli = find_zeus_cli()
+        if cli is not None:
+            env["ZEUS_CLI"] = str(cli)
     return env
 
 

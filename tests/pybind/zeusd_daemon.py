@@ -6,8 +6,8 @@
 - :class:`StubServer`: a small HTTP server on 127.0.0.1 whose routes the test writes (hostile
   answers: never answering, malformed SSE events, 401 streams).
 
-The zeusd binary is ZEUSD_BIN, else the one built beside ZEUS_CLI, else build/release's; the
-tests skip without one.
+The zeusd binary is found by tests/support/built_binaries.py (ZEUSD_BIN, else the one built
+beside ZEUS_CLI, else a build tree's); the tests skip without one.
 """
 
 from __future__ import annotations
@@ -23,27 +23,12 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 import pytest
+from built_binaries import find_zeusd  # tests/support, on sys.path by conftest.py
 
 from zeus_cpp.exception import ZeusdConnectionError
 from zeus_cpp.utils.zeusd import ZeusdConfig
 
-REPO = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT_S = 60.0
-
-
-def zeusd_binary() -> Optional[str]:
-    configured = os.environ.get("ZEUSD_BIN")
-    if configured:
-        return configured
-    candidates = []
-    cli = os.environ.get("ZEUS_CLI")
-    if cli:
-        candidates.append(Path(cli).resolve().parent.parent / "daemon" / "zeusd")
-    candidates.append(REPO / "build" / "release" / "src" / "daemon" / "zeusd")
-    for candidate in candidates:
-        if os.access(candidate, os.X_OK):
-            return str(candidate)
-    return None
 
 
 def free_port() -> int:
@@ -69,10 +54,10 @@ class Daemon:
 
     def __init__(self, directory: Path, *, tcp: bool = False, enable: Optional[str] = None,
                  auth: bool = False, gpus: str = "2:a100") -> None:  # fmt: skip
-        binary = zeusd_binary()
+        binary = find_zeusd()
         if binary is None:
             pytest.skip("no zeusd binary (build target zeusd, or set ZEUSD_BIN / ZEUS_CLI)")
-        self.binary = binary
+        self.binary = str(binary)
         self.directory = directory
         self.tcp = tcp
         self.enable = enable

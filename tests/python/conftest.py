@@ -1,7 +1,7 @@
 """Fixtures for the BSO wire tests: our `zeus bso serve` on a temporary SQLite database.
 
-ZEUS_CLI: path of the `zeus` binary to test. Default: the first of build/release, build/asan and
-build/debug (the CMake presets) that has src/cli/zeus. The tests skip when none exists.
+ZEUS_CLI: path of the `zeus` binary to test (ZEUSD_BIN: of `zeusd`). Default: as
+tests/support/built_binaries.py finds them in the build trees. The tests skip when none exists.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,26 +18,16 @@ from typing import Callable
 import httpx
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_BUILDS = ("release", "asan", "debug")
 STARTUP_TIMEOUT_S = 60.0
 SHUTDOWN_TIMEOUT_S = 60.0
 
-
-def _find_zeus_cli() -> Path | None:
-    configured = os.environ.get("ZEUS_CLI")
-    if configured:
-        return Path(configured)
-    for preset in DEFAULT_BUILDS:
-        candidate = REPO_ROOT / "build" / preset / "src" / "cli" / "zeus"
-        if candidate.is_file():
-            return candidate
-    return None
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
+from built_binaries import find_zeus_cli, find_zeusd  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def zeus_cli() -> Path:
-    path = _find_zeus_cli()
+    path = find_zeus_cli()
     if path is None:
         pytest.skip(
             "no zeus binary: build one (cmake --preset release && cmake --build --preset release) "
@@ -135,26 +126,9 @@ def bso_server(bso_servers: BsoServers) -> BsoServer:
     return server
 
 
-def _find_zeusd() -> Path | None:
-    configured = os.environ.get("ZEUSD_BIN")
-    if configured:
-        return Path(configured)
-    cli = _find_zeus_cli()
-    if cli is not None:
-        # The daemon is built next to the CLI: <build>/src/cli/zeus -> <build>/src/daemon/zeusd.
-        candidate = cli.parent.parent / "daemon" / "zeusd"
-        if candidate.is_file():
-            return candidate
-    for preset in DEFAULT_BUILDS:
-        candidate = REPO_ROOT / "build" / preset / "src" / "daemon" / "zeusd"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 @pytest.fixture(scope="session")
 def zeusd_bin() -> Path:
-    path = _find_zeusd()
+    path = find_zeusd()
     if path is None or not (path.is_file() and os.access(path, os.X_OK)):
         pytest.skip(
             "no zeusd binary: build one (cmake --build --preset release --target zeusd) "

@@ -9,6 +9,7 @@
 #include <memory>
 #include <numeric>
 
+#include "support/shared_data.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/sim/simulator.hpp"
 #include "zeus/sim/trace.hpp"
@@ -18,7 +19,7 @@ namespace {
 using zeus::sim::PolicyKind;
 
 std::filesystem::path trace_dir() {
-  return std::filesystem::path(ZEUS_SOURCE_DIR) / ".." / "shared" / "data" / "zeus-nsdi23-traces";
+  return zeus::testing::shared_data_dir() / "zeus-nsdi23-traces";
 }
 
 std::vector<std::uint64_t> seeds(int count) {

@@ -6,13 +6,14 @@
 #include <filesystem>
 #include <numeric>
 
+#include "support/shared_data.hpp"
 #include "zeus/sim/simulator.hpp"
 #include "zeus/sim/trace.hpp"
 
 namespace {
 
 std::filesystem::path trace_dir() {
-  return std::filesystem::path(ZEUS_SOURCE_DIR) / ".." / "shared" / "data" / "zeus-nsdi23-traces";
+  return zeus::testing::shared_data_dir() / "zeus-nsdi23-traces";
 }
 
 class Reproduction : public ::testing::Test {

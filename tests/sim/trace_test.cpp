@@ -1,5 +1,6 @@
 #include "zeus/sim/trace.hpp"
 #include "support/expect_error.hpp"
+#include "support/shared_data.hpp"
 #include "support/temp_dir.hpp"
 
 #include <gtest/gtest.h>
@@ -68,7 +69,7 @@ void write_toy(const std::filesystem::path& dir, const std::string& train = kTra
 using zeus::testing::expect_error;
 
 std::filesystem::path shared_traces() {
-  return std::filesystem::path(ZEUS_SOURCE_DIR) / ".." / "shared" / "data" / "zeus-nsdi23-traces";
+  return zeus::testing::shared_data_dir() / "zeus-nsdi23-traces";
 }
 
 TEST(PaperWorkloads, AreTheSixPresets) {

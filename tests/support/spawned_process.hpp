@@ -51,7 +51,12 @@ class SpawnedProcess {
   SpawnedProcess& operator=(const SpawnedProcess&) = delete;
 
   pid_t pid() const { return pid_; }
-  void signal(int number) const { ::kill(pid_, number); }
+  // Does nothing once the process has been reaped (kill(-1) would signal every process).
+  void signal(int number) const {
+    if (pid_ > 0) {
+      ::kill(pid_, number);
+    }
+  }
   // The wait status once the process exits within `timeout`; nullopt if it is still running.
   std::optional<int> wait_for(std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;

@@ -32,13 +32,20 @@ struct PowerLimitProfile {
 PowerLimitProfile load_power_limit_profile(const std::filesystem::path& path);
 void save_power_limit_profile(const std::filesystem::path& path, const PowerLimitProfile& profile);
 
+// The largest value any of the options' counts may take.
+inline constexpr int kMaxPowerLimitOptimizerOption = 1'000'000'000;
+
+// The defaults here are the only ones: the Python binding and GlobalPowerLimitOptimizer read
+// them from this struct. The constructor checks the values (the binding and Python only convert
+// types), throwing Error(kInvalidArgument) that names the option, e.g. "profile_steps must be at
+// least 1, got 0", or "wait_steps is too large: ..." above kMaxPowerLimitOptimizerOption.
 struct PowerLimitOptimizerOptions {
   // nullptr: ZeusCostSelector(0.5, world size from the reducer).
   std::shared_ptr<const optimizer::OptimumSelector> selector;
   int wait_steps = 1;      // >= 0
   int warmup_steps = 10;   // >= 0 (0 profiles right after the limit is set)
-  int profile_steps = 40;  // > 0
-  int pl_step_w = 25;      // > 0
+  int profile_steps = 40;  // >= 1
+  int pl_step_w = 25;      // >= 1
   // When the file exists, profiling is skipped; when it does not, it is written once profiling
   // ends.
   std::filesystem::path profile_path;

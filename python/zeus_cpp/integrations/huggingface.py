@@ -19,8 +19,13 @@ import inspect
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from zeus_cpp import _zeus
+
 if TYPE_CHECKING:
     from zeus_cpp.optimizer.power_limit import OptimumSelector
+
+# GlobalPowerLimitOptimizer's defaults, from the C++ options (their only copy).
+_DEFAULTS = _zeus._POWER_LIMIT_OPTIMIZER_DEFAULTS
 
 __all__ = ["HFGlobalPowerLimitOptimizer"]
 
@@ -57,10 +62,10 @@ class HFGlobalPowerLimitOptimizer:
         self,
         monitor,
         optimum_selector: OptimumSelector | None = None,
-        wait_steps: int = 1,
-        warmup_steps: int = 10,
-        profile_steps: int = 40,
-        pl_step: int = 25,
+        wait_steps: int = _DEFAULTS["wait_steps"],
+        warmup_steps: int = _DEFAULTS["warmup_steps"],
+        profile_steps: int = _DEFAULTS["profile_steps"],
+        pl_step: int = _DEFAULTS["pl_step"],
         profile_path: str | Path | None = None,
     ) -> None:
         from zeus_cpp.optimizer.power_limit import GlobalPowerLimitOptimizer

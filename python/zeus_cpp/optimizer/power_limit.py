@@ -15,6 +15,7 @@ time maximised) so that all ranks choose the same limit.
 from __future__ import annotations
 
 import atexit
+import operator
 import warnings
 import weakref
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from zeus_cpp import _zeus
 from zeus_cpp.callback import Callback
-from zeus_cpp.utils._checks import check_int, check_path
+from zeus_cpp.utils._checks import check_path
 from zeus_cpp.utils.framework import TorchDistributedReducer, get_world_size, is_distributed
 
 __all__ = [
@@ -45,6 +46,9 @@ __all__ = [
 ]
 
 # Bound in C++ (src/python/optimizer.cpp).
+# The defaults of wait_steps, warmup_steps, profile_steps and pl_step: the C++ options'
+# (zeus::runtime::PowerLimitOptimizerOptions), their only copy.
+_DEFAULTS: dict[str, int] = dict(_zeus._POWER_LIMIT_OPTIMIZER_DEFAULTS)
 PowerLimitMeasurement = _zeus.PowerLimitMeasurement
 OptimumSelector = _zeus.OptimumSelector
 Energy = _zeus.Energy
@@ -137,22 +141,15 @@ class GlobalPowerLimitOptimizer(Callback):
         self,
         monitor,
         optimum_selector: OptimumSelector | None = None,
-        wait_steps: int = 1,
-        warmup_steps: int = 10,
-        profile_steps: int = 40,
-        pl_step: int = 25,
+        wait_steps: int = _DEFAULTS["wait_steps"],
+        warmup_steps: int = _DEFAULTS["warmup_steps"],
+        profile_steps: int = _DEFAULTS["profile_steps"],
+        pl_step: int = _DEFAULTS["pl_step"],
         profile_path: str | Path | None = None,
     ) -> None:
-        wait_steps = check_int("wait_steps", wait_steps, minimum=0)
-        warmup_steps = check_int("warmup_steps", warmup_steps, minimum=0)
-        profile_steps = check_int("profile_steps", profile_steps, minimum=1)
-        pl_step = check_int("pl_step", pl_step, minimum=1)
+        # The counts and the selector are checked once, by the binding (types) and the C++
+        # optimizer (values), when _impl is made below; the monitor is needed first.
         profile_path = check_path("profile_path", profile_path)
-        if optimum_selector is not None and not isinstance(optimum_selector, OptimumSelector):
-            raise TypeError(
-                "optimum_selector must be an OptimumSelector or None, not "
-                f"{type(optimum_selector).__name__}"
-            )
         _zeus._check_window_monitor(monitor, "monitor")
 
         gpu_indices = list(monitor.gpu_indices)
@@ -167,14 +164,6 @@ class GlobalPowerLimitOptimizer(Callback):
         if optimum_selector is None:
             optimum_selector = ZeusCost(eta_knob=0.5, world_size=max(1, world_size * len(gpu_indices)))
 
-        self.monitor = monitor
-        self.optimum_selector = optimum_selector
-        self.wait_steps = wait_steps
-        self.warmup_steps = warmup_steps
-        self.profile_steps = profile_steps
-        self.pl_step = pl_step * 1000  # mW, as the reference keeps it
-        self.profile_path = Path(profile_path) if profile_path is not None else None
-        self.reducer = reducer
         self._impl = _zeus._PowerLimitOptimizer(
             monitor,
             optimum_selector,
@@ -186,6 +175,14 @@ class GlobalPowerLimitOptimizer(Callback):
             reducer=reducer,
             restore_on_signal=False,  # Python turns SIGINT into KeyboardInterrupt; atexit restores
         )
+        self.monitor = monitor
+        self.optimum_selector = optimum_selector
+        self.wait_steps = operator.index(wait_steps)
+        self.warmup_steps = operator.index(warmup_steps)
+        self.profile_steps = operator.index(profile_steps)
+        self.pl_step = operator.index(pl_step) * 1000  # mW, as the reference keeps it
+        self.profile_path = Path(profile_path) if profile_path is not None else None
+        self.reducer = reducer
         atexit.register(_close_at_exit, weakref.ref(self))
 
     # ---- hooks ----

@@ -1,5 +1,6 @@
 // A zeusd Daemon serving on a temporary Unix socket over simulated H200s and fake RAPL CPUs, and
-// one-request helpers: the fixture of the daemon_test suite's files.
+// one-request helpers: the in-process daemon of every suite that needs one (tests/daemon, and the
+// device layer's zeusd clients in tests/device).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -62,17 +64,20 @@ class FakeCpu final : public device::Cpu {
 class Running {
  public:
   // `overrides`: the daemon's GPUs run these commands (gpu(i) stays the simulated GPU).
+  // `cpus`: the daemon's CPUs; by default two FakeCpus, package 0 with DRAM and 1 without.
   explicit Running(DaemonConfig config, int gpu_count = 2, DaemonHooks hooks = {},
-                   std::shared_ptr<const CommandOverrides> overrides = nullptr)
+                   std::shared_ptr<const CommandOverrides> overrides = nullptr,
+                   std::optional<std::vector<std::shared_ptr<device::Cpu>>> cpus = std::nullopt)
       : gpus_(simulated_gpus(gpu_count)) {
     if (config.mode == TransportMode::kUds) {
       config.socket_path = dir_.path() / "zeusd.sock";
     }
-    std::vector<std::shared_ptr<device::Cpu>> cpus = {std::make_shared<FakeCpu>(0, true),
-                                                      std::make_shared<FakeCpu>(1, false)};
+    if (!cpus) {
+      cpus = {std::make_shared<FakeCpu>(0, true), std::make_shared<FakeCpu>(1, false)};
+    }
     daemon_ = std::make_unique<Daemon>(config,
                                        overrides ? with_command_overrides(gpus_, overrides) : gpus_,
-                                       cpus, std::move(hooks));
+                                       std::move(*cpus), std::move(hooks));
     daemon_->bind();
     thread_ = std::thread([this] { daemon_->serve(); });
     for (int i = 0; i < 500 && !daemon_->is_running(); ++i) {
@@ -92,6 +97,7 @@ class Running {
   device::Gpu& gpu(int i) { return gpus_.at(i); }
   Daemon& daemon() { return *daemon_; }
   const fs::path& dir() const { return dir_.path(); }
+  std::string socket() const { return daemon_->config().socket_path.string(); }
 
  private:
   TempDir dir_;

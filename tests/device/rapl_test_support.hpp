@@ -1,0 +1,106 @@
+// The RAPL tests' fixture (rapl_test.cpp, rapl_permission_test.cpp): a fake powercap tree in a
+// temporary folder, one zone at a time.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include "zeus/common/error.hpp"
+
+namespace zeus::testing::rapl {
+
+// A typical max_energy_range_uj of an Intel package zone.
+inline constexpr std::uint64_t kTypicalRangeUj = 262'143'328'850;
+
+inline void write_file(const std::filesystem::path& path, const std::string& content) {
+  {
+    std::ofstream out(path, std::ios::trunc);
+    ASSERT_TRUE(out) << "cannot create " << path;
+    out << content << '\n';
+  }
+  std::filesystem::permissions(path, std::filesystem::perms(0644));
+}
+
+// Replaces the file atomically (write + rename), so that concurrent readers never see it empty.
+inline void replace_file(const std::filesystem::path& path, const std::string& content) {
+  const std::filesystem::path temporary = path.string() + ".new";
+  write_file(temporary, content);
+  std::filesystem::rename(temporary, path);
+}
+
+inline void make_dir(const std::filesystem::path& path) {
+  std::filesystem::create_directories(path);
+  std::filesystem::permissions(path, std::filesystem::perms(0755));
+}
+
+// One zone folder with name, energy_uj and max_energy_range_uj.
+inline std::filesystem::path make_zone(const std::filesystem::path& dir, const std::string& name,
+                                       std::uint64_t energy_uj,
+                                       std::uint64_t max_energy_range_uj = kTypicalRangeUj) {
+  make_dir(dir);
+  write_file(dir / "name", name);
+  write_file(dir / "energy_uj", std::to_string(energy_uj));
+  write_file(dir / "max_energy_range_uj", std::to_string(max_energy_range_uj));
+  return dir;
+}
+
+// Runs `action`, expects a zeus::Error of kind `expected` and stores its text in `what`.
+inline void catch_kind_or_fail(const std::function<void()>& action, zeus::ErrorKind expected,
+                               std::string& what) {
+  try {
+    action();
+  } catch (const zeus::Error& error) {
+    what = error.what();
+    EXPECT_EQ(error.kind(), expected) << error.what();
+    return;
+  }
+  ADD_FAILURE() << "no zeus::Error thrown";
+}
+
+class RaplTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static std::atomic<int> counter{0};
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    base_ = std::filesystem::temp_directory_path() /
+            ("zeus-rapl-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) +
+             "-" + info->name());
+    std::filesystem::remove_all(base_);
+    root_ = base_ / "powercap";
+    make_dir(root_);
+    std::filesystem::permissions(base_, std::filesystem::perms(0755));
+  }
+
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(base_, ec);
+  }
+
+  // Two packages; package 0 has core + dram nested, package 1 only dram nested. Top-level
+  // symlinks to every zone, as /sys/class/powercap has.
+  void make_real_layout() {
+    make_zone(root_ / "intel-rapl:0", "package-0", 1000);
+    make_zone(root_ / "intel-rapl:0" / "intel-rapl:0:0", "core", 400);
+    make_zone(root_ / "intel-rapl:0" / "intel-rapl:0:1", "dram", 200);
+    make_zone(root_ / "intel-rapl:1", "package-1", 3000);
+    make_zone(root_ / "intel-rapl:1" / "intel-rapl:1:0", "dram", 500);
+    std::filesystem::create_directory_symlink(root_ / "intel-rapl:0" / "intel-rapl:0:0",
+                                              root_ / "intel-rapl:0:0");
+    std::filesystem::create_directory_symlink(root_ / "intel-rapl:0" / "intel-rapl:0:1",
+                                              root_ / "intel-rapl:0:1");
+    std::filesystem::create_directory_symlink(root_ / "intel-rapl:1" / "intel-rapl:1:0",
+                                              root_ / "intel-rapl:1:0");
+  }
+
+  std::filesystem::path base_;
+  std::filesystem::path root_;
+};
+
+}  // namespace zeus::testing::rapl
