@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/base64.hpp"
 #include "common/text.hpp"
 #include "http/client.hpp"
 #include "http/url.hpp"
@@ -27,37 +28,11 @@ bool valid_label_name(std::string_view name) {
   });
 }
 
-// URL-safe base64 with padding, which the Pushgateway decodes in "@base64" path segments.
+// URL-safe base64 with padding, which the Pushgateway decodes in "@base64" path segments; "="
+// is its spelling of an empty value.
 std::string base64_url(std::string_view bytes) {
-  static constexpr std::string_view kAlphabet =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  std::size_t i = 0;
-  for (; i + 2 < bytes.size(); i += 3) {
-    const auto n = (static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i])) << 16) |
-                   (static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i + 1])) << 8) |
-                   static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i + 2]));
-    out.push_back(kAlphabet[(n >> 18) & 63]);
-    out.push_back(kAlphabet[(n >> 12) & 63]);
-    out.push_back(kAlphabet[(n >> 6) & 63]);
-    out.push_back(kAlphabet[n & 63]);
-  }
-  const std::size_t rest = bytes.size() - i;
-  if (rest > 0) {
-    std::uint32_t n = static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i])) << 16;
-    if (rest == 2) {
-      n |= static_cast<std::uint32_t>(static_cast<unsigned char>(bytes[i + 1])) << 8;
-    }
-    out.push_back(kAlphabet[(n >> 18) & 63]);
-    out.push_back(kAlphabet[(n >> 12) & 63]);
-    out.push_back(rest == 2 ? kAlphabet[(n >> 6) & 63] : '=');
-    out.push_back('=');
-  }
-  if (out.empty()) {
-    out = "=";  // the Pushgateway's spelling of an empty value
-  }
-  return out;
+  const std::string encoded = base64url_encode(bytes, Base64Padding::kPadded);
+  return encoded.empty() ? "=" : encoded;
 }
 
 std::string percent_escape(std::string_view text) {
