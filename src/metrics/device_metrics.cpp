@@ -1,4 +1,5 @@
-// DeviceMetrics: GPU, CPU and DRAM gauges and counters sampled on a background thread.
+// DeviceMetrics: GPU, CPU and DRAM gauges and counters, refreshed on a background thread from
+// the monitor layer's read path (a PowerSampler per GPU, the energy counters, RAPL).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,7 +11,7 @@
 #include "metrics/exposition.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
-#include "zeus/metrics/prometheus.hpp"
+#include "zeus/metrics/device_metrics.hpp"
 #include "zeus/monitor/power_sampler.hpp"
 
 namespace zeus::metrics {
@@ -21,9 +22,12 @@ DeviceMetrics::DeviceMetrics(const device::Gpus& gpus,
     : clock_(options.clock ? options.clock : steady_clock()),
       interval_s_(options.interval_s),
       wall_clock_(options.wall_clock ? options.wall_clock : system_clock()) {
-  if (!(interval_s_ >= monitor::kMinSamplingPeriodS) || !std::isfinite(interval_s_)) {
+  if (!(interval_s_ >= monitor::kMinSamplingPeriodS) ||
+      !(interval_s_ <= monitor::kMaxSamplingPeriodS)) {
     throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("the metrics interval must be at least 1 ms; got {} s", interval_s_));
+                fmt::format("the metrics interval must be at least 1 ms and at most one day "
+                            "(86400 s); got {} s",
+                            interval_s_));
   }
   std::vector<int> indices;
   if (options.gpu_indices) {
@@ -49,18 +53,39 @@ DeviceMetrics::DeviceMetrics(const device::Gpus& gpus,
     } catch (const std::exception& error) {
       log().warn("metrics: GPU {}: {}", index, error.what());
     }
+    // What the GPU offers, asked once: a read that fails for another reason than "not
+    // supported" keeps the domain (a transient failure: the sampler keeps trying).
+    const auto offers = [&](auto probe) {
+      try {
+        return probe();
+      } catch (const std::exception&) {
+        return true;
+      }
+    };
     for (const monitor::PowerDomain domain :
          {monitor::PowerDomain::kDeviceInstant, monitor::PowerDomain::kDeviceAverage,
           monitor::PowerDomain::kMemoryAverage}) {
+      if (offers([&] { return monitor::supports_power_domain(*state.gpu, domain); })) {
+        state.power_domains.push_back(domain);
+      }
+    }
+    const bool temperature = offers([&] { return monitor::supports_temperature(*state.gpu); });
+    if (!state.power_domains.empty() || temperature) {
+      monitor::PowerSamplerOptions sampler;
+      sampler.gpu_indices = {index};
+      sampler.domains = state.power_domains;
+      sampler.temperature = temperature;
+      sampler.period_s = interval_s_;
+      sampler.max_samples_per_series = 2;  // a view needs the latest value, not a timeline
+      sampler.read_errors = monitor::ReadErrorPolicy::kCountAndHold;
+      sampler.clock = clock_;
+      sampler.start_thread = false;  // driven by this class's thread
       try {
-        monitor::read_power_mw(*state.gpu, domain);
-        state.power_domains.push_back(domain);
-      } catch (const Error& error) {
-        if (error.kind() != ErrorKind::kNotSupported) {
-          state.power_domains.push_back(domain);  // a transient failure: keep trying
-        }
-      } catch (const std::exception&) {
-        state.power_domains.push_back(domain);
+        state.sampler = std::make_unique<monitor::PowerSampler>(gpus, std::move(sampler));
+      } catch (const std::exception& error) {
+        log().warn("metrics: GPU {}: its power and temperature cannot be sampled: {}", index,
+                   error.what());
+        state.power_domains.clear();
       }
     }
     gpus_.push_back(std::move(state));
@@ -106,11 +131,10 @@ void DeviceMetrics::run() {
 }
 
 void DeviceMetrics::sample_once() {
-  const std::int64_t now_ns = clock_->now_ns();
-  const double now_unix_s = wall_clock_->now_s();
   // Read outside the lock; a scrape only waits for the copy into the state.
   struct GpuReading {
     std::optional<std::uint64_t> counter_mj;
+    std::optional<double> sampled_energy_j;  // held power integrated by the sampler
     std::vector<std::pair<monitor::PowerDomain, double>> power_w;
     std::optional<double> limit_w;
     std::optional<double> temperature_c;
@@ -118,7 +142,16 @@ void DeviceMetrics::sample_once() {
   };
   std::vector<GpuReading> readings(gpus_.size());
   for (std::size_t i = 0; i < gpus_.size(); ++i) {
-    device::Gpu& gpu = *gpus_[i].gpu;
+    GpuState& state = gpus_[i];
+    if (state.sampler) {
+      state.sampler->sample_once();
+    }
+  }
+  const std::int64_t now_ns = clock_->now_ns();
+  const double now_unix_s = wall_clock_->now_s();
+  for (std::size_t i = 0; i < gpus_.size(); ++i) {
+    GpuState& state = gpus_[i];
+    device::Gpu& gpu = *state.gpu;
     GpuReading& reading = readings[i];
     const auto attempt = [&](auto read) {
       try {
@@ -131,17 +164,27 @@ void DeviceMetrics::sample_once() {
         reading.failed = true;
       }
     };
-    if (gpus_[i].has_counter) {
+    if (state.has_counter) {
       attempt([&] { reading.counter_mj = gpu.total_energy_mj(); });
     }
-    for (const monitor::PowerDomain domain : gpus_[i].power_domains) {
-      attempt([&] {
-        reading.power_w.emplace_back(
-            domain, units::watts_from_milliwatts(monitor::read_power_mw(gpu, domain)));
-      });
+    if (const monitor::PowerSampler* sampler = state.sampler.get()) {
+      const std::uint64_t failed_sweeps = sampler->failed_sweeps(state.index);
+      reading.failed = failed_sweeps != state.failed_sweeps_seen;
+      state.failed_sweeps_seen = failed_sweeps;
+      for (const monitor::PowerDomain domain : state.power_domains) {
+        if (const std::optional<double> watts = sampler->power_w(domain, state.index)) {
+          reading.power_w.emplace_back(domain, *watts);
+        }
+      }
+      if (sampler->samples_temperature()) {
+        reading.temperature_c = sampler->temperature_c(state.index);
+      }
+      if (!state.has_counter && !state.power_domains.empty()) {
+        reading.sampled_energy_j =
+            sampler->cumulative_energy_j(state.power_domains.front(), state.index, now_ns);
+      }
     }
     attempt([&] { reading.limit_w = units::watts_from_milliwatts(gpu.power_limit_mw()); });
-    attempt([&] { reading.temperature_c = gpu.temperature_c(); });
   }
   struct CpuReading {
     std::optional<std::uint64_t> package_uj, dram_uj;
@@ -183,13 +226,8 @@ void DeviceMetrics::sample_once() {
         state.energy_j = units::joules_from_millijoules(
             static_cast<double>(*reading.counter_mj - *state.counter_base_mj));
       }
-    } else if (!state.has_counter && !state.power_w.empty()) {
-      // Sample-and-hold integration of the instant power.
-      if (state.last_ns) {
-        state.energy_j += units::joules_at(state.last_power_w, now_ns - *state.last_ns);
-      }
-      state.last_power_w = state.power_w.front().second;
-      state.last_ns = now_ns;
+    } else if (reading.sampled_energy_j) {
+      state.energy_j = *reading.sampled_energy_j;
     }
   }
   for (std::size_t i = 0; i < cpus_.size(); ++i) {

@@ -26,6 +26,31 @@ std::uint32_t read_power_mw(device::Gpu& gpu, PowerDomain domain) {
   return 0;
 }
 
+namespace {
+
+template <typename Read>
+bool answers(Read read) {
+  try {
+    read();
+    return true;
+  } catch (const Error& error) {
+    if (error.kind() == ErrorKind::kNotSupported) {
+      return false;
+    }
+    throw;
+  }
+}
+
+}  // namespace
+
+bool supports_power_domain(device::Gpu& gpu, PowerDomain domain) {
+  return answers([&] { (void)read_power_mw(gpu, domain); });
+}
+
+bool supports_temperature(device::Gpu& gpu) {
+  return answers([&] { (void)gpu.temperature_c(); });
+}
+
 std::string_view power_domain_name(PowerDomain domain) {
   switch (domain) {
     case PowerDomain::kDeviceInstant:
@@ -92,6 +117,7 @@ PowerSampler::PowerSampler(const device::Gpus& gpus, PowerSamplerOptions options
     : clock_(options.clock ? options.clock : steady_clock()),
       max_samples_(std::max<std::size_t>(1, options.max_samples_per_series)),
       overflow_(options.overflow),
+      read_errors_(options.read_errors),
       on_sweep_(std::move(options.on_sweep)),
       temperature_(options.temperature),
       on_temperature_change_(std::move(options.on_temperature_change)) {
@@ -121,7 +147,9 @@ PowerSampler::PowerSampler(const device::Gpus& gpus, PowerSamplerOptions options
     gpus_.push_back(gpus.shared(index));  // throws listing the valid indices
     gpu_indices_.push_back(index);
   }
-  // Every (GPU, domain) must be readable now, so that the user learns of it here.
+  // Every (GPU, domain) must be readable now, so that the user learns of it here; a sampler
+  // that holds through failed reads only refuses what the GPU cannot do at all.
+  const bool holds = read_errors_ == ReadErrorPolicy::kCountAndHold;
   for (std::size_t i = 0; i < gpus_.size(); ++i) {
     for (const PowerDomain domain : domains_) {
       try {
@@ -133,7 +161,9 @@ PowerSampler::PowerSampler(const device::Gpus& gpus, PowerSamplerOptions options
                           ") does not support the power domain " +
                           std::string(power_domain_name(domain)) + ": " + error.what());
         }
-        throw;
+        if (!holds) {
+          throw;
+        }
       }
     }
   }
@@ -142,6 +172,9 @@ PowerSampler::PowerSampler(const device::Gpus& gpus, PowerSamplerOptions options
       try {
         (void)gpus_[i]->temperature_c();
       } catch (const Error& error) {
+        if (holds && error.kind() != ErrorKind::kNotSupported) {
+          continue;
+        }
         throw Error(error.kind(), "GPU " + std::to_string(gpu_indices_[i]) + " (" +
                                       gpus_[i]->name() +
                                       ") cannot report its temperature: " + error.what());
@@ -150,6 +183,7 @@ PowerSampler::PowerSampler(const device::Gpus& gpus, PowerSamplerOptions options
     temperatures_.resize(gpus_.size());
   }
   series_.resize(domains_.size() * gpu_indices_.size());
+  failed_sweeps_.assign(gpu_indices_.size(), 0);
   if (options.period_s) {
     if (!(*options.period_s >= kMinSamplingPeriodS)) {
       throw Error(ErrorKind::kInvalidArgument, "sampling period " +
@@ -239,6 +273,15 @@ void PowerSampler::record_error(std::exception_ptr error) {
   }
 }
 
+bool PowerSampler::stops_on(const Error& error, std::size_t gpu) {
+  if (read_errors_ == ReadErrorPolicy::kStop) {
+    record_error(std::make_exception_ptr(error));
+    return true;
+  }
+  sweep_failed_[gpu] = 1;
+  return false;
+}
+
 void PowerSampler::sample_once() {
   std::lock_guard sweep_lock(sweep_mutex_);
   {
@@ -249,17 +292,23 @@ void PowerSampler::sample_once() {
   }
   const std::int64_t now_ns = clock_->now_ns();
   sweep_.clear();
-  for (const PowerDomain domain : domains_) {
+  sweep_series_.clear();
+  sweep_failed_.assign(gpus_.size(), 0);
+  for (std::size_t d = 0; d < domains_.size(); ++d) {
+    const PowerDomain domain = domains_[d];
     for (std::size_t i = 0; i < gpus_.size(); ++i) {
       try {
         const double power_w = units::watts_from_milliwatts(read_power_mw(*gpus_[i], domain));
         sweep_.push_back({now_ns, gpu_indices_[i], domain, power_w});
+        sweep_series_.push_back(d * gpus_.size() + i);
       } catch (const Error& error) {
-        record_error(std::make_exception_ptr(
-            Error(error.kind(), "power sampler: reading " + std::string(power_domain_name(domain)) +
-                                    " power of GPU " + std::to_string(gpu_indices_[i]) +
-                                    " failed: " + error.what())));
-        return;
+        if (stops_on(Error(error.kind(), "power sampler: reading " +
+                                             std::string(power_domain_name(domain)) +
+                                             " power of GPU " + std::to_string(gpu_indices_[i]) +
+                                             " failed: " + error.what()),
+                     i)) {
+          return;
+        }
       }
     }
   }
@@ -271,10 +320,12 @@ void PowerSampler::sample_once() {
     if (!store_temperatures_locked()) {
       return;
     }
-    // sweep_ holds one sample per series, in series_ order.
+    for (std::size_t i = 0; i < sweep_failed_.size(); ++i) {
+      failed_sweeps_[i] += sweep_failed_[i] != 0 ? 1 : 0;
+    }
     for (std::size_t k = 0; k < sweep_.size(); ++k) {
       const PowerSample& sample = sweep_[k];
-      Series& target = series_[k];
+      Series& target = series_[sweep_series_[k]];
       double energy_j = 0.0;
       if (!target.entries.empty()) {
         const Entry& last = target.entries.back();
@@ -316,10 +367,13 @@ bool PowerSampler::read_temperatures(std::int64_t now_ns) {
     try {
       temperature_c = gpus_[i]->temperature_c();
     } catch (const Error& error) {
-      record_error(std::make_exception_ptr(
-          Error(error.kind(), "power sampler: reading the temperature of GPU " +
-                                  std::to_string(gpu_indices_[i]) + " failed: " + error.what())));
-      return false;
+      if (stops_on(
+              Error(error.kind(), "power sampler: reading the temperature of GPU " +
+                                      std::to_string(gpu_indices_[i]) + " failed: " + error.what()),
+              i)) {
+        return false;
+      }
+      continue;
     }
     // Only changes are kept; temperatures_ is read without the lock here, which is safe because
     // only sweeps (serialized by sweep_mutex_) modify it.
@@ -483,6 +537,16 @@ std::vector<PowerSample> PowerSampler::timeline(PowerDomain domain, int gpu_inde
 std::uint64_t PowerSampler::dropped_samples() const {
   std::lock_guard lock(mutex_);
   return dropped_;
+}
+
+std::uint64_t PowerSampler::failed_sweeps(int gpu_index) const {
+  const auto at = std::find(gpu_indices_.begin(), gpu_indices_.end(), gpu_index);
+  if (at == gpu_indices_.end()) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "GPU " + std::to_string(gpu_index) + " is not sampled by this power sampler");
+  }
+  std::lock_guard lock(mutex_);
+  return failed_sweeps_[static_cast<std::size_t>(at - gpu_indices_.begin())];
 }
 
 void PowerSampler::rethrow_if_failed() const {

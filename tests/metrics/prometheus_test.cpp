@@ -15,6 +15,7 @@
 #include "exposition_check.hpp"
 #include "metrics/exposition.hpp"
 #include "monitor/test_support.hpp"
+#include "support/fault_injecting_gpu.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/rapl.hpp"
 #include "zeus/monitor/zeus_monitor.hpp"
@@ -132,6 +133,39 @@ TEST(DeviceMetrics, CountersGaugesAndInfoFromSimulatedGpusAndRapl) {
   EXPECT_GT(*sample(text, R"(zeus_gpu_energy_joules_total{index="0"})"), gpu0_j);
 }
 
+// A GPU that fails reads for a while: its series hold their last values, each interval with a
+// failure counts once, and the other GPU is not affected.
+TEST(DeviceMetrics, FailedReadsAreCountedAndTheLastValuesHeld) {
+  SimulatedRig rig(2, "a100");
+  auto flaky = std::make_shared<device::FaultInjectingGpu>(rig.gpus[1]);
+  const device::Gpus gpus({rig.gpus[0], flaky}, {0, 1});
+  DeviceMetricsOptions options;
+  options.clock = rig.clock;
+  options.start_thread = false;
+  DeviceMetrics metrics(gpus, {}, options);
+  rig.clock->advance_s(1.0);
+  metrics.sample_once();
+  std::string before;
+  metrics.render(before);
+  const double power_w =
+      *sample(before, R"(power_monitor_gpu_power_watts{index="1",domain="device_instant"})");
+  flaky->fail_after(flaky->calls(), ErrorKind::kUnknown);
+  for (int interval = 0; interval < 2; ++interval) {
+    rig.clock->advance_s(1.0);
+    metrics.sample_once();
+  }
+  std::string text;
+  metrics.render(text);
+  expect_valid_exposition(text);
+  EXPECT_EQ(*sample(text, R"(zeus_device_read_errors_total{device="gpu1"})"), 2.0);
+  EXPECT_EQ(*sample(text, R"(zeus_device_read_errors_total{device="gpu0"})"), 0.0);
+  EXPECT_EQ(*sample(text, R"(power_monitor_gpu_power_watts{index="1",domain="device_instant"})"),
+            power_w);
+  EXPECT_EQ(*sample(text, R"(zeus_gpu_power_limit_watts{index="1"})"), 400.0);
+  EXPECT_GT(*sample(text, R"(zeus_gpu_energy_joules_total{index="0"})"),
+            *sample(before, R"(zeus_gpu_energy_joules_total{index="0"})"));
+}
+
 TEST(DeviceMetrics, BadOptionsAreRefused) {
   SimulatedRig rig(1, "a100");
   DeviceMetricsOptions options;
@@ -140,6 +174,8 @@ TEST(DeviceMetrics, BadOptionsAreRefused) {
   EXPECT_THROW(DeviceMetrics(rig.set, {}, options), Error);
   options.gpu_indices.reset();
   options.interval_s = 0.0;
+  EXPECT_THROW(DeviceMetrics(rig.set, {}, options), Error);
+  options.interval_s = 86401.0;
   EXPECT_THROW(DeviceMetrics(rig.set, {}, options), Error);
 }
 

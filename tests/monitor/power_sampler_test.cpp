@@ -156,6 +156,69 @@ TEST(PowerSampler, DeviceErrorsAreRethrownInTheCaller) {
   EXPECT_EQ(sampler.timeline(PowerDomain::kDeviceInstant, 0).size(), 1u);
 }
 
+TEST(PowerSampler, CountAndHoldKeepsSamplingThroughFailedReads) {
+  SimulatedRig rig(2, "v100");
+  auto flaky = std::make_shared<zeus::device::FaultInjectingGpu>(rig.gpus[1]);
+  zeus::device::Gpus gpus({rig.gpus[0], flaky}, {0, 1});
+  PowerSamplerOptions options = manual(rig);
+  options.temperature = true;
+  options.read_errors = zeus::monitor::ReadErrorPolicy::kCountAndHold;
+  PowerSampler sampler(gpus, options);
+  sampler.sample_once();
+  const double held_w = *sampler.power_w(PowerDomain::kDeviceInstant, 1);
+  bool failing = true;
+  flaky->set_hook([&](std::string_view) {
+    if (failing) {
+      throw zeus::Error(ErrorKind::kUnknown, "a bad second");
+    }
+  });
+  rig.gpus[1]->set_utilization(1.0);  // unseen while its reads fail
+  for (int sweep = 0; sweep < 3; ++sweep) {
+    rig.clock->advance_s(1.0);
+    sampler.sample_once();
+  }
+  EXPECT_NO_THROW(sampler.rethrow_if_failed());
+  EXPECT_EQ(sampler.failed_sweeps(1), 3u);  // one per sweep, however many reads failed in it
+  EXPECT_EQ(sampler.failed_sweeps(0), 0u);
+  EXPECT_EQ(sampler.timeline(PowerDomain::kDeviceInstant, 0).size(), 4u);
+  EXPECT_EQ(sampler.timeline(PowerDomain::kDeviceInstant, 1).size(), 1u);
+  // The held value goes on: its energy grows at the last power seen.
+  EXPECT_DOUBLE_EQ(
+      *sampler.cumulative_energy_j(PowerDomain::kDeviceInstant, 1, rig.clock->now_ns()),
+      held_w * 3.0);
+  failing = false;
+  rig.clock->advance_s(1.0);
+  sampler.sample_once();
+  EXPECT_GT(*sampler.power_w(PowerDomain::kDeviceInstant, 1), held_w);
+  EXPECT_EQ(sampler.failed_sweeps(1), 3u);
+  EXPECT_THROW(sampler.failed_sweeps(7), zeus::Error);
+}
+
+TEST(PowerSampler, CountAndHoldStillRefusesWhatTheGpuCannotDo) {
+  SimulatedRig rig(1, "v100");
+  auto gpu = std::make_shared<zeus::device::FaultInjectingGpu>(rig.gpus[0]);
+  zeus::device::Gpus gpus({gpu}, {0});
+  PowerSamplerOptions options = manual(rig);
+  options.read_errors = zeus::monitor::ReadErrorPolicy::kCountAndHold;
+  gpu->fail_after(0, ErrorKind::kUnknown);  // a transient failure at start: sampled anyway
+  EXPECT_NO_THROW(PowerSampler(gpus, options));
+  gpu->fail_after(0, ErrorKind::kNotSupported);
+  EXPECT_THROW(PowerSampler(gpus, options), zeus::Error);
+}
+
+TEST(PowerDomainProbe, NotSupportedIsNoAndOtherFailuresPropagate) {
+  SimulatedRig rig(1, "v100");
+  auto gpu = std::make_shared<zeus::device::FaultInjectingGpu>(rig.gpus[0]);
+  EXPECT_TRUE(zeus::monitor::supports_power_domain(*gpu, PowerDomain::kDeviceInstant));
+  EXPECT_TRUE(zeus::monitor::supports_temperature(*gpu));
+  gpu->fail_after(gpu->calls(), ErrorKind::kNotSupported);
+  EXPECT_FALSE(zeus::monitor::supports_power_domain(*gpu, PowerDomain::kMemoryAverage));
+  EXPECT_FALSE(zeus::monitor::supports_temperature(*gpu));
+  gpu->fail_after(gpu->calls(), ErrorKind::kGpuLost);
+  EXPECT_THROW(zeus::monitor::supports_power_domain(*gpu, PowerDomain::kDeviceInstant),
+               zeus::Error);
+}
+
 TEST(PowerSampler, OnSweepStreamsEachSweep) {
   SimulatedRig rig(3, "v100");
   PowerSamplerOptions options = manual(rig);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "zeus/common/clock.hpp"
+#include "zeus/common/error.hpp"
 #include "zeus/device/gpus.hpp"
 
 namespace zeus::monitor {
@@ -34,6 +35,12 @@ std::string_view power_domain_name(PowerDomain domain);
 // One reading of `domain` (Gpu::instant_power_mw, average_power_mw or average_memory_power_mw).
 std::uint32_t read_power_mw(device::Gpu& gpu, PowerDomain domain);
 
+// Whether `gpu` can read `domain` (or its temperature) at all: true when a read answers, false
+// when it says kNotSupported; any other failure propagates (a transient error is no answer). The
+// one probe of what a GPU offers, for every reader that chooses its domains.
+bool supports_power_domain(device::Gpu& gpu, PowerDomain domain);
+bool supports_temperature(device::Gpu& gpu);
+
 // Accepts those names and the short forms "instant", "average", "memory". Throws
 // Error(kInvalidArgument) listing them.
 PowerDomain parse_power_domain(std::string_view text);
@@ -42,6 +49,12 @@ PowerDomain parse_power_domain(std::string_view text);
 enum class OverflowPolicy {
   kDropOldest,  // forget the oldest sample (counted in dropped_samples()); energy is unaffected
   kError,       // stop sampling and surface an error to the caller
+};
+
+// What a failed read does to the sampler.
+enum class ReadErrorPolicy {
+  kStop,          // stop sampling and surface the error to the caller (rethrow_if_failed)
+  kCountAndHold,  // count it (failed_sweeps) and go on: the series keeps its last value
 };
 
 struct PowerSample {
@@ -69,6 +82,9 @@ struct PowerSamplerOptions {
   std::optional<double> period_s;
   std::size_t max_samples_per_series = 1 << 16;
   OverflowPolicy overflow = OverflowPolicy::kDropOldest;
+  // kStop for measurement, where a stale value would be a wrong answer; kCountAndHold for a
+  // long-lived view such as the Prometheus exporter, which must outlive a GPU's bad second.
+  ReadErrorPolicy read_errors = ReadErrorPolicy::kStop;
   std::shared_ptr<Clock> clock;  // the steady clock when null
   // Start the background thread. Tests leave it off and call sample_once() with a ManualClock.
   bool start_thread = true;
@@ -122,6 +138,9 @@ class PowerSampler {
                                     std::optional<std::int64_t> start_ns = std::nullopt,
                                     std::optional<std::int64_t> end_ns = std::nullopt) const;
   std::uint64_t dropped_samples() const;
+  // The sweeps in which a read of `gpu_index` (power or temperature) failed; always 0 with
+  // ReadErrorPolicy::kStop. Throws Error(kInvalidArgument) for a GPU that is not sampled.
+  std::uint64_t failed_sweeps(int gpu_index) const;
 
   bool samples_temperature() const { return temperature_; }
   // The temperature changes of `gpu_index` in [start_ns, end_ns] (either bound open), oldest
@@ -157,6 +176,9 @@ class PowerSampler {
   void record_error(std::exception_ptr error);
   const Series& series(PowerDomain domain, int gpu_index) const;
   const std::deque<TemperatureSample>& temperature_series(int gpu_index) const;
+  // Whether a failed read ends the sweep (kStop: recorded as the error) or is counted and
+  // skipped (kCountAndHold: marks GPU `gpu` in sweep_failed_).
+  bool stops_on(const Error& error, std::size_t gpu);
   // Reads every GPU's temperature into temperature_sweep_ (false after recording an error).
   bool read_temperatures(std::int64_t now_ns);
   // Appends the sweep's changes under mutex_ (false after recording an overflow error).
@@ -170,6 +192,7 @@ class PowerSampler {
   double period_s_ = 0.1;
   std::size_t max_samples_;
   OverflowPolicy overflow_;
+  ReadErrorPolicy read_errors_;
   std::function<void(const std::vector<PowerSample>&)> on_sweep_;
   bool temperature_ = false;
   std::function<void(const std::vector<TemperatureSample>&)> on_temperature_change_;
@@ -178,10 +201,13 @@ class PowerSampler {
   std::vector<Series> series_;  // domain-major: series_[d * gpus + g]
   std::vector<std::deque<TemperatureSample>> temperatures_;  // per GPU, bounded by max_samples_
   std::uint64_t dropped_ = 0;
+  std::vector<std::uint64_t> failed_sweeps_;  // per GPU (kCountAndHold)
   std::exception_ptr error_;
 
-  std::mutex sweep_mutex_;          // serializes sweeps (the thread and sample_once callers)
-  std::vector<PowerSample> sweep_;  // reused between sweeps
+  std::mutex sweep_mutex_;                 // serializes sweeps (the thread and sample_once callers)
+  std::vector<PowerSample> sweep_;         // reused between sweeps
+  std::vector<std::size_t> sweep_series_;  // the series_ index of each sample of sweep_
+  std::vector<char> sweep_failed_;         // per GPU: a read failed in this sweep
   std::vector<TemperatureSample> temperature_sweep_;  // the changes of one sweep
 
   std::mutex stop_mutex_;
