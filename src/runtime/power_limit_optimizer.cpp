@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/log.hpp"
+#include "runtime/power_limit_restorer.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
 

@@ -9,6 +9,8 @@
 //
 // On a signal a SignalWatch (nothing but write() in its handler) wakes a watcher thread, which
 // restores by the same rule and then lets the signal take its course.
+#include "runtime/power_limit_restorer.hpp"
+
 #include <functional>
 #include <map>
 #include <mutex>

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+#include "runtime/power_limit_restorer.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/simulated_gpu.hpp"
 #include "zeus/monitor/zeus_monitor.hpp"
