@@ -2,7 +2,8 @@
 // load_power_limit_profile (zeus/runtime/power_limit_optimizer.hpp), and on success every
 // optimum selector (zeus/optimizer/power_limit_selector.hpp) over what it read. After a NUL, the
 // rest is a --selector value of `zeus plo show` and `zeus report` -> cli::parse_selector
-// (src/cli/plo.cpp, compiled in), run over the profile (or a fixed one when it did not load).
+// (src/cli/plo_command.cpp, compiled in), run over the profile (or a fixed one when it did not
+// load).
 //
 // Bad files may only be a zeus::Error naming the file. A profile that loads holds exactly the
 // document's measurements (each power limit as written, none twice, energy and time positive and
@@ -20,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "fuzz_check.hpp"
 #include "fuzz_files.hpp"
 #include "zeus/common/error.hpp"

@@ -1,14 +1,14 @@
-// `zeus report`'s readers (src/cli/report_inputs.cpp) and page (report_html.cpp) on hostile
-// files. The first byte picks what the rest is; parts are separated by NUL bytes:
+// `zeus report`'s readers (src/cli/report/report_inputs.cpp) and page (report_html.cpp) on
+// hostile files. The first byte picks what the rest is; parts are separated by NUL bytes:
 //   0: one input file, its kind detected by content as `zeus report FILE` does (a timeline, a
 //      ZeusMonitor log, a power-limit profile JSON, or anything else)
 //   1: a `zeus monitor --timeline` CSV, NUL, its sibling <timeline>.windows.csv
 //   2: a `zeus sim --out` directory: summary.json, NUL, the history w_g_p.csv, NUL, the
 //      configuration table configurations_w_g.csv (so the seeds name workload w, GPU g, policy p)
 //
-// read_inputs either returns inputs that hold what report.hpp says (series ascending in time,
-// finite numbers, a profile's choice among its points) or throws zeus::Error; render_html then
-// writes a page whose embedded data is valid JSON that no "</" can cut short.
+// read_inputs either returns inputs that hold what report_model.hpp says (series ascending in
+// time, finite numbers, a profile's choice among its points) or throws zeus::Error; render_html
+// then writes a page whose embedded data is valid JSON that no "</" can cut short.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -19,9 +19,9 @@
 #include <system_error>
 #include <vector>
 
+#include "cli/report/report_model.hpp"
 #include "fuzz_check.hpp"
 #include "fuzz_files.hpp"
-#include "report.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/optimizer/power_limit_selector.hpp"
 

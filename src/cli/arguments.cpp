@@ -1,4 +1,4 @@
-#include "arguments.hpp"
+#include "cli/arguments.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,4 +1,4 @@
-#include "carbon_spec.hpp"
+#include "cli/carbon_spec.hpp"
 
 #include <cmath>
 #include <cstdlib>

@@ -39,12 +39,12 @@ void add_exporter(CLI::App& app, Action& action);
 void add_profile(CLI::App& app, Action& action);
 
 // A --selector value of `zeus plo show` and `zeus report`: zeus-cost[:ETA], energy, time or
-// max-slowdown[:FACTOR] (src/cli/plo.cpp). Throws kInvalidArgument naming the syntax.
+// max-slowdown[:FACTOR] (plo_command.cpp). Throws kInvalidArgument naming the syntax.
 std::shared_ptr<const optimizer::OptimumSelector> parse_selector(const std::string& text,
                                                                  int world_size);
 
 // --port-file of the serving commands: writes `port` and a newline to `path` atomically (a
-// temporary file, then rename), so that a reader never sees a partial file (src/cli/bso.cpp).
+// temporary file, then rename), so that a reader never sees a partial file (bso_command.cpp).
 // Throws kInvalidArgument naming the file when it cannot be written.
 void write_port_file(const std::string& path, int port);
 

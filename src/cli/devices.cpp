@@ -1,9 +1,9 @@
-#include "devices.hpp"
+#include "cli/devices.hpp"
 
 #include <algorithm>
 #include <string>
 
-#include "arguments.hpp"
+#include "cli/arguments.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus::cli {

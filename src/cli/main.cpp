@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <iostream>
 
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "common/utf8.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/version.hpp"

@@ -1,4 +1,4 @@
-#include "price_spec.hpp"
+#include "cli/price_spec.hpp"
 
 #include <fmt/format.h>
 

@@ -8,7 +8,8 @@
 // timestamp: Unix seconds with microseconds; watts with three decimals on the power rows (domain
 // as power_domain_name() names it), celsius (whole degrees) only on the temperature rows. Files
 // written before temperature rows were added have the four columns timestamp,device,domain,watts;
-// the reader takes both, and any column order. `zeus report` reads it (cli/report_inputs.cpp).
+// the reader takes both, and any column order. `zeus report` reads it
+// (cli/report/report_inputs.cpp).
 #pragma once
 
 #include <cstdint>

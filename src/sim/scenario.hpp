@@ -7,7 +7,7 @@
 //
 // It is its own target, zeus::sim_scenario (sim + device + monitor + runtime + bso), so that the
 // trace-driven simulator zeus::sim stays free of the runtime and the HTTP client; the CLI
-// (src/cli/demo.cpp) only parses arguments, hosts the server child and prints.
+// (src/cli/demo_command.cpp) only parses arguments, hosts the server child and prints.
 #pragma once
 
 #include <cstdint>

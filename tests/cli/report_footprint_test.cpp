@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "report_footprint.hpp"
+#include "cli/report/report_footprint.hpp"
 #include "report_page_check.hpp"
 #include "run_command.hpp"
 #include "support/local_http_server.hpp"

@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "arguments.hpp"
-#include "commands.hpp"
+#include "cli/arguments.hpp"
+#include "cli/commands.hpp"
+#include "cli/devices.hpp"
+#include "cli/progress_bar.hpp"
 #include "common/process.hpp"
 #include "common/signals.hpp"
 #include "common/text.hpp"
-#include "devices.hpp"
-#include "progress_bar.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"

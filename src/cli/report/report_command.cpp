@@ -10,12 +10,12 @@
 #include <utility>
 #include <vector>
 
-#include "carbon_spec.hpp"
-#include "commands.hpp"
+#include "cli/carbon_spec.hpp"
+#include "cli/commands.hpp"
+#include "cli/price_spec.hpp"
+#include "cli/report/report_footprint.hpp"
+#include "cli/report/report_model.hpp"
 #include "common/output_file.hpp"
-#include "price_spec.hpp"
-#include "report.hpp"
-#include "report_footprint.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/optimizer/power_limit_selector.hpp"
 

@@ -24,7 +24,7 @@
 #include <variant>
 #include <vector>
 
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "common/log.hpp"
 #include "common/process.hpp"
 #include "common/signals.hpp"

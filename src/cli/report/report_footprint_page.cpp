@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "report_footprint.hpp"
-#include "report_page.hpp"
+#include "cli/report/report_footprint.hpp"
+#include "cli/report/report_page.hpp"
 #include "zeus/common/units.hpp"
 
 namespace zeus::cli::report {

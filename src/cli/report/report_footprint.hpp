@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "report.hpp"
+#include "cli/report/report_model.hpp"
 #include "zeus/monitor/carbon.hpp"
 #include "zeus/monitor/price.hpp"
 

@@ -5,8 +5,8 @@
 #include <ostream>
 #include <string>
 
-#include "arguments.hpp"
-#include "monitor_command.hpp"
+#include "cli/arguments.hpp"
+#include "cli/monitor/monitor_command.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus::cli::monitor_command {

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "arguments.hpp"
-#include "commands.hpp"
+#include "cli/arguments.hpp"
+#include "cli/commands.hpp"
+#include "cli/devices.hpp"
 #include "common/process.hpp"
 #include "common/signals.hpp"
-#include "devices.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"

@@ -1,4 +1,4 @@
-#include "sim_args.hpp"
+#include "cli/sim/sim_args.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -5,12 +5,12 @@
 #include <memory>
 #include <optional>
 
-#include "arguments.hpp"
-#include "carbon_spec.hpp"
-#include "commands.hpp"
+#include "cli/arguments.hpp"
+#include "cli/carbon_spec.hpp"
+#include "cli/commands.hpp"
+#include "cli/devices.hpp"
+#include "cli/price_spec.hpp"
 #include "common/signals.hpp"
-#include "devices.hpp"
-#include "price_spec.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
 #include "zeus/metrics/prometheus.hpp"

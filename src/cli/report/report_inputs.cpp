@@ -11,12 +11,12 @@
 #include <string>
 #include <system_error>
 
-#include "commands.hpp"
+#include "cli/commands.hpp"
+#include "cli/report/report_model.hpp"
 #include "common/csv.hpp"
 #include "common/text.hpp"
 #include "monitor/timeline_csv.hpp"
 #include "monitor/window_log.hpp"
-#include "report.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/optimizer/power_limit_selector.hpp"
 #include "zeus/runtime/power_limit_optimizer.hpp"

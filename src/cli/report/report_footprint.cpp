@@ -1,7 +1,7 @@
 // `zeus report`'s carbon emissions and electricity cost of a power timeline: each device's power
 // times the rate in force at each instant, integrated over the timeline (docs/carbon.md,
 // docs/cost.md, "Where they show up").
-#include "report_footprint.hpp"
+#include "cli/report/report_footprint.hpp"
 
 #include <fmt/format.h>
 

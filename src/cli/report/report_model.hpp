@@ -1,4 +1,5 @@
-// `zeus report`: the inputs it reads and the self-contained HTML page it writes.
+// `zeus report`'s data model: the inputs it reads (report_inputs.cpp) and the self-contained HTML
+// page it writes (report_html.cpp). The command itself is report_command.cpp.
 #pragma once
 
 #include <filesystem>

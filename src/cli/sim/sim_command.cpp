@@ -22,14 +22,14 @@
 #include <unordered_set>
 #include <vector>
 
-#include "commands.hpp"
+#include "cli/commands.hpp"
+#include "cli/progress_bar.hpp"
+#include "cli/sim/sim_args.hpp"
+#include "cli/sim/sim_report.hpp"
 #include "common/csv.hpp"
 #include "common/output_file.hpp"
 #include "common/text.hpp"
-#include "progress_bar.hpp"
 #include "sim/limits.hpp"
-#include "sim_args.hpp"
-#include "sim_report.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/sim/simulator.hpp"
 #include "zeus/sim/trace.hpp"

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <iostream>
 
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "common/log.hpp"
 #include "common/output_file.hpp"
 #include "common/signals.hpp"

@@ -2,7 +2,7 @@
 // (monitor_command.hpp; the file's format is monitor/timeline_csv.hpp).
 #include <fmt/format.h>
 
-#include "monitor_command.hpp"
+#include "cli/monitor/monitor_command.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus::cli::monitor_command {

@@ -11,9 +11,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/report/report_model.hpp"
+#include "cli/report/report_page.hpp"
 #include "common/text.hpp"
-#include "report.hpp"
-#include "report_page.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/version.hpp"
 

@@ -1,4 +1,4 @@
-#include "sim_report.hpp"
+#include "cli/sim/sim_report.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "device/privileges.hpp"
 #include "zeus/common/env.hpp"
 #include "zeus/common/error.hpp"

@@ -10,9 +10,9 @@
 #include <variant>
 #include <vector>
 
-#include "commands.hpp"
-#include "devices.hpp"
-#include "monitor_command.hpp"
+#include "cli/commands.hpp"
+#include "cli/devices.hpp"
+#include "cli/monitor/monitor_command.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
 #include "zeus/metrics/prometheus.hpp"

@@ -7,12 +7,12 @@
 #include <string>
 #include <string_view>
 
-#include "arguments.hpp"
-#include "carbon_spec.hpp"
-#include "commands.hpp"
-#include "devices.hpp"
-#include "monitor_command.hpp"
-#include "price_spec.hpp"
+#include "cli/arguments.hpp"
+#include "cli/carbon_spec.hpp"
+#include "cli/commands.hpp"
+#include "cli/devices.hpp"
+#include "cli/monitor/monitor_command.hpp"
+#include "cli/price_spec.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus::cli {

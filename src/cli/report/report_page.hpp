@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "report.hpp"
+#include "cli/report/report_model.hpp"
 
 namespace zeus::cli::report {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "arguments.hpp"
-#include "monitor_command.hpp"
+#include "cli/arguments.hpp"
+#include "cli/monitor/monitor_command.hpp"
 #include "zeus/common/units.hpp"
 
 namespace zeus::cli::monitor_command {

@@ -1,5 +1,5 @@
 // What `zeus sim` writes: the table on standard output, summary.json and the --out CSV files.
-// Kept apart from the command (sim.cpp: arguments, running the cells) along that seam.
+// Kept apart from the command (sim_command.cpp: arguments, running the cells) along that seam.
 #pragma once
 
 #include <cstdint>

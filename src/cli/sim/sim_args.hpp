@@ -1,6 +1,6 @@
 // The list-valued options of `zeus sim` (--gpu/--workload/--policy, --seeds, --target-metric,
-// --drift), parsed apart from the command (sim.cpp) so that each error names its option and
-// what a valid value looks like.
+// --drift), parsed apart from the command (sim_command.cpp) so that each error names its option
+// and what a valid value looks like.
 #pragma once
 
 #include <cstdint>

@@ -5,7 +5,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "commands.hpp"
+#include "cli/commands.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/optimizer/cost.hpp"
 #include "zeus/runtime/power_limit_optimizer.hpp"

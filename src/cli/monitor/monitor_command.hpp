@@ -1,9 +1,8 @@
-// `zeus monitor`'s parts, one job per file: monitor.cpp, the command line (its options and their
-// checks); monitor_run.cpp, a run (devices, outputs, the window, carbon and cost);
+// `zeus monitor`'s parts, one job per file: monitor_command.cpp, the command line (its options
+// and their checks); monitor_run.cpp, a run (devices, outputs, the window, carbon and cost);
 // monitor_child.cpp, the command's process (signals passed on, the time limit, SIGKILL);
-// monitor_timeline.cpp, the
-// --timeline sampler (the file's format: monitor/timeline_csv.hpp); monitor_summary.cpp, the
-// summary as text or JSON.
+// monitor_timeline.cpp, the --timeline sampler (the file's format: monitor/timeline_csv.hpp);
+// monitor_summary.cpp, the summary as text or JSON.
 #pragma once
 
 #include <cstdint>
@@ -54,7 +53,8 @@ struct Plan {
   std::optional<std::vector<int>> cpu_request;
 };
 
-// monitor.cpp. Throws Error(kInvalidArgument) for a bad argument (and the providers' errors).
+// monitor_command.cpp. Throws Error(kInvalidArgument) for a bad argument (and the providers'
+// errors).
 Plan check_arguments(const MonitorArgs& args);
 
 // monitor_run.cpp: measures, prints the summary; the exit code.
