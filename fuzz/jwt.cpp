@@ -17,6 +17,7 @@
 #include "common/base64.hpp"
 #include "common/text.hpp"
 #include "daemon/auth.hpp"
+#include "daemon/token_command.hpp"
 #include "fuzz_check.hpp"
 #include "zeus/common/error.hpp"
 

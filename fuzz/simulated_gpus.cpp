@@ -2,7 +2,7 @@
 // (zeus/device/simulated_gpu.hpp) and, when it parses, discover_gpus as a process would run it
 // with that environment. The input is the variable's value, then after NULs the values of
 // CUDA_VISIBLE_DEVICES and ZEUSD_HOST_PORT (each unset without its NUL); ZEUSD_HOST_PORT also
-// goes to zeusd_config_from_env (zeus/device/zeusd_gpu.hpp) directly.
+// goes to zeusd_config_from_env (zeus/device/zeusd_config.hpp) directly.
 //
 // A spec has 1 to 1024 GPUs of a known model, or the parser throws a zeus::Error quoting the
 // value. Discovery then opens simulated GPUs only, each physical index in range and at most
@@ -22,7 +22,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
 #include "zeus/device/simulated_gpu.hpp"
-#include "zeus/device/zeusd_gpu.hpp"
+#include "zeus/device/zeusd_config.hpp"
 
 namespace {
 

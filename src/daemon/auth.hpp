@@ -1,5 +1,5 @@
-// zeusd's authentication and authorisation: API groups, HS256 JWTs, the signing key, and the
-// middleware decision that runs before routing.
+// zeusd's authentication and authorisation: API groups, HS256 JWTs and the middleware decision
+// that runs before routing.
 //
 // Wire contract: docs zeusd-wire-protocol.md §2 and zeus-reference.md §7.3.
 // - A token is a compact HS256 JWT: base64url(header) "." base64url(claims) "." base64url(HMAC),
@@ -10,21 +10,21 @@
 //   (403). authorize() is that decision as a pure function; the HTTP layer only copies its status,
 //   body and headers into the response.
 //
-// Two sources: jwt.cpp is the HS256 JWT codec (HMAC, issuing and verifying tokens; base64url is
-// common/base64.hpp's); auth.cpp is the policy around it (API groups, the key file, the middleware
-// decision and `zeusd token issue`). Everything here is in zeus::daemon::auth; the daemon
-// (daemon/daemon.hpp) uses its ApiGroup, and has its own, HTTP-facing AuthResult.
+// Its sources, one job each: auth_policy.cpp is the access policy (API groups, the path's group,
+// the middleware decision); jwt.cpp is the HS256 JWT codec (HMAC, issuing and verifying tokens;
+// base64url is common/base64.hpp's). The signing key and its file are key_file.hpp's, the
+// `zeusd token issue` command token_command.hpp's. Everything here is in zeus::daemon::auth; the
+// daemon (daemon/daemon.hpp) uses its ApiGroup, and has its own, HTTP-facing AuthResult.
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
-#include <filesystem>
-#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "daemon/key_file.hpp"
 
 namespace zeus::daemon::auth {
 
@@ -54,42 +54,6 @@ std::optional<ApiGroup> required_group(std::string_view path);
 
 // HMAC-SHA256 of `message` under `key`: 32 raw bytes.
 std::string hmac_sha256(std::string_view key, std::string_view message);
-
-// ---- The signing key ----
-
-// RFC 7518 §3.2: an HS256 key must be at least as long as the hash output.
-inline constexpr std::size_t kMinSigningKeyBytes = 32;
-
-// The HS256 secret. Its bytes are wiped when it is destroyed.
-class SigningKey {
- public:
-  // Throws zeus::Error (kInvalidArgument) when `bytes` is shorter than kMinSigningKeyBytes.
-  explicit SigningKey(std::string bytes);
-  // The reference zeusd's rule (--allow-weak-signing-key): any non-empty key.
-  struct AnyLength {};
-  SigningKey(std::string bytes, AnyLength);
-  ~SigningKey();
-  SigningKey(const SigningKey&) = default;
-  SigningKey& operator=(const SigningKey&) = default;
-  SigningKey(SigningKey&&) = default;
-  SigningKey& operator=(SigningKey&&) = default;
-
-  const std::string& bytes() const { return bytes_; }
-
- private:
-  std::string bytes_;
-};
-
-// Loads --signing-key-path: the file's bytes with trailing "\n"/"\r\n" line endings stripped.
-// Throws zeus::Error with what was wrong and what to do:
-// - kNotFound / kIo: the file is missing or unreadable, or not a regular file;
-// - kNoPermission: group or others have any access (names the mode and `chmod 600`), or the
-//   file is owned by neither root nor the current user;
-// - kInvalidArgument: the key is empty or shorter than kMinSigningKeyBytes.
-// With `reference_rules` (--allow-weak-signing-key: what the reference zeusd accepts) only an
-// empty or unreadable file is an error; access by group or others, another owner and a short key
-// are logged as warnings.
-SigningKey load_signing_key(const std::filesystem::path& path, bool reference_rules = false);
 
 // ---- Tokens ----
 
@@ -160,22 +124,5 @@ inline constexpr std::string_view kWwwAuthenticateValue = "Bearer realm=\"zeusd\
 // Authorization header value, if any.
 AuthResult authorize(const AuthConfig& config, const std::string& path,
                      const std::optional<std::string>& authorization_header, std::int64_t now_s);
-
-// ---- `zeusd token issue` ----
-
-// Parses an --expires-in duration: the common grammar (zeus::parse_duration_s in
-// common/duration.hpp) narrowed to a positive integer with an optional unit, s (default), m, h
-// or d ("3600", "90s", "30m", "1h", "7d"), at most 100 years. Throws zeus::Error
-// (kInvalidArgument) otherwise.
-std::int64_t parse_duration_s(std::string_view text);
-
-// `zeusd token issue --signing-key-path F --sub NAME --scopes gpu-read,gpu-control
-// [--expires-in 1h]`: prints the token and a newline to `out`. argv[0] is the command's name
-// (e.g. "zeusd token issue"); the rest are its flags. Returns 0, or non-zero after writing the
-// error (or --help) to `err`/`out`.
-int run_token_issue(int argc, const char* const* argv, std::ostream& out, std::ostream& err,
-                    std::int64_t now_s);
-// The same with std::cout, std::cerr and the system clock.
-int run_token_issue(int argc, const char* const* argv);
 
 }  // namespace zeus::daemon::auth

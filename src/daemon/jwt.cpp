@@ -1,6 +1,7 @@
 // HS256 JWTs for zeusd: HMAC-SHA256, and token issuing and verification in the reference's order
 // (base64url and the constant-time compare are common's: common/base64.hpp, common/text.hpp).
-// The policy that uses them (scopes, the middleware decision, the key file) is in auth.cpp.
+// The policy that uses them (scopes, the middleware decision) is in auth_policy.cpp, the key in
+// key_file.cpp.
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 

@@ -15,13 +15,9 @@
 //   the latest writer's exit restores it; an earlier owner's exit leaves it alone.
 // - An explicit reset (by any client) removes the entry: the setting is then at its driver
 //   default by request, and nobody holds it changed any more.
-// - Owners are watched with a pidfd (pidfd_open, Linux >= 5.3): a pidfd names one process, so a
-//   reused pid cannot be mistaken for the owner. Exits are acted on as soon as poll() reports
-//   them (well within one second). Without pidfd_open (ENOSYS) the watcher polls every
-//   `poll_interval_ms`, identifying a process by its pid and its start time from
-//   /proc/<pid>/stat; when /proc cannot be read it falls back to kill(pid, 0), and a pid reused
-//   within one polling interval would then be taken for the owner (the restore is delayed until
-//   the new process exits).
+// - Owners are watched for their exit by a ProcessWatcher (process_watcher.hpp: a pidfd each, or
+//   /proc polling every `poll_interval_ms` without pidfd_open); their settings are restored as
+//   soon as it reports the exit (well within one second).
 // - A peer that has already exited at record time (reaped, or, in the fallback, a zombie) is
 //   refused: record_change throws Error(kNotFound) so that the daemon makes no change nobody
 //   owns. A zombie seen through a pidfd is accepted and restored at once after the write.
@@ -34,7 +30,6 @@
 #include <sys/types.h>
 
 #include <cstdint>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -42,9 +37,9 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
+#include "daemon/process_watcher.hpp"
 #include "zeus/device/gpu.hpp"
 
 namespace zeus::daemon {
@@ -106,7 +101,7 @@ struct LedgerOptions {
 
 class SettingsLedger {
  public:
-  // `gpus[i]` is the GPU the daemon calls index i. Starts the watcher thread when enabled.
+  // `gpus[i]` is the GPU the daemon calls index i. Starts the process watcher when enabled.
   SettingsLedger(std::vector<std::shared_ptr<device::Gpu>> gpus, LedgerOptions options = {});
   ~SettingsLedger();
   SettingsLedger(const SettingsLedger&) = delete;
@@ -114,7 +109,7 @@ class SettingsLedger {
 
   bool enabled() const { return options_.enabled; }
   // True when owners are watched with pidfds, false in the polling fallback (or disabled).
-  bool uses_pidfd() const { return use_pidfd_; }
+  bool uses_pidfd() const { return watcher_ && watcher_->uses_pidfd(); }
 
   // Call before writing `setting` on `gpu_index` for `owner_pid`, with the value in force now.
   // Throws Error(kInvalidArgument) for a bad index or pid, Error(kNotFound) when the owner has
@@ -144,38 +139,24 @@ class SettingsLedger {
     SettingValue original;
     pid_t owner_pid;
   };
-  struct Owner {
-    int pidfd = -1;                           // -1 in the polling fallback
-    std::optional<std::uint64_t> start_time;  // /proc/<pid>/stat field 22, fallback only
-    std::size_t entry_count = 0;
-    bool exited = false;
-  };
 
-  void run_watcher();
-  void wake_watcher();
+  // On the watcher's thread: restores the settings `pid` owns.
+  void on_owner_exit(pid_t pid);
   // Under the GPU's serializer: restores the entries on `gpu_index` owned by `owner_pid` (all of
   // them when nullopt). Returns how many were restored.
   std::size_t restore_on_gpu(int gpu_index, std::optional<pid_t> owner_pid, std::string_view why);
   void serialize(int gpu_index, const std::function<void()>& action);
+  // With mutex_ held: one entry fewer for `pid`; its last one unwatches it.
   void release_owner_locked(pid_t pid);
-  Owner watch_owner(pid_t pid);  // throws as record_change
 
   const std::vector<std::shared_ptr<device::Gpu>> gpus_;
   const LedgerOptions options_;
-  bool use_pidfd_ = false;
-  int wake_fd_ = -1;
 
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;  // taken before the watcher's own lock, never after
   std::map<Key, Entry> entries_;
-  std::map<pid_t, Owner> owners_;
+  std::map<pid_t, std::size_t> owner_entry_counts_;  // the watched owners, with their entries
   std::size_t restored_count_ = 0;
-  bool stopping_ = false;
-  std::thread watcher_;
+  std::unique_ptr<ProcessWatcher> watcher_;  // null when disabled
 };
-
-// The state field of a /proc/<pid>/stat file opened earlier (the polling fallback's read);
-// nullopt when it cannot be read, also when the process exited after the open (the read then
-// fails with ESRCH). Exposed for the test of that case.
-std::optional<char> proc_stat_state(std::ifstream& opened_stat_file);
 
 }  // namespace zeus::daemon

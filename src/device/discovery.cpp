@@ -4,6 +4,8 @@
 
 #include "common/log.hpp"
 #include "device/visible_devices.hpp"
+#include "device/zeusd_connection.hpp"
+#include "device/zeusd_cpu.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/gpu_provider.hpp"
 #include "zeus/device/simulated_gpu.hpp"

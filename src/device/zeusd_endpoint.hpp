@@ -1,10 +1,10 @@
 // Where the one HTTP client reaches zeusd: its Unix socket or host:port (ZeusdConfig), for the
-// daemon's requests (zeusd_gpu.cpp) and its power streams (zeusd_stream.cpp).
+// daemon's requests (zeusd_connection.cpp) and its power streams (zeusd_stream.cpp).
 #pragma once
 
 #include "http/client.hpp"
 #include "http/url.hpp"
-#include "zeus/device/zeusd_gpu.hpp"
+#include "zeus/device/zeusd_config.hpp"
 
 namespace zeus::device {
 

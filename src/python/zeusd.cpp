@@ -13,7 +13,7 @@
 #include <tuple>
 
 #include "bindings.hpp"
-#include "zeus/device/zeusd_gpu.hpp"
+#include "device/zeusd_connection.hpp"
 #include "zeus/device/zeusd_stream.hpp"
 
 namespace zeus::python {

@@ -17,6 +17,7 @@
 
 #include "common/text.hpp"
 #include "daemon/auth.hpp"
+#include "daemon/key_file.hpp"
 #include "support/temp_dir.hpp"
 #include "zeus/common/error.hpp"
 

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "daemon/process_watcher.hpp"
 #include "support/wait_until.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"

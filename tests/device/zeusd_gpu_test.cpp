@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "daemon/daemon.hpp"
+#include "device/zeusd_cpu.hpp"
 #include "support/expect_error.hpp"
 #include "support/running_daemon.hpp"
 #include "zeus/common/error.hpp"

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "device/zeusd_connection.hpp"
 #include "support/expect_error.hpp"
 #include "support/loopback_peers.hpp"
 #include "support/running_daemon.hpp"

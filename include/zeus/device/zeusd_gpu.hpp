@@ -11,116 +11,21 @@
 // working (the reference instead loses every GPU).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <vector>
 
-#include "zeus/common/env.hpp"
-#include "zeus/device/cpu.hpp"
 #include "zeus/device/forwarding_gpu.hpp"
 #include "zeus/device/gpu.hpp"
+#include "zeus/device/zeusd_config.hpp"
 
 namespace zeus::device {
 
-// Where the daemon is and how to authenticate.
-struct ZeusdConfig {
-  std::optional<std::string> socket_path;  // Unix socket; wins over host/port
-  std::string host;                        // TCP when socket_path is unset
-  int port = 0;
-  std::optional<std::string> token;  // bearer token (ZEUSD_TOKEN)
-  // Connect, read and write timeout of each request (the reference client's 5 s).
-  double timeout_s = 5.0;
-
-  // "unix socket /run/zeusd/zeusd.sock" or "127.0.0.1:4938", for messages.
-  std::string describe() const;
-};
-
-// ZEUSD_SOCK_PATH (wins) or ZEUSD_HOST_PORT ("host:port"), and ZEUSD_TOKEN; empty values count
-// as unset. std::nullopt when neither is set. Throws Error(kInvalidArgument) for a malformed
-// ZEUSD_HOST_PORT.
-std::optional<ZeusdConfig> zeusd_config_from_env(const EnvLookup& env);
-
-// A CPU package as /discover lists it.
-struct ZeusdCpuInfo {
-  int id = 0;
-  bool dram_available = false;
-};
-
-// One HTTP exchange as the daemon answered it, whatever its status.
-struct ZeusdReply {
-  int status = 0;
-  std::string body;
-};
-
-// One connection to the daemon (a persistent keep-alive HTTP client guarded by a mutex), shared
-// by the ZeusdGpus of one discovery, with the daemon's capabilities cached after the first
-// successful check.
-class ZeusdConnection {
- public:
-  explicit ZeusdConnection(ZeusdConfig config);
-  ~ZeusdConnection();
-  ZeusdConnection(const ZeusdConnection&) = delete;
-  ZeusdConnection& operator=(const ZeusdConnection&) = delete;
-
-  const ZeusdConfig& config() const { return config_; }
-
-  // Throws Error(kNoPermission) with the reason when the daemon does not grant gpu-control
-  // (group disabled, no token while auth is required, token refused or lacking the scope), and
-  // Error(kIo) when the daemon cannot be reached. A reachable daemon's answer is cached.
-  void require_gpu_control();
-
-  // The daemon's CPU packages. Throws Error(kNoPermission) with the reason when the daemon does
-  // not grant cpu-read (group disabled, token missing, refused or lacking the scope), and
-  // Error(kIo) when it cannot be reached.
-  std::vector<ZeusdCpuInfo> readable_cpus();
-
-  // The daemon index of the GPU whose PCI bus id is `pci_bus_id` (compared case-insensitively,
-  // domain as a number), from /discover. Throws Error(kNotFound) for zero or several matches.
-  int daemon_index_by_pci(const std::string& pci_bus_id);
-
-  // POST `path_and_query`; throws zeus::Error for anything but HTTP 200 (see zeusd_gpu.cpp).
-  void post(const std::string& operation, const std::string& path_and_query);
-  // GET `path_and_query`; the body of an HTTP 200, else a zeus::Error as for post().
-  std::string get(const std::string& operation, const std::string& path_and_query);
-  // `method` ("GET" or "POST") `path_and_query`, for callers that judge the status themselves
-  // (the Python ZeusdClient: success is exactly 200). Throws Error(kIo) only when the daemon
-  // cannot be reached or does not answer within config().timeout_s; Error(kInvalidArgument)
-  // for another method.
-  ZeusdReply request(const std::string& method, const std::string& path_and_query);
-
- private:
-  struct Impl;
-  // With mutex_ held: GET /discover once and keep it.
-  void fetch_discover_locked();
-  // With mutex_ held: why `group` ("gpu-control", "cpu-read", ...) is not usable, or nullopt.
-  std::optional<std::string> group_error_locked(const std::string& group);
-  ZeusdConfig config_;
-  std::mutex mutex_;
-  std::unique_ptr<Impl> impl_;
-};
-
-// RAPL through the daemon, for a process that may not read /sys/class/powercap itself: every
-// reading is one GET /cpu/get_cumulative_energy (docs/zeusd.md, "Using zeusd from jobs").
-class ZeusdCpu final : public Cpu {
- public:
-  ZeusdCpu(ZeusdCpuInfo info, std::shared_ptr<ZeusdConnection> daemon);
-
-  int index() const override { return info_.id; }
-  std::string name() const override { return "package-" + std::to_string(info_.id); }
-  std::uint64_t package_energy_uj() override;
-  bool has_dram() const override { return info_.dram_available; }
-  std::uint64_t dram_energy_uj() override;
-
- private:
-  // read_energy_uj with every error marked as about a CPU.
-  std::uint64_t read(bool dram);
-  std::uint64_t read_energy_uj(bool dram);
-
-  ZeusdCpuInfo info_;
-  std::shared_ptr<ZeusdConnection> daemon_;
-};
+// The connection to the daemon that the ZeusdGpus of one discovery share (internal:
+// device/zeusd_connection.hpp).
+class ZeusdConnection;
 
 // A Gpu whose setters go to zeusd; everything else goes to `inner`.
 class ZeusdGpu final : public ForwardingGpu {

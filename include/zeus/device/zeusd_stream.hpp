@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-#include "zeus/device/zeusd_gpu.hpp"
+#include "zeus/device/zeusd_config.hpp"
 
 namespace zeus::device {
 
