@@ -49,7 +49,7 @@ class Policy {
   virtual std::optional<double> threshold(const Choice& /*choice*/) const { return std::nullopt; }
   virtual void report(const Choice& choice, const Outcome& outcome) = 0;
 };
-std::unique_ptr<Policy> make_policy(const WorkloadTrace& trace, PolicyKind kind,
+std::unique_ptr<Policy> make_policy(const WorkloadTrace& trace, const PolicyKind& kind,
                                     const SimulationConfig& config);
 
 // config.recurrences, or 2 x |batch sizes| x |power limits| when it is 0.

@@ -226,24 +226,23 @@ class GridPolicy final : public Policy {
 
 }  // namespace
 
-std::unique_ptr<Policy> make_policy(const WorkloadTrace& trace, PolicyKind kind,
+std::unique_ptr<Policy> make_policy(const WorkloadTrace& trace, const PolicyKind& kind,
                                     const SimulationConfig& config) {
-  switch (kind) {
-    case PolicyKind::kZeus:
-    case PolicyKind::kLowRegret:
-      return std::make_unique<SearchPolicy>(trace, config, policy_name(kind));
-    case PolicyKind::kDefault: {
-      const BatchSizeTrace& batch = trace.at_batch_size(trace.workload.default_batch_size);
-      return std::make_unique<FixedPolicy>(batch.batch_size, max_power_limit(batch));
-    }
-    case PolicyKind::kGrid:
-      return std::make_unique<GridPolicy>(trace, config.beta);
-    case PolicyKind::kOracle: {
-      const Oracle oracle = compute_oracle(trace, config.eta);
-      return std::make_unique<FixedPolicy>(oracle.batch_size, oracle.power_limit_w);
-    }
+  if (kind.is_search()) {
+    return std::make_unique<SearchPolicy>(trace, config, kind.name());
   }
-  throw Error(ErrorKind::kInvalidArgument, "unknown policy");
+  if (kind == PolicyKind::kDefault) {
+    const BatchSizeTrace& batch = trace.at_batch_size(trace.workload.default_batch_size);
+    return std::make_unique<FixedPolicy>(batch.batch_size, max_power_limit(batch));
+  }
+  if (kind == PolicyKind::kGrid) {
+    return std::make_unique<GridPolicy>(trace, config.beta);
+  }
+  if (kind == PolicyKind::kOracle) {
+    const Oracle oracle = compute_oracle(trace, config.eta);
+    return std::make_unique<FixedPolicy>(oracle.batch_size, oracle.power_limit_w);
+  }
+  throw Error(ErrorKind::kInvalidArgument, "unknown policy \"" + kind.name() + "\"");
 }
 
 int default_recurrences(const WorkloadTrace& trace, const SimulationConfig& config) {

@@ -1,5 +1,8 @@
 #include "zeus/sim/simulator.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -8,6 +11,7 @@
 
 #include "engine.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/optimizer/batch_size_search.hpp"
 #include "zeus/optimizer/cost.hpp"
 #include "zeus/optimizer/rng.hpp"
 
@@ -15,31 +19,59 @@ namespace zeus::sim {
 
 using optimizer::zeus_cost;
 
-std::string_view policy_name(PolicyKind policy) {
-  switch (policy) {
-    case PolicyKind::kZeus:
-      return "zeus";
-    case PolicyKind::kLowRegret:
-      return "low-regret";
-    case PolicyKind::kDefault:
-      return "default";
-    case PolicyKind::kGrid:
-      return "grid";
-    case PolicyKind::kOracle:
-      return "oracle";
+namespace {
+
+// The baselines the simulator measures the search policies against, after them in listings.
+const std::vector<std::string>& baseline_names() {
+  static const std::vector<std::string> names = {"default", "grid", "oracle"};
+  return names;
+}
+
+}  // namespace
+
+const PolicyKind PolicyKind::kZeus = PolicyKind("zeus");
+const PolicyKind PolicyKind::kLowRegret = PolicyKind("low-regret");
+const PolicyKind PolicyKind::kDefault = PolicyKind("default");
+const PolicyKind PolicyKind::kGrid = PolicyKind("grid");
+const PolicyKind PolicyKind::kOracle = PolicyKind("oracle");
+
+std::vector<PolicyKind> all_policies() {
+  std::vector<PolicyKind> policies;
+  for (const std::string& name : optimizer::batch_size_policy_names()) {
+    policies.push_back(PolicyKind::named(name));
   }
-  return "?";
+  for (const std::string& name : baseline_names()) {
+    policies.push_back(PolicyKind::named(name));
+  }
+  return policies;
+}
+
+PolicyKind PolicyKind::named(std::string_view name) {
+  const std::vector<std::string>& search = optimizer::batch_size_policy_names();
+  const std::vector<std::string>& baselines = baseline_names();
+  if (std::find(search.begin(), search.end(), name) != search.end() ||
+      std::find(baselines.begin(), baselines.end(), name) != baselines.end()) {
+    return PolicyKind(std::string(name));
+  }
+  std::vector<std::string> known(search);
+  known.insert(known.end(), baselines.begin(), baselines.end());
+  const std::string last = known.back();
+  known.pop_back();
+  throw Error(ErrorKind::kInvalidArgument, fmt::format("unknown policy \"{}\"; use {} or {}", name,
+                                                       fmt::join(known, ", "), last));
+}
+
+bool PolicyKind::is_search() const {
+  const std::vector<std::string>& search = optimizer::batch_size_policy_names();
+  return std::find(search.begin(), search.end(), name_) != search.end();
+}
+
+std::string_view policy_name(const PolicyKind& policy) {
+  return policy.name();
 }
 
 PolicyKind parse_policy(std::string_view name) {
-  for (const PolicyKind kind : {PolicyKind::kZeus, PolicyKind::kLowRegret, PolicyKind::kDefault,
-                                PolicyKind::kGrid, PolicyKind::kOracle}) {
-    if (policy_name(kind) == name) {
-      return kind;
-    }
-  }
-  throw Error(ErrorKind::kInvalidArgument, "unknown policy \"" + std::string(name) +
-                                               "\"; use zeus, low-regret, default, grid or oracle");
+  return PolicyKind::named(name);
 }
 
 double RunResult::total_energy_j() const {

@@ -12,15 +12,34 @@
 
 namespace zeus::sim {
 
-enum class PolicyKind {
-  kZeus,       // pruning + Gaussian Thompson Sampling + JIT power profiling + early stopping
-  kLowRegret,  // capped single walk + pooled-noise Thompson Sampling (+ the same JIT profiling)
-  kDefault,    // b0 at the maximum power limit, every time
-  kGrid,       // every (batch size, power limit) once, then the best observed
-  kOracle,     // the best fixed configuration in expectation, every time
+// A simulated policy: one of the baselines (default, grid, oracle), or a batch-size search policy
+// of the optimizer's registry (optimizer::batch_size_policy_names(): "zeus", "low-regret", ...),
+// which the simulator drives through optimizer::BatchSizeSearch without naming it. A new policy
+// in the registry is simulated, listed by `zeus sim` and reported with no edit here.
+class PolicyKind {
+ public:
+  // The registry's first two policies and the three baselines, for callers that name one.
+  static const PolicyKind kZeus;       // pruning + Gaussian Thompson Sampling + JIT profiling
+  static const PolicyKind kLowRegret;  // capped single walk + pooled-noise Thompson Sampling
+  static const PolicyKind kDefault;    // b0 at the maximum power limit, every time
+  static const PolicyKind kGrid;       // every (batch size, power limit) once, then the best
+  static const PolicyKind kOracle;     // the best fixed configuration in expectation
+
+  // Throws Error(kInvalidArgument) listing every name.
+  static PolicyKind named(std::string_view name);
+  const std::string& name() const { return name_; }
+  // A batch-size search policy of the optimizer's registry (not a baseline).
+  bool is_search() const;
+  bool operator==(const PolicyKind& other) const { return name_ == other.name_; }
+
+ private:
+  explicit PolicyKind(std::string name) : name_(std::move(name)) {}
+  std::string name_;
 };
-std::string_view policy_name(PolicyKind policy);
-PolicyKind parse_policy(std::string_view name);  // throws kInvalidArgument listing them
+// Every policy: the registry's search policies in its order, then default, grid and oracle.
+std::vector<PolicyKind> all_policies();
+std::string_view policy_name(const PolicyKind& policy);
+PolicyKind parse_policy(std::string_view name);  // PolicyKind::named
 
 // Concurrent submissions: jobs start and end at the given times (seconds); a job that starts while
 // another is in flight uses the best batch size known so far. `runtime_ratio` scales its

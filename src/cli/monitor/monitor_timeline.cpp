@@ -2,43 +2,27 @@
 // (monitor_command.hpp; the file's format is monitor/timeline_csv.hpp).
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cli/monitor/monitor_command.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus::cli::monitor_command {
 namespace {
 
-// Whether every GPU of `indices` reports its temperature; other errors than kNotSupported
-// propagate.
+// Whether every GPU of `indices` reports its temperature (the monitor layer's probe: other
+// errors than kNotSupported propagate).
 bool temperature_supported(const device::Gpus& gpus, const std::vector<int>& indices) {
-  for (const int index : indices) {
-    try {
-      (void)gpus.at(index).temperature_c();
-    } catch (const Error& error) {
-      if (error.kind() == ErrorKind::kNotSupported) {
-        return false;
-      }
-      throw;
-    }
-  }
-  return true;
+  return std::all_of(indices.begin(), indices.end(),
+                     [&](int index) { return monitor::supports_temperature(gpus.at(index)); });
 }
 
-// Whether every GPU of `indices` can read `domain`; other errors than kNotSupported propagate.
+// Whether every GPU of `indices` can read `domain` (the same probe).
 bool domain_supported(const device::Gpus& gpus, const std::vector<int>& indices,
                       monitor::PowerDomain domain) {
-  for (const int index : indices) {
-    device::Gpu& gpu = gpus.at(index);
-    try {
-      monitor::read_power_mw(gpu, domain);
-    } catch (const Error& error) {
-      if (error.kind() == ErrorKind::kNotSupported) {
-        return false;
-      }
-      throw;
-    }
-  }
-  return true;
+  return std::all_of(indices.begin(), indices.end(), [&](int index) {
+    return monitor::supports_power_domain(gpus.at(index), domain);
+  });
 }
 
 }  // namespace

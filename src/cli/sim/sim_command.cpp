@@ -52,10 +52,6 @@ using sim_report::SimArgs;
 using sim_report::summary_json;
 using sim_report::write_text;
 
-constexpr PolicyKind kAllPolicies[] = {PolicyKind::kZeus, PolicyKind::kLowRegret,
-                                       PolicyKind::kDefault, PolicyKind::kGrid,
-                                       PolicyKind::kOracle};
-
 std::vector<std::string> workload_names() {
   std::vector<std::string> names;
   for (const sim::Workload& workload : sim::paper_workloads()) {
@@ -66,7 +62,7 @@ std::vector<std::string> workload_names() {
 
 std::vector<std::string> policy_names() {
   std::vector<std::string> names;
-  for (const PolicyKind policy : kAllPolicies) {
+  for (const PolicyKind& policy : sim::all_policies()) {
     names.emplace_back(sim::policy_name(policy));
   }
   return names;
@@ -316,7 +312,7 @@ int run(const SimArgs& args) {
         write_file(fs::path(args.out) / fmt::format("configurations_{}_{}.csv", workload_name, gpu),
                    configurations_csv(trace, sim::compute_oracle(trace, config.eta), config.eta));
       }
-      for (const PolicyKind policy : policies) {
+      for (const PolicyKind& policy : policies) {
         progress.show(cells.size(), total_cells,
                       fmt::format("{}/{} cells  {:.1f} s  {}/{}/{}", cells.size(), total_cells,
                                   elapsed_s(), workload_name, gpu, sim::policy_name(policy)));
