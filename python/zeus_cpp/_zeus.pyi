@@ -441,6 +441,8 @@ def save_power_limit_profile(
     path: Union[str, os.PathLike], measurements: Sequence[PowerLimitMeasurement]
 ) -> None: ...
 
+_BATCH_SIZE_POLICIES: Tuple[str, ...]  # the registry's policy names ("zeus" first, the default)
+
 class _BatchSizePolicy:
     """A batch-size policy in process ("zeus" or "low-regret"); see zeus_cpp.optimizer.batch_size.policy."""
     def __init__(

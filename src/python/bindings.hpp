@@ -73,22 +73,43 @@ struct PyGpus {
   std::string backend;  // "nvml", "amdsmi", "simulated" or "none"
 };
 
-// ---- Monitors (monitor.cpp) ----------------------------------------------------------------
+// ---- Monitors ------------------------------------------------------------------------------
+//
+// Four files, each calling only the ones after it:
+//   monitor_bindings.cpp  bind_monitor: WindowMonitor, ZeusMonitor and the monitor helpers
+//   window_calls.cpp      ZeusMonitor's begin_window/end_window, the fast path
+//   monitor_adapter.cpp   Python monitors and objects handed to C++
+//   measurement_type.cpp  the native Measurement type
+// (power_sampler.cpp, PowerSampler, stands apart.)
 //
 // zeus::WindowMonitor is bound as zeus_cpp._zeus.WindowMonitor with a std::shared_ptr holder;
 // zeus::ZeusMonitor as zeus_cpp._zeus.ZeusMonitor (a subclass, also std::shared_ptr-held;
 // zeus_cpp.monitor.ZeusMonitor is a thin Python subclass of it). A Python class deriving from
 // WindowMonitor may implement begin_window/end_window/gpu_indices itself (a trampoline forwards
 // the calls).
+
+// ---- Measurement (measurement_type.cpp) ----
+//
+// zeus_cpp._zeus.Measurement (zeus_cpp.monitor.Measurement) is a native CPython type, created by
+// bind_measurement (before any binding that returns one). The Python Measurement for a C++
+// measurement, and back (reading the dicts when Python code has modified them).
+// measurement_from_python throws py::type_error for anything else. A pybind11 type caster
+// (below) uses them, so bound functions may simply take or return zeus::Measurement.
+void bind_measurement(py::module_& module);
+py::object measurement_to_python(monitor::Measurement measurement);
+monitor::Measurement measurement_from_python(py::handle object);
+bool is_measurement(py::handle object);
+
+// ---- Handing monitors to C++ (monitor_adapter.cpp) ----
 //
 // To hand a monitor to C++ code that keeps a std::shared_ptr<WindowMonitor> (the power-limit
-// optimizer, the BSO client), use window_monitor_from_python() (monitor_adapter.cpp): the
-// returned pointer also keeps the Python object alive (a Python subclass's C++ part cannot
-// outlive its Python object) and releases it with the GIL held. A native monitor is used
-// directly; any other object with begin_window and end_window methods and a gpu_indices (a
-// ZeusMonitor subclass overriding the window methods, a class of the user's own, a mock) is
-// called through its Python attributes, so overrides are never bypassed. Throws py::type_error
-// naming `parameter` when `object` has no window methods.
+// optimizer, the BSO client), use window_monitor_from_python(): the returned pointer also keeps
+// the Python object alive (a Python subclass's C++ part cannot outlive its Python object) and
+// releases it with the GIL held. A native monitor is used directly; any other object with
+// begin_window and end_window methods and a gpu_indices (a ZeusMonitor subclass overriding the
+// window methods, a class of the user's own, a mock) is called through its Python attributes, so
+// overrides are never bypassed. Throws py::type_error naming `parameter` when `object` has no
+// window methods.
 std::shared_ptr<monitor::WindowMonitor> window_monitor_from_python(
     py::handle object, std::string_view parameter = "monitor");
 
@@ -101,13 +122,11 @@ monitor::Measurement measurement_like(py::handle result, const std::string& wher
 // dropped with the GIL held (and not at all once the interpreter is gone).
 std::shared_ptr<py::object> keep_python(py::object object);
 
-// The Python Measurement (zeus_cpp.monitor.Measurement, a native type) for a C++ measurement,
-// and back (reading the dicts when Python code has modified them). measurement_from_python
-// throws py::type_error for anything else. A pybind11 type caster (below) uses them, so bound
-// functions may simply take or return zeus::Measurement.
-py::object measurement_to_python(monitor::Measurement measurement);
-monitor::Measurement measurement_from_python(py::handle object);
-bool is_measurement(py::handle object);
+// ---- The window calls (window_calls.cpp) ----
+//
+// Installs begin_window and end_window on `zeus_monitor_class` (zeus_cpp._zeus.ZeusMonitor) as
+// METH_FASTCALL functions that read the C++ ZeusMonitor of an instance directly.
+void add_window_calls(py::handle zeus_monitor_class);
 
 }  // namespace zeus::python
 

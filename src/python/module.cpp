@@ -2,6 +2,8 @@
 #include "bindings.hpp"
 
 namespace zeus::python {
+// power_sampler.cpp: the power and temperature sampler (zeus_cpp.monitor.PowerMonitor).
+void bind_power_sampler(py::module_& module);
 // policy.cpp: the batch-size policies in process (zeus_cpp.optimizer.batch_size.policy).
 void bind_policy(py::module_& module);
 // replay.cpp: the CSV log replay monitor (zeus_cpp.utils.testing.ReplayZeusMonitor).
@@ -18,7 +20,9 @@ PYBIND11_MODULE(_zeus, module) {
   module.doc() = "Native core of zeus_cpp (use the zeus_cpp package, not this module).";
   zeus::python::bind_errors(module);
   zeus::python::bind_device(module);
+  zeus::python::bind_measurement(module);
   zeus::python::bind_monitor(module);
+  zeus::python::bind_power_sampler(module);
   zeus::python::bind_optimizer(module);
   zeus::python::bind_bso(module);
   zeus::python::bind_policy(module);

@@ -6,6 +6,10 @@
 // subclass that overrides begin_window/end_window (the native class has no trampoline, so the C++
 // calls would skip the override), a monitor class of the user's own, or a mock, as the
 // reference's optimizers accept any object with these methods.
+//
+// Also the home of keep_python (a Python object held by C++ objects) and measurement_like (a
+// duck-typed measurement). Calls measurement_type.cpp; monitor_bindings.cpp and the optimizer
+// bindings call it.
 
 #include <cmath>
 #include <memory>
@@ -59,6 +63,18 @@ void read_energy(py::handle mapping, const std::string& what, monitor::EnergyByI
 }
 
 }  // namespace
+
+std::shared_ptr<py::object> keep_python(py::object object) {
+  return std::shared_ptr<py::object>(new py::object(std::move(object)), [](py::object* pointer) {
+    if (Py_IsInitialized() == 0) {
+      pointer->release();
+    } else {
+      py::gil_scoped_acquire gil;
+      pointer->release().dec_ref();
+    }
+    delete pointer;
+  });
+}
 
 monitor::Measurement measurement_like(py::handle result, const std::string& where) {
   if (is_measurement(result)) {

@@ -102,15 +102,18 @@ Policy restore_policy(const std::string& text) {
 
 void bind_policy(py::module_& module);  // declared for module.cpp, which calls it
 void bind_policy(py::module_& module) {
+  // The registry's names, in its order (zeus_cpp.optimizer.batch_size.policy.POLICIES).
+  module.attr("_BATCH_SIZE_POLICIES") = py::tuple(py::cast(optimizer::batch_size_policy_names()));
   const LowRegretConfig low_regret;
   const optimizer::GaussianTsConfig mab;
   py::class_<Policy>(module, "_BatchSizePolicy",
                      "A batch-size policy in process; use zeus_cpp.optimizer.batch_size.policy."
                      "BatchSizePolicy.")
       .def(py::init(&make_policy), py::arg("batch_sizes"), py::arg("default_batch_size"),
-           py::kw_only(), py::arg("policy") = "zeus", py::arg("beta") = 2.0,
-           py::arg("window_size") = 0, py::arg("seed") = 0, py::arg("pruning_rounds") = 2,
-           py::arg("prior_mean") = mab.prior_mean, py::arg("prior_precision") = mab.prior_precision,
+           py::kw_only(), py::arg("policy") = optimizer::default_batch_size_policy_name(),
+           py::arg("beta") = 2.0, py::arg("window_size") = 0, py::arg("seed") = 0,
+           py::arg("pruning_rounds") = 2, py::arg("prior_mean") = mab.prior_mean,
+           py::arg("prior_precision") = mab.prior_precision,
            py::arg("num_explorations") = mab.num_explorations,
            py::arg("probe_cap") = low_regret.probe_cap,
            py::arg("noise_prior") = low_regret.noise_prior,

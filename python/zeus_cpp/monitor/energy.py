@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional, Sequence, Type, Union
 
 from zeus_cpp import _zeus
 from zeus_cpp.monitor import _checks
-from zeus_cpp.monitor._sync import SyncWith, resolve_sync_hook
+from zeus_cpp.utils._sync import SyncWith, resolve_sync_hook
 
 #: What a window measured: ``time`` (s), ``gpu_energy`` ({GPU index: J}), ``cpu_energy`` and
 #: ``dram_energy`` ({package index: J}, or None without CPU/DRAM data), ``soc_energy`` (None) and

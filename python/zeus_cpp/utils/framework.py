@@ -13,6 +13,7 @@ import importlib.util
 from typing import Literal, Sequence
 
 from zeus_cpp import _zeus
+from zeus_cpp.utils._sync import resolve_sync_hook
 
 __all__ = [
     "torch_is_available",
@@ -154,13 +155,10 @@ def broadcast_ints(values: Sequence[int], src: int = 0) -> list[int]:
 
 def sync_execution(gpu_devices: Sequence[int], sync_with: Literal["torch", "jax", "cupy"] = "torch") -> None:
     """Waits for the GPUs' queued work, as ZeusMonitor's windows do (one implementation:
-    zeus_cpp.monitor._sync). A framework without a GPU has nothing to wait for; one that is not
+    zeus_cpp.utils._sync). A framework without a GPU has nothing to wait for; one that is not
     installed raises the reference's ``RuntimeError("No framework is available. ...")``."""
     if sync_with not in ("torch", "jax", "cupy"):
         raise ValueError(f"sync_with must be 'torch', 'jax' or 'cupy', got {sync_with!r}")
-    # Imported here: zeus_cpp.monitor imports this module.
-    from zeus_cpp.monitor._sync import resolve_sync_hook
-
     hook = resolve_sync_hook(sync_with)
     if hook is not None:
         hook(list(gpu_devices))

@@ -32,7 +32,8 @@ from zeus_cpp.utils._checks import check_int, check_str
 
 __all__ = ["POLICIES", "Trial", "Arm", "BatchSizePolicy"]
 
-POLICIES = ("zeus", "low-regret")
+# The policy names, from the C++ registry (optimizer::batch_size_policy_names()), their only copy.
+POLICIES: tuple[str, ...] = _zeus._BATCH_SIZE_POLICIES
 
 
 class Trial(NamedTuple):

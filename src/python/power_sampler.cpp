@@ -1,0 +1,173 @@
+// zeus_cpp._zeus.PowerSampler: the native part of zeus_cpp.monitor.PowerMonitor (and of
+// TemperatureMonitor): a monitor::PowerSampler on a background thread over the process's GPUs,
+// its times given to Python as wall-clock seconds (time.time(), as the reference's timelines).
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings.hpp"
+#include "zeus/common/clock.hpp"
+#include "zeus/device/discovery.hpp"
+#include "zeus/monitor/power_sampler.hpp"
+
+namespace zeus::python {
+namespace {
+
+// A PowerSampler over the process's GPUs, with times converted to wall-clock seconds
+// (time.time(), as the reference's timelines).
+struct PySampler {
+  std::unique_ptr<monitor::PowerSampler> sampler;
+  double wall_offset_s = 0.0;  // wall-clock seconds minus steady-clock seconds
+
+  std::int64_t to_steady_ns(double wall_s) const {
+    return static_cast<std::int64_t>((wall_s - wall_offset_s) * 1e9);
+  }
+  std::optional<std::int64_t> to_steady_ns(std::optional<double> wall_s) const {
+    return wall_s ? std::optional<std::int64_t>(to_steady_ns(*wall_s)) : std::nullopt;
+  }
+  double to_wall_s(std::int64_t steady_ns) const {
+    return static_cast<double>(steady_ns) * 1e-9 + wall_offset_s;
+  }
+};
+
+}  // namespace
+
+void bind_power_sampler(py::module_& module);  // declared for module.cpp, which calls it
+void bind_power_sampler(py::module_& module) {
+  py::class_<PySampler>(module, "PowerSampler",
+                        "Native part of zeus_cpp.monitor.PowerMonitor (a background thread).")
+      .def(py::init([](std::optional<std::vector<int>> gpu_indices,
+                       const std::vector<std::string>& domains, std::optional<double> period_s,
+                       std::optional<std::size_t> max_samples, bool temperature) {
+             monitor::PowerSamplerOptions options;
+             options.temperature = temperature;
+             if (gpu_indices) {
+               options.gpu_indices = *gpu_indices;
+             }
+             options.domains.clear();
+             for (const std::string& domain : domains) {
+               options.domains.push_back(monitor::parse_power_domain(domain));
+             }
+             options.period_s = period_s;
+             if (max_samples) {
+               options.max_samples_per_series = *max_samples;
+             }
+             auto result = std::make_unique<PySampler>();
+             const auto wall =
+                 std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch());
+             result->wall_offset_s = wall.count() - steady_clock()->now_s();
+             py::gil_scoped_release release;  // inferring the period polls for a while
+             result->sampler =
+                 std::make_unique<monitor::PowerSampler>(device::get_gpus(), std::move(options));
+             return result;
+           }),
+           py::arg("gpu_indices"), py::arg("domains"), py::arg("period_s"), py::arg("max_samples"),
+           py::arg("temperature") = false)
+      .def_property_readonly("period_s",
+                             [](const PySampler& self) { return self.sampler->period_s(); })
+      .def_property_readonly("gpu_indices",
+                             [](const PySampler& self) { return self.sampler->gpu_indices(); })
+      .def_property_readonly("domains",
+                             [](const PySampler& self) {
+                               std::vector<std::string> names;
+                               for (const monitor::PowerDomain domain : self.sampler->domains()) {
+                                 names.emplace_back(monitor::power_domain_name(domain));
+                               }
+                               return names;
+                             })
+      .def_property_readonly("dropped_samples",
+                             [](const PySampler& self) { return self.sampler->dropped_samples(); })
+      .def(
+          "timeline",
+          [](const PySampler& self, const std::string& domain, int gpu_index,
+             std::optional<double> start_time, std::optional<double> end_time) {
+            self.sampler->rethrow_if_failed();
+            const std::optional<std::int64_t> start_ns = self.to_steady_ns(start_time);
+            const std::optional<std::int64_t> end_ns = self.to_steady_ns(end_time);
+            const std::vector<monitor::PowerSample> samples = self.sampler->timeline(
+                monitor::parse_power_domain(domain), gpu_index, start_ns, end_ns);
+            py::array_t<double> array({static_cast<py::ssize_t>(samples.size()), py::ssize_t{2}});
+            auto view = array.mutable_unchecked<2>();
+            for (std::size_t i = 0; i < samples.size(); ++i) {
+              const auto row = static_cast<py::ssize_t>(i);
+              view(row, 0) = self.to_wall_s(samples[i].time_ns);
+              view(row, 1) = samples[i].power_w;
+            }
+            return array;
+          },
+          py::arg("domain"), py::arg("gpu_index"), py::arg("start_time") = py::none(),
+          py::arg("end_time") = py::none(),
+          "Samples as an (n, 2) float64 array of (time.time() seconds, W).")
+      .def(
+          "power",
+          [](const PySampler& self, const std::string& domain, int gpu_index,
+             std::optional<double> time) {
+            self.sampler->rethrow_if_failed();
+            const std::optional<std::int64_t> time_ns = self.to_steady_ns(time);
+            return self.sampler->power_w(monitor::parse_power_domain(domain), gpu_index, time_ns);
+          },
+          py::arg("domain"), py::arg("gpu_index"), py::arg("time") = py::none(),
+          "The power (W) in force at `time` (the latest when None), or None.")
+      .def(
+          "energy",
+          [](const PySampler& self, const std::string& domain, int gpu_index, double start_time,
+             double end_time) -> double {
+            self.sampler->rethrow_if_failed();
+            const monitor::PowerDomain parsed = monitor::parse_power_domain(domain);
+            const std::int64_t start_ns = self.to_steady_ns(start_time);
+            const std::int64_t end_ns = self.to_steady_ns(end_time);
+            if (const auto exact = self.sampler->energy_j(parsed, gpu_index, start_ns, end_ns)) {
+              return *exact;
+            }
+            const double end =
+                self.sampler->cumulative_energy_j(parsed, gpu_index, end_ns).value_or(0.0);
+            const double start =
+                self.sampler->cumulative_energy_j(parsed, gpu_index, start_ns).value_or(0.0);
+            return end > start ? end - start : 0.0;
+          },
+          py::arg("domain"), py::arg("gpu_index"), py::arg("start_time"), py::arg("end_time"),
+          "Energy (J) of the held power signal over [start_time, end_time].")
+      .def(
+          "temperature_timeline",
+          [](const PySampler& self, int gpu_index, std::optional<double> start_time,
+             std::optional<double> end_time) {
+            self.sampler->rethrow_if_failed();
+            const std::optional<std::int64_t> start_ns = self.to_steady_ns(start_time);
+            const std::optional<std::int64_t> end_ns = self.to_steady_ns(end_time);
+            py::list result;
+            for (const monitor::TemperatureSample& sample :
+                 self.sampler->temperature_timeline(gpu_index, start_ns, end_ns)) {
+              result.append(py::make_tuple(self.to_wall_s(sample.time_ns), sample.temperature_c));
+            }
+            return result;
+          },
+          py::arg("gpu_index"), py::arg("start_time") = py::none(),
+          py::arg("end_time") = py::none(),
+          "The temperature changes as a list of (time.time() seconds, degrees C).")
+      .def(
+          "temperature",
+          [](const PySampler& self, int gpu_index, std::optional<double> time) {
+            self.sampler->rethrow_if_failed();
+            const std::optional<std::int64_t> time_ns = self.to_steady_ns(time);
+            return self.sampler->temperature_c(gpu_index, time_ns);
+          },
+          py::arg("gpu_index"), py::arg("time") = py::none(),
+          "The temperature (degrees C) in force at `time` (the latest when None), or None.")
+      .def("sample_once", [](PySampler& self) { self.sampler->sample_once(); })
+      .def(
+          "stop",
+          [](PySampler& self) {
+            py::gil_scoped_release release;
+            self.sampler->stop();
+          },
+          "Stops the thread (idempotent).");
+}
+
+}  // namespace zeus::python
