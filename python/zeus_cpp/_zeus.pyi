@@ -346,7 +346,7 @@ class PowerSampler:
     def sample_once(self) -> None: ...
     def stop(self) -> None: ...
 
-# -- thermally stable profiling (src/python/profile.cpp; use zeus_cpp.profile) --
+# -- thermally stable profiling (src/python/profile_bindings.cpp; use zeus_cpp.profile) --
 def _profile_calibrate(
     target_function: Callable[[], Any], zeus_monitor: Any, num_warmup_iterations: int,
     num_calibration_iterations: int,
@@ -548,7 +548,7 @@ class PrometheusExporter:
     @property
     def host(self) -> str: ...
 
-# -- Prometheus push (src/python/pushgateway.cpp; use zeus_cpp.metric.EnergyHistogram etc.) --
+# -- Prometheus push (src/python/pushgateway_bindings.cpp; use zeus_cpp.metric.EnergyHistogram etc.) --
 # push() and end_window() report a failed push as a message / False, never by raising.
 
 def pushgateway_group_path(job: str, grouping: List[Tuple[str, str]]) -> str: ...

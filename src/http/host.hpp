@@ -185,6 +185,9 @@ std::optional<std::string> percent_decode(std::string_view text, bool plus_is_sp
 std::optional<Fields> parse_query(std::string_view query);
 // Case-insensitive ASCII comparison.
 bool iequals(std::string_view a, std::string_view b);
+
+// RFC 9110's optional whitespace around a header value or a token: spaces and tabs.
+inline constexpr std::string_view kOptionalWhitespace = " \t";
 // The token of an `Authorization: Bearer <token>` header (the scheme matched case-insensitively,
 // RFC 7235); nullopt for another scheme or none.
 std::optional<std::string_view> bearer_token(std::string_view authorization);

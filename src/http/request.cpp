@@ -1,8 +1,8 @@
 // Request accessors and the text helpers of the HTTP host (percent-decoding, UTF-8, Bearer).
 #include <algorithm>
 
+#include "common/text.hpp"
 #include "http/host.hpp"
-#include "text.hpp"
 
 namespace zeus::http {
 namespace {
@@ -23,9 +23,7 @@ int hex_value(char c) {
 }  // namespace
 
 bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return detail::ascii_lower(x) == detail::ascii_lower(y);
-         });
+  return text::ascii_iequals(a, b);
 }
 
 std::optional<std::string_view> Request::header(std::string_view name) const {
@@ -106,13 +104,14 @@ std::optional<Fields> parse_query(std::string_view query) {
 
 std::optional<std::string_view> bearer_token(std::string_view authorization) {
   constexpr std::string_view kScheme = "bearer";
-  authorization = detail::trim_blanks(authorization);
+  authorization = text::trim(authorization, kOptionalWhitespace);
   if (authorization.size() <= kScheme.size() ||
       !iequals(authorization.substr(0, kScheme.size()), kScheme) ||
       (authorization[kScheme.size()] != ' ' && authorization[kScheme.size()] != '\t')) {
     return std::nullopt;
   }
-  const std::string_view token = detail::trim_blanks(authorization.substr(kScheme.size()));
+  const std::string_view token =
+      text::trim(authorization.substr(kScheme.size()), kOptionalWhitespace);
   if (token.empty()) {
     return std::nullopt;
   }

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "text.hpp"
+#include "common/text.hpp"
 
 namespace zeus::http::detail {
 namespace beast_http = boost::beast::http;
@@ -98,20 +98,20 @@ std::optional<Refusal> check_head(const RequestParser::value_type& head, const H
     if (field.name() == beast_http::field::host) {
       ++hosts;
     }
-    out.headers.emplace_back(ascii_lower(name), std::string(value));
+    out.headers.emplace_back(text::ascii_lower(name), std::string(value));
   }
   if (hosts > 1) {
     return Refusal{400, "more than one Host header"};
   }
 
   if (const auto te = out.header("transfer-encoding")) {
-    if (!iequals(trim_blanks(*te), "chunked")) {
+    if (!iequals(text::trim(*te, kOptionalWhitespace), "chunked")) {
       return Refusal{501, "Transfer-Encoding \"" + std::string(*te) +
                               "\" is not supported (send the body as is, or \"chunked\")"};
     }
   }
   if (const auto ce = out.header("content-encoding")) {
-    if (!iequals(trim_blanks(*ce), "identity")) {
+    if (!iequals(text::trim(*ce, kOptionalWhitespace), "identity")) {
       return Refusal{415, "compressed request bodies (Content-Encoding: " + std::string(*ce) +
                               ") are not accepted; send the body uncompressed"};
     }
@@ -135,7 +135,7 @@ std::optional<Refusal> check_head(const RequestParser::value_type& head, const H
 
 bool expects_continue(const RequestParser::value_type& head) {
   const auto it = head.find(beast_http::field::expect);
-  return it != head.end() && iequals(trim_blanks(it->value()), "100-continue");
+  return it != head.end() && iequals(text::trim(it->value(), kOptionalWhitespace), "100-continue");
 }
 
 ParseOutcome parse_request(std::string_view bytes, const HostLimits& limits) {

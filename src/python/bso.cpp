@@ -16,7 +16,7 @@
 #include <utility>
 
 #include "bindings.hpp"
-#include "zeus/bso/client.hpp"
+#include "zeus/runtime/batch_size_optimizer.hpp"
 #include "zeus/bso/wire.hpp"
 #include "zeus/common/error.hpp"
 

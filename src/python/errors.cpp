@@ -6,7 +6,7 @@
 #include <unordered_map>
 
 #include "bindings.hpp"
-#include "zeus/bso/client.hpp"
+#include "zeus/runtime/batch_size_optimizer.hpp"
 #include "zeus/bso/wire.hpp"
 #include "zeus/monitor/carbon.hpp"
 #include "zeus/monitor/price.hpp"

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "zeus/bso/client.hpp"
+#include "zeus/runtime/batch_size_optimizer.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/device/gpus.hpp"
 #include "zeus/device/simulated_gpu.hpp"

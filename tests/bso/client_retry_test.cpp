@@ -1,7 +1,7 @@
 // The batch-size-optimizer client against a scripted HTTP peer on a loopback port: retries with
 // backoff, errors, the URL's prefix, the token, HTTPS and bad options (client_test.cpp: the
 // requests and the lifecycle).
-#include "zeus/bso/client.hpp"
+#include "zeus/runtime/batch_size_optimizer.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -11,7 +11,7 @@
 
 #include "server/server_harness.hpp"
 #include "support/expect_error.hpp"
-#include "zeus/bso/client.hpp"
+#include "zeus/runtime/batch_size_optimizer.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/device/gpus.hpp"
 #include "zeus/device/simulated_gpu.hpp"

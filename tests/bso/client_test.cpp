@@ -2,7 +2,7 @@
 // requests it sends, the lifecycle (cumulative time and energy on simulated GPUs with a manual
 // clock) and the end-of-run PATCH (client_retry_test.cpp: retries with backoff, errors, URLs and
 // tokens).
-#include "zeus/bso/client.hpp"
+#include "zeus/runtime/batch_size_optimizer.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -3,7 +3,7 @@
 // a clock that records the client's pauses.
 #pragma once
 
-#include "zeus/bso/client.hpp"
+#include "zeus/runtime/batch_size_optimizer.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

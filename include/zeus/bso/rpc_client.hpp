@@ -1,7 +1,8 @@
 // The batch-size-optimizer RPC client: the five routes of the wire protocol (docs/bso-server.md),
 // one call each, over HTTP with retries, timeouts, an optional bearer token and errors that name
 // the route, the status and the server's message. No device or monitor code: the training-run
-// lifecycle on top of it (BatchSizeOptimizer) is zeus/bso/client.hpp. See docs/bso-client.md.
+// lifecycle on top of it (BatchSizeOptimizer) is zeus/runtime/batch_size_optimizer.hpp. See
+// docs/bso-client.md.
 #pragma once
 
 #include <memory>

@@ -1,7 +1,7 @@
 // The training-run lifecycle of the batch-size optimizer (BatchSizeOptimizer): the monitor window
 // around each epoch, the cumulative reports, the trial's end. The only part of the client that
 // needs the monitor and device layers.
-#include "zeus/bso/client.hpp"
+#include "zeus/runtime/batch_size_optimizer.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
