@@ -16,9 +16,9 @@
 #include <utility>
 
 #include "bindings.hpp"
-#include "zeus/runtime/batch_size_optimizer.hpp"
 #include "zeus/bso/wire.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/runtime/batch_size_optimizer.hpp"
 
 namespace zeus::python {
 namespace {

@@ -6,10 +6,10 @@
 #include <unordered_map>
 
 #include "bindings.hpp"
-#include "zeus/runtime/batch_size_optimizer.hpp"
 #include "zeus/bso/wire.hpp"
 #include "zeus/monitor/carbon.hpp"
 #include "zeus/monitor/price.hpp"
+#include "zeus/runtime/batch_size_optimizer.hpp"
 
 namespace zeus::python {
 namespace {

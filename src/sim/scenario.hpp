@@ -18,12 +18,12 @@
 #include <utility>
 #include <vector>
 
-#include "zeus/runtime/batch_size_optimizer.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/device/gpus.hpp"
 #include "zeus/device/simulated_gpu.hpp"
 #include "zeus/monitor/zeus_monitor.hpp"
 #include "zeus/optimizer/rng.hpp"
+#include "zeus/runtime/batch_size_optimizer.hpp"
 #include "zeus/runtime/power_limit_optimizer.hpp"
 #include "zeus/sim/trace.hpp"
 

@@ -11,11 +11,11 @@
 
 #include "server/server_harness.hpp"
 #include "support/expect_error.hpp"
-#include "zeus/runtime/batch_size_optimizer.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/device/gpus.hpp"
 #include "zeus/device/simulated_gpu.hpp"
 #include "zeus/monitor/zeus_monitor.hpp"
+#include "zeus/runtime/batch_size_optimizer.hpp"
 
 namespace {
 

@@ -1,7 +1,8 @@
 // The batch-size optimizer's training callback, beside the power-limit optimizer's
 // (zeus/runtime/power_limit_optimizer.hpp): the reference's Python `BatchSizeOptimizer(monitor,
-// server_url, job, rank)` in C++ (target zeus::bso, namespace zeus::bso as before), on top of the RPC client (zeus/bso/rpc_client.hpp: retries with
-// exponential backoff, timeouts, bearer token, errors naming the route). See docs/bso-client.md.
+// server_url, job, rank)` in C++ (target zeus::bso, namespace zeus::bso as before), on top of
+// the RPC client (zeus/bso/rpc_client.hpp: retries with exponential backoff, timeouts, bearer
+// token, errors naming the route). See docs/bso-client.md.
 //
 // Lifecycle of one training run (one process):
 //
