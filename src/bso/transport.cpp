@@ -68,6 +68,17 @@ ErrorKind kind_for_status(int status) {
   }
 }
 
+// The one HTTP client's form of a server URL (the port always given).
+http::Url http_url_of(const ServerUrl& server) {
+  http::Url url;
+  url.scheme = server.scheme;
+  url.host = server.host;
+  url.port = server.port;
+  url.port_given = true;
+  url.prefix = server.prefix;
+  return url;
+}
+
 }  // namespace
 
 std::string quote_body(const std::string& body) {
@@ -97,12 +108,7 @@ ServerUrl ServerUrl::parse(const std::string& url) {
 }
 
 std::string ServerUrl::to_string() const {
-  http::Url url;
-  url.scheme = scheme;
-  url.host = host;
-  url.port = port;
-  url.prefix = prefix;
-  return url.with_port();
+  return http_url_of(*this).with_port();
 }
 
 // ---- Transport ----
@@ -128,17 +134,8 @@ Transport::Transport(const ServerUrl& url, const ClientOptions& options)
   if (!token.empty()) {
     http_options.bearer_token = token;
   }
-  http::Url http_url;
-  http_url.scheme = url.scheme;
-  http_url.host = url.host;
-  http_url.port = url.port;
-  http_url.prefix = url.prefix;
-  try {
-    http_ = std::make_unique<http::Client>(http_url, http_options);
-  } catch (const Error& error) {
-    throw Error(error.kind(), "BSO server URL " + url.to_string() +
-                                  ": this build's cpp-httplib has no TLS support; use http");
-  }
+  // Throws Error(kNotSupported) naming the URL for https in a build without TLS.
+  http_ = std::make_unique<http::Client>(http_url_of(url), http_options);
 }
 
 Transport::~Transport() = default;

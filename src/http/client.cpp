@@ -173,13 +173,11 @@ httplib::Request to_httplib(const Url& url, const ClientRequest& request) {
   return out;
 }
 
-ClientResponse from_httplib(httplib::Response&& response, std::string&& body) {
+// The status and headers of an answer; its body is collected by the caller.
+ClientResponse head_of(const httplib::Response& response) {
   ClientResponse out;
   out.status = response.status;
-  out.body = std::move(body);
-  for (auto& [name, value] : response.headers) {
-    out.headers.emplace_back(name, value);
-  }
+  out.headers.assign(response.headers.begin(), response.headers.end());
   return out;
 }
 
@@ -230,8 +228,7 @@ Outcome Client::stream(const ClientRequest& request,
     if (!on_head) {
       return true;
     }
-    httplib::Response head = response;
-    return guarded([&] { return on_head(from_httplib(std::move(head), "")); });
+    return guarded([&] { return on_head(head_of(response)); });
   };
   wire.content_receiver = [&](const char* data, std::size_t length, std::uint64_t, std::uint64_t) {
     return !state.cancelled.load() &&
@@ -261,7 +258,7 @@ Outcome Client::stream(const ClientRequest& request,
     outcome.detail = httplib::to_string(error);
     return outcome;
   }
-  outcome.response = from_httplib(std::move(response), "");
+  outcome.response = head_of(response);
   return outcome;
 }
 
