@@ -10,19 +10,8 @@
 
 #include "common/text.hpp"
 #include "zeus/common/error.hpp"
-#include "zeus/common/units.hpp"
 
 namespace zeus::cli {
-
-std::string format_duration(double duration_s) {
-  if (duration_s < 1.0) {
-    return fmt::format("{:g} ms", units::milliseconds_from_seconds(duration_s));
-  }
-  if (duration_s < 60.0) {
-    return fmt::format("{:g} s", duration_s);
-  }
-  return fmt::format("{:g} min", duration_s / 60.0);
-}
 
 std::vector<int> parse_index_list(std::string_view text, std::string_view what) {
   std::vector<int> indices;

@@ -1,5 +1,5 @@
-// Parsing values given on the command line: device index lists ("0,1"), and the short form of a
-// duration for messages (durations themselves: common/duration.hpp).
+// Parsing values given on the command line: device index lists ("0,1") (durations, and their
+// short form for messages: common/duration.hpp).
 #pragma once
 
 #include <string>
@@ -10,10 +10,8 @@
 
 namespace zeus::cli {
 
-// Durations are parsed with zeus::parse_duration_s (common/duration.hpp, included here).
-
-// A short human form of a duration for messages: "1 ms", "0.5 s", "2 min".
-std::string format_duration(double duration_s);
+// Durations are parsed with zeus::parse_duration_s and shown with zeus::format_duration
+// (common/duration.hpp, included here).
 
 // "0,1,3" -> {0, 1, 3}. Throws Error(kInvalidArgument) naming `what` (the flag) and quoting `text`
 // for anything else: an empty item, a negative or non-numeric index, a repeated index.

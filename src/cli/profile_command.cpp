@@ -46,6 +46,7 @@ struct ProfileArgs {
 // Thrown out of an iteration when zeus was asked to stop; the profiler cancels its window.
 struct Stopped {
   int signal = 0;
+  bool command_killed = false;  // `signal` was passed on to CMD and killed it
 };
 
 std::vector<double> parse_durations(const std::string& text, const char* what) {
@@ -117,39 +118,26 @@ void run_once(const ProfileArgs& args, SignalWatch& watch, Position& at) {
     throw Error(ErrorKind::kInvalidArgument,
                 failure->message + "; give the command to profile after --");
   }
-  ChildProcess& child = std::get<ChildProcess>(started);
-  // A stop signal reaches CMD (forwarded, or from the terminal); a CMD that ignores it is sent
-  // SIGKILL after a grace period, or at once on a second stop signal, so that zeus returns.
-  // Every stop signal since the check above is read here: none was taken from the watch before.
-  int stop_signals_heard = 0;
-  std::optional<std::int64_t> kill_at_ns;
-  bool killed = false;
-  std::optional<ChildExit> exited;
-  while (!(exited = child.try_wait())) {
-    if (!killed && kill_at_ns && steady_clock()->now_ns() >= *kill_at_ns) {
-      child.send_signal(SIGKILL);
-      killed = true;
-      continue;
-    }
-    const std::optional<int> signal = watch.next_signal(0.05);  // SIGCHLD wakes it too
-    if (signal && (*signal == SIGINT || *signal == SIGTERM)) {
-      ++stop_signals_heard;
-    }
-    if (!kill_at_ns && (stop_signals_heard > 0 || watch.stop_signal())) {
-      kill_at_ns = steady_clock()->now_ns() + units::nanoseconds_from_seconds(kStopGraceS);
-    }
-    if (!killed && stop_signals_heard >= 2) {
-      child.send_signal(SIGKILL);
-      killed = true;
-    }
-  }
+  // As `zeus monitor -- CMD`'s: a stop signal reaches CMD (forwarded, or from the terminal); a CMD
+  // that ignores it is sent SIGKILL after a grace period, or at once on a second stop signal, so
+  // that zeus returns. SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 are passed on to CMD.
+  const SupervisedExit ended = supervise_child(std::get<ChildProcess>(started), watch,
+                                               *steady_clock(), {.kill_after_s = kStopGraceS});
+  const ChildExit& exited = ended.exit;
   if (const auto signal = watch.stop_signal()) {
     throw Stopped{*signal};
   }
-  if (exited->exit_code != 0) {
-    const std::string how = exited->signal
-                                ? fmt::format("was killed by {}", signal_name(*exited->signal))
-                                : fmt::format("exited with code {}", exited->exit_code);
+  // A passed-on signal that CMD does not handle ends the profile as it ends `zeus monitor`: with
+  // 128 + that signal, the exit code of CMD.
+  const std::vector<int>& passed_on = passed_on_signals();
+  if (exited.signal &&
+      std::find(passed_on.begin(), passed_on.end(), *exited.signal) != passed_on.end()) {
+    throw Stopped{*exited.signal, true};
+  }
+  if (exited.exit_code != 0) {
+    const std::string how = exited.signal
+                                ? fmt::format("was killed by {}", signal_name(*exited.signal))
+                                : fmt::format("exited with code {}", exited.exit_code);
     throw Error(ErrorKind::kUnknown,
                 fmt::format("the command {} in trial {} of the {} sweep (iteration {}); `{}`", how,
                             at.trials_done + 1, at.sweep, at.iterations, shell_join(args.command)));
@@ -237,7 +225,9 @@ int run(const ProfileArgs& args) {
   monitor_options.cpu_indices = std::vector<int>{};
   monitor::ZeusMonitor zeus_monitor(gpus, {}, monitor_options);
 
-  SignalWatch watch(SignalWatchOptions{.wake_on_child_exit = true, .forward_to_child = true});
+  SignalWatch watch(SignalWatchOptions{.wake_on_child_exit = true,
+                                       .forward_to_child = true,
+                                       .forwarded_signals = passed_on_signals()});
   Position at;
   ProgressBar bar;
   monitor::ProfileTarget target;
@@ -286,8 +276,10 @@ int run(const ProfileArgs& args) {
     }
   } catch (const Stopped& stopped) {
     bar.clear();
-    std::cerr << fmt::format("zeus: profile stopped by {} in trial {} of the {} sweep\n",
-                             signal_name(stopped.signal), at.trials_done + 1, at.sweep);
+    std::cerr << fmt::format(
+        "zeus: profile stopped by {}{} in trial {} of the {} sweep\n", signal_name(stopped.signal),
+        stopped.command_killed ? " (passed on to the command, which it killed)" : "",
+        at.trials_done + 1, at.sweep);
     return 128 + stopped.signal;
   }
   bar.clear();
@@ -367,7 +359,8 @@ void add_profile(CLI::App& app, Action& action) {
       "Form: zeus profile [OPTIONS] -- CMD [ARGS...]\nOne iteration is one run of CMD. The "
       "result goes to standard output, a progress bar to standard error when it is a terminal. "
       "Exit code: 0 when both durations were found, 1 when none was valid or CMD failed, 2 for "
-      "bad input (CMD not found included), 128+N when signal N stopped zeus.");
+      "bad input (CMD not found included), 128+N when signal N stopped zeus (SIGINT, SIGTERM) or, "
+      "passed on, killed CMD (SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2; CMD may handle them and go on).");
   command->callback([&action, args] { action = [args] { return run(*args); }; });
 }
 

@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "zeus/common/error.hpp"
+#include "zeus/common/units.hpp"
 
 namespace zeus {
 namespace {
@@ -81,6 +82,16 @@ double parse_duration_s(std::string_view text, std::string_view what) {
     malformed(text, what, "it is not finite");
   }
   return seconds;
+}
+
+std::string format_duration(double duration_s) {
+  if (duration_s < 1.0) {
+    return fmt::format("{:g} ms", units::milliseconds_from_seconds(duration_s));
+  }
+  if (duration_s < 60.0) {
+    return fmt::format("{:g} s", duration_s);
+  }
+  return fmt::format("{:g} min", duration_s / 60.0);
 }
 
 }  // namespace zeus

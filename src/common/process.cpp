@@ -1,5 +1,7 @@
 #include "common/process.hpp"
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -10,13 +12,17 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <string_view>
 #include <system_error>
 #include <thread>
 #include <utility>
 
+#include "common/duration.hpp"
 #include "common/signals.hpp"
+#include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/units.hpp"
 
 namespace zeus {
 namespace {
@@ -264,6 +270,76 @@ std::optional<ChildExit> ChildProcess::wait_for(double timeout_s) {
 void ChildProcess::send_signal(int signal) {
   if (pid_ > 0 && !exit_) {
     ::kill(pid_, signal);
+  }
+}
+
+const std::vector<int>& passed_on_signals() {
+  static const std::vector<int> signals = {SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+  return signals;
+}
+
+SupervisedExit supervise_child(ChildProcess& child, SignalWatch& watch, const Clock& clock,
+                               const SupervisionOptions& options) {
+  SupervisedExit result;
+  std::optional<std::int64_t> kill_at_ns;  // set while the grace period runs
+  int grace_signal = SIGTERM;              // the stop signal that started it
+  const double kill_after_s = options.kill_after_s;
+  const std::string grace = format_duration(kill_after_s);
+  const auto start_grace_period = [&](int signal) {
+    if (!kill_at_ns) {
+      grace_signal = signal;
+      const std::int64_t now_ns = clock.now_ns();
+      const std::int64_t grace_ns = units::nanoseconds_from_seconds(kill_after_s);
+      kill_at_ns = grace_ns > INT64_MAX - now_ns ? INT64_MAX : now_ns + grace_ns;
+    }
+  };
+  const auto send_kill = [&](std::string reason) {
+    if (result.kill_reason.empty()) {
+      child.send_signal(SIGKILL);
+      result.kill_reason = std::move(reason);
+    }
+  };
+  while (true) {
+    if (const auto exited = child.try_wait()) {
+      result.exit = *exited;
+      return result;
+    }
+    std::optional<double> timeout_s;
+    const auto wake_within = [&timeout_s](double seconds) {
+      timeout_s = std::min(timeout_s.value_or(seconds), seconds);
+    };
+    if (options.time_limit_s && !result.limit_reached) {
+      const double remaining_s = *options.time_limit_s -
+                                 units::seconds_from_nanoseconds(clock.now_ns() - options.start_ns);
+      if (remaining_s <= 0.0) {
+        child.send_signal(SIGTERM);
+        result.limit_reached = true;
+        start_grace_period(SIGTERM);
+      } else {
+        wake_within(remaining_s);
+      }
+    }
+    if (kill_at_ns && result.kill_reason.empty()) {
+      const double remaining_s = units::seconds_from_nanoseconds(*kill_at_ns - clock.now_ns());
+      if (remaining_s <= 0.0) {
+        send_kill(kill_after_s > 0.0
+                      ? fmt::format("sent SIGKILL after the {} grace period", grace)
+                      : fmt::format("sent SIGKILL right after {}", signal_name(grace_signal)));
+        continue;
+      }
+      wake_within(remaining_s);
+    }
+    // Woken by SIGCHLD, a signal zeus received (forwarded by the handler) or a deadline.
+    const std::optional<int> signal = watch.next_signal(timeout_s);
+    // A stop signal that was ignored before zeus is ignored by the command too: it asks nothing.
+    if (signal && (*signal == SIGINT || *signal == SIGTERM) && !forwarding::was_ignored(*signal)) {
+      if (kill_at_ns) {
+        send_kill(fmt::format("sent SIGKILL on {} during the {} grace period", signal_name(*signal),
+                              grace));
+      } else {
+        start_grace_period(*signal);
+      }
+    }
   }
 }
 

@@ -1,8 +1,10 @@
-// Child processes: `zeus monitor -- CMD` runs the user's command, the demo runs its BSO server.
+// Child processes: `zeus monitor -- CMD` and `zeus profile -- CMD` run the user's command
+// (supervise_child), the demo runs its BSO server.
 #pragma once
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -76,6 +78,41 @@ class ChildProcess {
   pid_t pid_ = -1;
   std::optional<ChildExit> exit_;
 };
+
+class Clock;
+class SignalWatch;
+
+// Signals passed on to a supervised command like SIGINT and SIGTERM (give them to the
+// SignalWatch's forwarded_signals), but not stop signals: the command may handle them and go on.
+// Without this they would kill zeus and leave the command running. SIGHUP, SIGQUIT, SIGUSR1,
+// SIGUSR2.
+const std::vector<int>& passed_on_signals();
+
+struct SupervisionOptions {
+  // The command is sent SIGTERM once this long has passed since `start_ns` of the clock (a
+  // --duration limit), when set.
+  std::optional<double> time_limit_s = std::nullopt;
+  std::int64_t start_ns = 0;
+  // Once the command was sent a stop signal (at terminate_at_ns, or one that zeus received), it
+  // has this long to exit before it is sent SIGKILL; another stop signal that zeus receives
+  // meanwhile sends SIGKILL at once.
+  double kill_after_s = 0.0;
+};
+
+struct SupervisedExit {
+  ChildExit exit;
+  bool limit_reached = false;  // sent SIGTERM at the time limit
+  // Set when SIGKILL was sent: why ("sent SIGKILL after the 10 s grace period").
+  std::string kill_reason;
+};
+
+// Waits for `child` to exit, for `zeus monitor -- CMD` and `zeus profile -- CMD`. `watch` must wake
+// on the child's exit (wake_on_child_exit) and forward to it (forward_to_child, with
+// passed_on_signals() as its forwarded_signals): the stop signals and the passed-on ones reach
+// the command (one the terminal sent reached it already). A stop signal that was ignored before
+// zeus asks nothing. Returns when the child exited, whatever stop signals came.
+SupervisedExit supervise_child(ChildProcess& child, SignalWatch& watch, const Clock& clock,
+                               const SupervisionOptions& options);
 
 // "SIGTERM", "SIGINT", ... or "signal N".
 std::string signal_name(int signal);

@@ -1,11 +1,18 @@
 // `zeus profile -- CMD`, run as a user would run it, on a simulated H200 with the thermal model.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
+#include "monitor_test_support.hpp"
 #include "run_command.hpp"
 
 namespace {
@@ -192,6 +199,93 @@ TEST(ProfileCli, ProgressBarOnlyOnATerminal) {
   ASSERT_EQ(terminal.exit_code, 0) << terminal.output;
   EXPECT_TRUE(contains(terminal.output, "trials")) << terminal.output;
   EXPECT_TRUE(contains(terminal.output, "[#")) << terminal.output;
+}
+
+// `zeus profile` passes SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 on to its command as `zeus monitor`
+// does (the same supervise_child): zeus runs as a process so that the test can signal it.
+class ProfileSignals : public zeus::testing::cli_monitor::CliMonitor {
+ protected:
+  // `zeus profile` with 5 s windows, so that the one run of the helper is signalled inside one.
+  std::vector<std::string> profile_args(const std::vector<std::string>& helper_args) const {
+    std::vector<std::string> args = {"profile",
+                                     "--measurement-durations",
+                                     "5",
+                                     "--cooldown-durations",
+                                     "0",
+                                     "--trials",
+                                     "2",
+                                     "--",
+                                     zeus::testing::cli_monitor::kHelper};
+    args.insert(args.end(), helper_args.begin(), helper_args.end());
+    return args;
+  }
+};
+
+// Whether `pid` is a live process (not gone, not a zombie).
+bool running(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("State:")) {
+      return !contains(line, "zombie");
+    }
+  }
+  return false;
+}
+
+// Whether `pid` is gone within a few seconds.
+bool ends_soon(pid_t pid) {
+  for (int i = 0; i < 500 && running(pid); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return !running(pid);
+}
+
+const std::string kThermalH200 = "ZEUS_SIMULATED_GPUS=1:h200:thermal";
+
+TEST_F(ProfileSignals, HangupAndUserSignalsArePassedOnAndTheCommandGoesOn) {
+  // They used to kill zeus (exit 129, 138) and leave the command running.
+  zeus::testing::cli_monitor::ZeusProcess zeus(
+      dir_, {kThermalH200}, profile_args({"record", path("ready"), path("signals.log")}));
+  ASSERT_TRUE(zeus::testing::cli_monitor::wait_for_file(path("ready"), 20.0));
+  const pid_t helper = std::stoi(zeus::testing::read_file(path("ready")));
+  std::string expected;
+  for (const int signal : {SIGHUP, SIGUSR1, SIGUSR2, SIGQUIT}) {
+    ::kill(zeus.pid(), signal);
+    expected += std::to_string(signal) + "\n";
+    for (int i = 0; i < 500 && zeus::testing::read_file(path("signals.log")) != expected; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(zeus::testing::read_file(path("signals.log")), expected) << "signal " << signal;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_TRUE(running(helper)) << "none of them is a stop signal";
+  ::kill(zeus.pid(), SIGTERM);  // passed on: the helper exits 7, zeus stops with 143
+  const auto result = zeus.wait(10.0);
+  EXPECT_EQ(result.kill_signal, 0);
+  EXPECT_EQ(result.exit_code, 128 + SIGTERM) << result.err;
+  EXPECT_TRUE(contains(result.err, "stopped by SIGTERM")) << result.err;
+  EXPECT_TRUE(ends_soon(helper)) << "the command outlived zeus";
+}
+
+TEST_F(ProfileSignals, APassedOnSignalThatKillsTheCommandEndsTheProfileWithItsCode) {
+  // As `zeus monitor` exits with its command's 128+N. It used to be zeus that died of it, with
+  // the command left running.
+  for (const auto& [signal, name] : {std::pair{SIGHUP, "SIGHUP"}, std::pair{SIGUSR1, "SIGUSR1"}}) {
+    const std::string ready = "ready" + std::to_string(signal);
+    zeus::testing::cli_monitor::ZeusProcess zeus(dir_, {kThermalH200},
+                                                 profile_args({"wait", path(ready)}));
+    ASSERT_TRUE(zeus::testing::cli_monitor::wait_for_file(path(ready), 20.0));
+    const pid_t helper = std::stoi(zeus::testing::read_file(path(ready)));
+    ::kill(zeus.pid(), signal);
+    const auto result = zeus.wait(10.0);
+    EXPECT_EQ(result.kill_signal, 0) << "signal " << signal;
+    EXPECT_EQ(result.exit_code, 128 + signal) << result.err;
+    EXPECT_TRUE(contains(result.err, "stopped by " + std::string(name) +
+                                         " (passed on to the command, which it killed)"))
+        << result.err;
+    EXPECT_TRUE(ends_soon(helper)) << "the command outlived zeus";
+  }
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // `zeus monitor`'s parts, one job per file: monitor_command.cpp, the command line (its options
-// and their checks); monitor_run.cpp, a run (devices, outputs, the window, carbon and cost);
-// monitor_child.cpp, the command's process (signals passed on, the time limit, SIGKILL);
+// and their checks); monitor_run.cpp, a run (devices, outputs, the window, carbon and cost; the
+// command's process is supervised by common/process.hpp's supervise_child, as `zeus profile`'s);
 // monitor_timeline.cpp, the --timeline sampler (the file's format: monitor/timeline_csv.hpp);
 // monitor_summary.cpp, the summary as text or JSON.
 #pragma once
@@ -68,15 +68,6 @@ struct RunOutcome {
   bool limit_reached = false;      // the command was sent SIGTERM at the time limit
   std::string kill_reason;         // set when zeus sent SIGKILL: why
 };
-
-// monitor_child.cpp. Passed on to the command like SIGINT/SIGTERM, but not stop signals: the
-// command may handle them and go on running.
-const std::vector<int>& forwarded_signals();
-// Waits for the command to exit. It is sent SIGTERM at the --duration limit; once it was sent a
-// stop signal (at the limit, or one that zeus received), it has `kill_after_s` to exit before it
-// is sent SIGKILL, and another stop signal zeus receives meanwhile sends SIGKILL at once.
-ChildExit supervise(ChildProcess& child, SignalWatch& watch, const Clock& clock,
-                    std::int64_t start_ns, double kill_after_s, RunOutcome& outcome);
 
 // monitor_timeline.cpp. The power timeline: every readable domain of the monitored GPUs (and
 // their temperatures when each reports one), streamed to the file as sampled.

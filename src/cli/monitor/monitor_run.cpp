@@ -140,7 +140,7 @@ int run(const MonitorArgs& args, const Plan& plan) {
   SignalWatch watch(SignalWatchOptions{
       .wake_on_child_exit = true,
       .forward_to_child = true,
-      .forwarded_signals = args.command.empty() ? std::vector<int>{} : forwarded_signals()});
+      .forwarded_signals = args.command.empty() ? std::vector<int>{} : passed_on_signals()});
   RunOutcome outcome;
   outcome.limit_s = duration_s;
   const std::shared_ptr<Clock> clock = steady_clock();
@@ -160,8 +160,12 @@ int run(const MonitorArgs& args, const Plan& plan) {
       std::cerr << "zeus: " << failure->message << "\n";
       return kExitCommandNotStarted;
     }
-    outcome.child =
-        supervise(std::get<ChildProcess>(started), watch, *clock, start_ns, kill_after_s, outcome);
+    const SupervisedExit ended = supervise_child(
+        std::get<ChildProcess>(started), watch, *clock,
+        {.time_limit_s = duration_s, .start_ns = start_ns, .kill_after_s = kill_after_s});
+    outcome.child = ended.exit;
+    outcome.limit_reached = ended.limit_reached;
+    outcome.kill_reason = ended.kill_reason;
   } else {
     while (!watch.stop_signal()) {
       const double remaining_s = *duration_s - elapsed_s();
