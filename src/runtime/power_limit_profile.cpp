@@ -14,13 +14,39 @@ namespace zeus::runtime {
 PowerLimitProfile load_power_limit_profile(const std::filesystem::path& path) {
   const std::string text = text::read_file(path, "power-limit profile");
   const std::string where = "power-limit profile " + path.string() + ": ";
+  // Where the parser was, for a value it cannot hold (1e999 overflows a double): the last key
+  // and, inside "measurements", which measurement.
+  std::string last_key;
+  bool in_measurements = false;
+  int measurement_at = -1;
+  const auto track = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::key && parsed.is_string()) {
+      last_key = parsed.get<std::string>();
+    } else if (event == Event::array_start && depth == 1 && last_key == "measurements") {
+      in_measurements = true;
+    } else if (event == Event::array_end && depth == 1) {
+      in_measurements = false;
+    } else if (event == Event::object_start && depth == 2 && in_measurements) {
+      ++measurement_at;
+      last_key.clear();
+    }
+    return true;
+  };
   nlohmann::json document;
   try {
-    document = nlohmann::json::parse(text);
+    document = nlohmann::json::parse(text, track);
   } catch (const nlohmann::json::exception& error) {
-    throw Error(
-        ErrorKind::kInvalidArgument,
-        where + "not valid JSON (" + std::string(zeus::text::json_error_text(error.what())) + ")");
+    std::string field;
+    if (in_measurements && measurement_at >= 0) {
+      field = " in measurement " + std::to_string(measurement_at) +
+              (last_key.empty() ? std::string() : ", \"" + last_key + "\"");
+    } else if (!last_key.empty()) {
+      field = " at \"" + last_key + "\"";
+    }
+    throw Error(ErrorKind::kInvalidArgument,
+                where + "not valid JSON (" +
+                    std::string(zeus::text::json_error_text(error.what())) + ")" + field);
   }
   if (!document.is_object() || !document.contains("measurements") ||
       !document["measurements"].is_array()) {

@@ -76,6 +76,15 @@ TEST_F(PloCli, BadInputIsClear) {
                                "measurement 0)"),
             std::string::npos)
       << result.output;
+  // A number no double holds: the reader names the measurement and the field.
+  std::ofstream(profile_, std::ios::trunc)
+      << R"({"measurements": [{"power_limit": 300, "energy": 900, "time": 1e400}]})";
+  result = run("show " + profile_.string());
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_NE(result.output.find("not valid JSON (number overflow parsing '1e400') in measurement "
+                               "0, \"time\""),
+            std::string::npos)
+      << result.output;
   std::ofstream(profile_, std::ios::trunc) << R"({"measurements": []})";
   result = run("show " + profile_.string());
   EXPECT_EQ(result.exit_code, 2);

@@ -333,6 +333,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"JsonWithoutMeasurements", "x.json", "{\"a\": 1}", "without \"measurements\""},
         BadInput{"BadProfile", "p.json", "{\"measurements\": []}", "p.json"},
         BadInput{"NotJson", "p.json", "{\"measurements\": ", "not valid JSON"},
+        // A number no double holds: `zeus report` said "internal error: [json.exception..." (exit
+        // 1) where `zeus plo show` named the problem; both now go through the profile's reader.
+        BadInput{"ProfileNumberOverflow", "p.json",
+                 "{\"measurements\": [{\"power_limit\": 300, \"energy\": 5, \"time\": 2},\n"
+                 "{\"power_limit\": 200, \"energy\": 1e999, \"time\": 2}]}",
+                 "power-limit profile p.json: not valid JSON (number overflow parsing '1e999') in "
+                 "measurement 1, \"energy\""},
+        BadInput{"JsonNumberOverflow", "x.json", "{\"a\": -1e999}",
+                 "not valid JSON (number overflow parsing '-1e999')"},
         BadInput{"Missing", "nowhere.csv", "NONE", "no such file or directory"},
         BadInput{"Fifo", "t.csv", "FIFO", "named pipe (FIFO), not a regular file"},
         // Found by fuzz/report_timeline: a time beyond time_t (undefined conversion), or with no
