@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "common/log.hpp"
 #include "zeus/common/units.hpp"
@@ -68,26 +71,147 @@ std::uint32_t power_mw_between(std::uint64_t before_uj, std::uint64_t after_uj,
   return static_cast<std::uint32_t>(energy_mj / units::seconds_from_nanoseconds(elapsed_ns));
 }
 
-void stream_gpu_power(http::Response& res, device::Gpus& gpus, std::vector<int> ids,
-                      double poll_hz) {
-  auto last_mw = std::make_shared<std::vector<std::optional<std::uint32_t>>>(ids.size());
-  const auto stream = start_stream(res, poll_hz > 0 ? poll_hz : 20.0);
-  // The current values right away, then only changes, once a period.
-  stream->next = [&gpus, ids = std::move(ids), last_mw](std::string& out) {
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      std::uint32_t power_mw = 0;
+// One reading of every GPU of a sampler's set. A GPU's event is formatted the first time a
+// stream sends it (streams send only changes: an idle GPU costs no formatting).
+class GpuPowerSample {
+ public:
+  GpuPowerSample(std::uint64_t sequence, std::vector<int> ids)
+      : sequence_(sequence),
+        ids_(std::move(ids)),
+        power_mw_(ids_.size()),
+        timestamp_ms_(ids_.size()),
+        formatted_(ids_.size()),
+        events_(ids_.size()) {}
+
+  std::uint64_t sequence() const { return sequence_; }
+  std::size_t size() const { return ids_.size(); }
+  // nullopt when the reading failed.
+  const std::optional<std::uint32_t>& power_mw(std::size_t i) const { return power_mw_[i]; }
+  void set(std::size_t i, std::uint32_t power_mw, std::uint64_t timestamp_ms) {
+    power_mw_[i] = power_mw;
+    timestamp_ms_[i] = timestamp_ms;
+  }
+  // The SSE event of GPU i (one with a reading), formatted once whichever stream asks first.
+  const std::string& event(std::size_t i) const {
+    std::call_once(formatted_[i], [&] {
+      send_event(
+          events_[i],
+          {{"timestamp_ms", timestamp_ms_[i]}, {"gpu_id", ids_[i]}, {"power_mw", *power_mw_[i]}});
+    });
+    return events_[i];
+  }
+
+ private:
+  std::uint64_t sequence_;
+  std::vector<int> ids_;
+  std::vector<std::optional<std::uint32_t>> power_mw_;
+  std::vector<std::uint64_t> timestamp_ms_;
+  mutable std::vector<std::once_flag> formatted_;
+  mutable std::vector<std::string> events_;
+};
+
+class GpuPowerFeeds::Sampler {
+ public:
+  Sampler(device::Gpus& gpus, std::vector<int> ids, std::chrono::milliseconds period)
+      : gpus_(gpus), ids_(std::move(ids)), period_(period) {
+    latest_ = read(1);
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Sampler() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  Sampler(const Sampler&) = delete;
+  Sampler& operator=(const Sampler&) = delete;
+
+  std::shared_ptr<const GpuPowerSample> latest() const {
+    std::lock_guard lock(mutex_);
+    return latest_;
+  }
+
+ private:
+  std::shared_ptr<const GpuPowerSample> read(std::uint64_t sequence) const {
+    auto sample = std::make_shared<GpuPowerSample>(sequence, ids_);
+    for (std::size_t i = 0; i < ids_.size(); ++i) {
       try {
-        power_mw = gpus.at(ids[i]).instant_power_mw();
+        const std::uint32_t power_mw = gpus_.at(ids_[i]).instant_power_mw();
+        sample->set(i, power_mw, unix_time_ms());
       } catch (const std::exception& e) {
-        log().debug("zeusd: stream: GPU {} power: {}", ids[i], e.what());
-        continue;
+        log().debug("zeusd: stream: GPU {} power: {}", ids_[i], e.what());
       }
-      if ((*last_mw)[i] == power_mw) {
+    }
+    return sample;
+  }
+
+  void run() {
+    auto next_at = std::chrono::steady_clock::now() + period_;
+    std::uint64_t sequence = 1;
+    std::unique_lock lock(mutex_);
+    while (!wake_.wait_until(lock, next_at, [this] { return stopping_; })) {
+      lock.unlock();
+      auto sample = read(++sequence);
+      lock.lock();
+      latest_ = std::move(sample);
+      // Once a period from the last tick; after a stall, from now (no burst of catch-up reads).
+      const auto now = std::chrono::steady_clock::now();
+      next_at = next_at + period_ > now ? next_at + period_ : now + period_;
+    }
+  }
+
+  device::Gpus& gpus_;
+  const std::vector<int> ids_;
+  const std::chrono::milliseconds period_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::shared_ptr<const GpuPowerSample> latest_;
+  std::thread thread_;
+};
+
+GpuPowerFeeds::GpuPowerFeeds(device::Gpus& gpus) : gpus_(gpus) {}
+
+GpuPowerFeeds::~GpuPowerFeeds() = default;
+
+std::size_t GpuPowerFeeds::samplers() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<std::size_t>(
+      std::count_if(samplers_.begin(), samplers_.end(),
+                    [](const auto& entry) { return !entry.second.expired(); }));
+}
+
+void GpuPowerFeeds::stream(http::Response& res, std::vector<int> ids, double poll_hz) {
+  const auto stream = start_stream(res, poll_hz > 0 ? poll_hz : 20.0);
+  std::shared_ptr<Sampler> sampler;
+  {
+    std::lock_guard lock(mutex_);
+    std::erase_if(samplers_, [](const auto& entry) { return entry.second.expired(); });
+    std::weak_ptr<Sampler>& slot = samplers_[{ids, stream->period.count()}];
+    sampler = slot.lock();
+    if (!sampler) {
+      sampler = std::make_shared<Sampler>(gpus_, ids, stream->period);
+      slot = sampler;
+    }
+  }
+  // The sampler's latest values right away, then only changes, once a period.
+  auto last_mw = std::make_shared<std::vector<std::optional<std::uint32_t>>>(ids.size());
+  auto last_sequence = std::make_shared<std::uint64_t>(0);
+  stream->next = [sampler = std::move(sampler), last_mw, last_sequence](std::string& out) {
+    const std::shared_ptr<const GpuPowerSample> sample = sampler->latest();
+    if (sample->sequence() == *last_sequence) {
+      return true;
+    }
+    *last_sequence = sample->sequence();
+    for (std::size_t i = 0; i < sample->size(); ++i) {
+      const std::optional<std::uint32_t>& power_mw = sample->power_mw(i);
+      if (!power_mw || (*last_mw)[i] == power_mw) {
         continue;
       }
       (*last_mw)[i] = power_mw;
-      send_event(out,
-                 {{"timestamp_ms", unix_time_ms()}, {"gpu_id", ids[i]}, {"power_mw", power_mw}});
+      out += sample->event(i);
     }
     return true;
   };

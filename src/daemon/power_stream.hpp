@@ -3,7 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <utility>
 #include <vector>
 
 #include "daemon/reply.hpp"
@@ -19,10 +22,33 @@ namespace zeus::daemon {
 std::uint32_t power_mw_between(std::uint64_t before_uj, std::uint64_t after_uj,
                                std::int64_t elapsed_ns);
 
-// Makes `res` an SSE stream of {"timestamp_ms","gpu_id","power_mw"} events for `ids`: every
-// GPU's power at once, then only changes, polled at `poll_hz`. `gpus` must outlive the stream.
-void stream_gpu_power(http::Response& res, device::Gpus& gpus, std::vector<int> ids,
-                      double poll_hz);
+// The GPU power streams of one daemon, read once and broadcast: the streams of one set of GPUs
+// (the same ids in the same order) at one period share one sampler, a thread that reads each of
+// those GPUs once a period, however many streams there are. The first stream of a set starts its
+// sampler (reading the GPUs at once, so that the stream begins with their values) and the last
+// one to end stops it. Thread-safe.
+class GpuPowerFeeds {
+ public:
+  // `gpus` must outlive this and every stream.
+  explicit GpuPowerFeeds(device::Gpus& gpus);
+  ~GpuPowerFeeds();
+  GpuPowerFeeds(const GpuPowerFeeds&) = delete;
+  GpuPowerFeeds& operator=(const GpuPowerFeeds&) = delete;
+
+  // Makes `res` an SSE stream of {"timestamp_ms","gpu_id","power_mw"} events for `ids`: every
+  // GPU's power at once, then only changes, once a period of `poll_hz` (20 Hz when not > 0). A GPU
+  // whose reading fails is left out of that sample.
+  void stream(http::Response& res, std::vector<int> ids, double poll_hz);
+  // Samplers running now (one per set of GPUs and period that has a stream).
+  std::size_t samplers() const;
+
+ private:
+  class Sampler;
+
+  device::Gpus& gpus_;
+  mutable std::mutex mutex_;
+  std::map<std::pair<std::vector<int>, std::int64_t>, std::weak_ptr<Sampler>> samplers_;
+};
 
 // Makes `res` an SSE stream of {"timestamp_ms","cpu_id","cpu_mw","dram_mw"} events, one per CPU
 // each period after the first (which only reads the energy baselines).

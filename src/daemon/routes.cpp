@@ -54,7 +54,8 @@ Routes::Routes(const DaemonConfig& config, device::Gpus& gpus,
       cpus_(cpus),
       writers_(writers),
       authorize_(std::move(authorize)),
-      clock_(std::move(clock)) {
+      clock_(std::move(clock)),
+      gpu_power_feeds_(gpus) {
   install_server_routes();
   if (config_.enabled(ApiGroup::kGpuRead)) {
     install_gpu_reads();
@@ -236,7 +237,7 @@ void Routes::install_gpu_reads() {
                              fmt::join(all_indices(gpus_.size()), ", ")));
       }
     }
-    stream_gpu_power(res, gpus_, std::move(ids), config_.gpu_power_poll_hz);
+    gpu_power_feeds_.stream(res, std::move(ids), config_.gpu_power_poll_hz);
   });
 }
 

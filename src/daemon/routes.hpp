@@ -9,6 +9,7 @@
 
 #include "daemon/config.hpp"
 #include "daemon/gpu_writer.hpp"
+#include "daemon/power_stream.hpp"
 #include "daemon/query.hpp"
 #include "http/host.hpp"
 #include "http/router.hpp"
@@ -62,6 +63,7 @@ class Routes {
   GpuWriters& writers_;
   AuthorizeHook authorize_;
   std::shared_ptr<const Clock> clock_;
+  GpuPowerFeeds gpu_power_feeds_;  // /gpu/stream_power: one sampler per set of GPUs
   http::Router router_;
 };
 

@@ -68,7 +68,13 @@ class Running {
   explicit Running(DaemonConfig config, int gpu_count = 2, DaemonHooks hooks = {},
                    std::shared_ptr<const CommandOverrides> overrides = nullptr,
                    std::optional<std::vector<std::shared_ptr<device::Cpu>>> cpus = std::nullopt)
-      : gpus_(simulated_gpus(gpu_count)) {
+      : Running(simulated_gpus(gpu_count), std::move(config), std::move(hooks),
+                std::move(overrides), std::move(cpus)) {}
+  // Over `gpus` (e.g. decorated simulated GPUs that count their calls).
+  Running(device::Gpus gpus, DaemonConfig config, DaemonHooks hooks = {},
+          std::shared_ptr<const CommandOverrides> overrides = nullptr,
+          std::optional<std::vector<std::shared_ptr<device::Cpu>>> cpus = std::nullopt)
+      : gpus_(std::move(gpus)) {
     if (config.mode == TransportMode::kUds) {
       config.socket_path = dir_.path() / "zeusd.sock";
     }
