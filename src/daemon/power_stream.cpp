@@ -185,33 +185,53 @@ std::size_t GpuPowerFeeds::samplers() const {
 
 void GpuPowerFeeds::stream(http::Response& res, std::vector<int> ids, double poll_hz) {
   const auto stream = start_stream(res, poll_hz > 0 ? poll_hz : 20.0);
+  // A sampler reads a set of GPUs in index order; each stream sends its own ids' events, in the
+  // order it asked for them.
+  std::vector<int> set = ids;
+  std::sort(set.begin(), set.end());
+  set.erase(std::unique(set.begin(), set.end()), set.end());
   std::shared_ptr<Sampler> sampler;
   {
     std::lock_guard lock(mutex_);
     std::erase_if(samplers_, [](const auto& entry) { return entry.second.expired(); });
-    std::weak_ptr<Sampler>& slot = samplers_[{ids, stream->period.count()}];
+    // The last place is kept for the sampler of every GPU, which serves any new set past the
+    // others: no more threads.
+    if (samplers_.size() + 1 >= kMaxGpuPowerSamplers &&
+        !samplers_.contains({set, stream->period.count()})) {
+      set.resize(gpus_.size());
+      for (std::size_t i = 0; i < set.size(); ++i) {
+        set[i] = static_cast<int>(i);
+      }
+    }
+    std::weak_ptr<Sampler>& slot = samplers_[{set, stream->period.count()}];
     sampler = slot.lock();
     if (!sampler) {
-      sampler = std::make_shared<Sampler>(gpus_, ids, stream->period);
+      sampler = std::make_shared<Sampler>(gpus_, set, stream->period);
       slot = sampler;
     }
+  }
+  std::vector<std::size_t> positions;  // of each asked id in the sampler's set
+  for (const int id : ids) {
+    positions.push_back(
+        static_cast<std::size_t>(std::lower_bound(set.begin(), set.end(), id) - set.begin()));
   }
   // The sampler's latest values right away, then only changes, once a period.
   auto last_mw = std::make_shared<std::vector<std::optional<std::uint32_t>>>(ids.size());
   auto last_sequence = std::make_shared<std::uint64_t>(0);
-  stream->next = [sampler = std::move(sampler), last_mw, last_sequence](std::string& out) {
+  stream->next = [sampler = std::move(sampler), positions = std::move(positions), last_mw,
+                  last_sequence](std::string& out) {
     const std::shared_ptr<const GpuPowerSample> sample = sampler->latest();
     if (sample->sequence() == *last_sequence) {
       return true;
     }
     *last_sequence = sample->sequence();
-    for (std::size_t i = 0; i < sample->size(); ++i) {
-      const std::optional<std::uint32_t>& power_mw = sample->power_mw(i);
+    for (std::size_t i = 0; i < positions.size(); ++i) {
+      const std::optional<std::uint32_t>& power_mw = sample->power_mw(positions[i]);
       if (!power_mw || (*last_mw)[i] == power_mw) {
         continue;
       }
       (*last_mw)[i] = power_mw;
-      out += sample->event(i);
+      out += sample->event(positions[i]);
     }
     return true;
   };

@@ -2,6 +2,7 @@
 // two-sample CPU power of /cpu/get_power. Elapsed time comes from the daemon's Clock.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -22,11 +23,16 @@ namespace zeus::daemon {
 std::uint32_t power_mw_between(std::uint64_t before_uj, std::uint64_t after_uj,
                                std::int64_t elapsed_ns);
 
+// Samplers (threads) at most; a stream of another set past them shares the sampler of every GPU.
+inline constexpr std::size_t kMaxGpuPowerSamplers = 8;
+
 // The GPU power streams of one daemon, read once and broadcast: the streams of one set of GPUs
-// (the same ids in the same order) at one period share one sampler, a thread that reads each of
-// those GPUs once a period, however many streams there are. The first stream of a set starts its
-// sampler (reading the GPUs at once, so that the stream begins with their values) and the last
-// one to end stops it. Thread-safe.
+// (whatever their order) at one period share one sampler, a thread that reads each of those GPUs
+// once a period, however many streams there are. The first stream of a set starts its sampler
+// (reading the GPUs at once, so that the stream begins with their values) and the last one to end
+// stops it. At most kMaxGpuPowerSamplers run: past them a new set is served by the sampler of
+// every GPU, so that clients asking for many different sets cannot make a thread each.
+// Thread-safe.
 class GpuPowerFeeds {
  public:
   // `gpus` must outlive this and every stream.

@@ -81,13 +81,24 @@ TEST(GpuPowerFeeds, SubscribersOfOneSetShareOneSamplerStartedByTheFirstStoppedBy
   ASSERT_TRUE(subscribers[3].stream->next(again));
   EXPECT_EQ(again, "");
 
-  // Another set (or order), or another period, is another sampler.
+  // Another set, or another period, is another sampler; another order of a set is not.
   http::Response other_set;
   feeds.stream(other_set, {1, 0}, 1.0);
+  http::Response same_set;
+  feeds.stream(same_set, {0, 1}, 1.0);
   http::Response other_period;
   feeds.stream(other_period, all_ids(kGpus), 2.0);
   EXPECT_EQ(feeds.samplers(), 3u);
+  // Each stream sends its GPUs in the order it asked for them, from the shared sample.
+  std::string reversed;
+  std::string in_order;
+  ASSERT_TRUE(other_set.stream->next(reversed));
+  ASSERT_TRUE(same_set.stream->next(in_order));
+  const std::string gpu0 = first[0].substr(0, first[0].find("\n\n") + 2);
+  ASSERT_TRUE(reversed.ends_with(gpu0)) << reversed;
+  ASSERT_TRUE(in_order.starts_with(gpu0)) << in_order;
   other_set = {};
+  same_set = {};
   other_period = {};
   EXPECT_EQ(feeds.samplers(), 1u);
   // The last subscriber stops it.
@@ -95,6 +106,25 @@ TEST(GpuPowerFeeds, SubscribersOfOneSetShareOneSamplerStartedByTheFirstStoppedBy
   EXPECT_EQ(feeds.samplers(), 1u);
   subscribers.clear();
   EXPECT_EQ(feeds.samplers(), 0u);
+}
+
+TEST(GpuPowerFeeds, ClientsAskingForManySetsMakeAtMostTheCapOfSamplers) {
+  // Every stream of another set used to be free to start a thread of its own.
+  const auto reads = std::make_shared<std::atomic<long>>(0);
+  device::Gpus gpus = counted_gpus(kGpus, reads);
+  GpuPowerFeeds feeds(gpus);
+  std::vector<http::Response> streams(kGpus);
+  for (int i = 0; i < kGpus; ++i) {
+    feeds.stream(streams[static_cast<std::size_t>(i)], {i}, 1.0);
+    std::string out;
+    ASSERT_TRUE(streams[static_cast<std::size_t>(i)].stream->next(out));
+    // Its own GPU only, whichever sampler serves it.
+    ASSERT_EQ(std::count(out.begin(), out.end(), '\n'), 2) << out;
+    EXPECT_EQ(json::parse(out.substr(6))["gpu_id"], i);
+  }
+  EXPECT_EQ(feeds.samplers(), kMaxGpuPowerSamplers);
+  // The cap's first sets (7 GPUs), then one sampler of all 64.
+  EXPECT_EQ(reads->load(), static_cast<long>(kMaxGpuPowerSamplers - 1) + kGpus);
 }
 
 TEST(GpuPowerFeeds, ASamplerReadsOncePerPeriod) {
