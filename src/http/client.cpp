@@ -140,7 +140,10 @@ class DeadlineWatch {
   void disarm(std::uint64_t id) {
     std::unique_lock lock(mutex_);
     armed_.erase(id);
-    fired_.wait(lock, [&] { return firing_ != id; });
+    if (firing_ == id) {
+      refire_ = false;  // a firing expiry that asks to run again must not be put back
+      fired_.wait(lock, [&] { return firing_ != id; });
+    }
   }
 
  private:
@@ -171,11 +174,12 @@ class DeadlineWatch {
       std::function<bool()> on_expiry = std::move(earliest->second.on_expiry);
       const std::uint64_t id = earliest->first;
       firing_ = id;
+      refire_ = true;
       armed_.erase(earliest);
       lock.unlock();
       const bool again = on_expiry();
       lock.lock();
-      if (again) {
+      if (again && refire_) {
         armed_.emplace(id, Armed{std::chrono::steady_clock::now() + kRepeat, std::move(on_expiry)});
       }
       firing_ = 0;
@@ -188,7 +192,8 @@ class DeadlineWatch {
   std::condition_variable fired_;
   std::map<std::uint64_t, Armed> armed_;
   std::uint64_t last_id_ = 0;
-  std::uint64_t firing_ = 0;
+  std::uint64_t firing_ = 0;  // the id whose expiry runs now (0: none)
+  bool refire_ = false;       // whether it may be put back (disarm says no)
   bool started_ = false;
 };
 

@@ -307,8 +307,9 @@ TEST(ExporterCli, AFailingCarbonServiceKeepsMetricsServing) {
   fs::remove(port_file);
 }
 
-// A carbon service that trickles or floods: SIGTERM while the lookup is in flight stops the
-// exporter within 5 s (the lookup is cancelled), and its memory stays under 150 MiB.
+// A carbon service that trickles or floods: the devices are read on time meanwhile, SIGTERM
+// while the lookup is in flight stops the exporter within 5 s (the lookup is cancelled), and its
+// memory stays under 150 MiB.
 TEST(ExporterCli, SigtermStopsItWithinFiveSecondsWhileALookupHangs) {
   for (const auto hostility :
        {zeus::testing::Hostility::kTrickleBody, zeus::testing::Hostility::kEndlessChunked}) {
@@ -323,10 +324,17 @@ TEST(ExporterCli, SigtermStopsItWithinFiveSecondsWhileALookupHangs) {
         {{"ZEUS_SIMULATED_GPUS", "2:a100"},
          {"ZEUS_POWERCAP_ROOT", "/nonexistent"},
          {"ELECTRICITYMAPS_URL", peer.url() + "/v3"}});
-    ASSERT_GT(wait_for_port(port_file), 0) << exporter.log();
+    const int port = wait_for_port(port_file);
+    ASSERT_GT(port, 0) << exporter.log();
     ASSERT_TRUE(zeus::testing::wait_until([&] { return peer.connections() > 0; },
                                           std::chrono::seconds(20)));
+    // While the lookup hangs, the devices are still read: the energy counters go on.
+    const std::string series = "zeus_gpu_energy_joules_total{index=\"0\"}";
+    const auto before = sample(scrape(port, 5), series);
     std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // well into the lookup
+    const auto after = sample(scrape(port, 5), series);
+    ASSERT_TRUE(before && after);
+    EXPECT_GT(*after, *before + 20.0) << "the energy counters froze while the lookup hung";
     double peak_kib = 0.0;
     {
       std::ifstream status("/proc/" + std::to_string(exporter.pid()) + "/status");
