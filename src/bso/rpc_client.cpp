@@ -31,6 +31,14 @@ void check_options(const ClientOptions& options) {
     throw Error(ErrorKind::kInvalidArgument,
                 fmt::format("BSO client: timeout_s must be positive, not {}", options.timeout_s));
   }
+  const double exchange_s = options.exchange_timeout_s.value_or(1.0);
+  if (!(exchange_s > 0.0) || !std::isfinite(exchange_s) || !(options.request_timeout_s > 0.0) ||
+      !std::isfinite(options.request_timeout_s) || options.max_body_bytes == 0) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("BSO client: exchange_timeout_s and request_timeout_s must be positive "
+                            "and finite, max_body_bytes > 0 (not {}, {}, {})",
+                            exchange_s, options.request_timeout_s, options.max_body_bytes));
+  }
   if (retry.max_attempts < 1 || !(retry.initial_delay_s >= 0.0) || !(retry.max_delay_s >= 0.0) ||
       !(retry.multiplier >= 1.0) || !std::isfinite(retry.max_delay_s)) {
     throw Error(ErrorKind::kInvalidArgument,

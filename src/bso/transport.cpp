@@ -114,11 +114,18 @@ std::string ServerUrl::to_string() const {
 // ---- Transport ----
 
 Transport::Transport(const ServerUrl& url, const ClientOptions& options)
-    : url_(url), retry_(options.retry), clock_(options.clock ? options.clock : steady_clock()) {
+    : url_(url),
+      retry_(options.retry),
+      request_timeout_s_(options.request_timeout_s),
+      clock_(options.clock ? options.clock : steady_clock()) {
   http::ClientOptions http_options;
   http_options.connect_timeout_s = options.timeout_s;
   http_options.read_timeout_s = options.timeout_s;
   http_options.write_timeout_s = options.timeout_s;
+  // However slowly the server answers, and however much it sends (outside_services.hpp).
+  http_options.total_timeout_s = options.exchange_timeout_s.value_or(
+      outside_services::kReadTimeoutsPerExchange * options.timeout_s);
+  http_options.max_body_bytes = options.max_body_bytes;
   // One connection per request, as the reference client does: nothing stale to reuse after a
   // server restart.
   http_options.keep_alive = false;
@@ -157,10 +164,11 @@ Transport::Answer Transport::request(const std::string& method, const std::strin
   };
   const std::lock_guard lock(mutex_);
   const http::Backoff backoff{retry_.max_attempts, retry_.initial_delay_s, retry_.max_delay_s,
-                              retry_.multiplier};
+                              retry_.multiplier, request_timeout_s_};
   const http::RetryResult result = http::with_retries(
       backoff, *clock_,
-      [&](int) {
+      [&](int, double timeout_s) {
+        request.timeout_s = timeout_s;
         http::Attempt attempt{http_->send(request), false, ""};
         const http::Outcome& outcome = attempt.outcome;
         if (outcome.response && is_accepted(outcome.response->status)) {
@@ -178,8 +186,9 @@ Transport::Answer Transport::request(const std::string& method, const std::strin
                    url_.to_string(), why, pause_s, attempt + 1, retry_.max_attempts);
       });
   const http::Outcome& outcome = result.last.outcome;
-  const std::string gave_up =
-      fmt::format("gave up after {} attempt{}", result.attempts, result.attempts == 1 ? "" : "s");
+  const std::string gave_up = fmt::format(
+      "gave up after {} attempt{}{}", result.attempts, result.attempts == 1 ? "" : "s",
+      result.out_of_time ? fmt::format(" (the {} s request deadline)", request_timeout_s_) : "");
   if (outcome.response) {
     const int status = outcome.response->status;
     if (is_accepted(status)) {
@@ -202,8 +211,9 @@ Transport::Answer Transport::request(const std::string& method, const std::strin
                       fmt::format("BSO server {} at {}: {} (check ca_cert_path)", route,
                                   url_.to_string(), failure));
   }
-  const bool timeout =
-      outcome.failure == http::Failure::kConnectTimeout || outcome.failure == http::Failure::kRead;
+  const bool timeout = outcome.failure == http::Failure::kConnectTimeout ||
+                       outcome.failure == http::Failure::kRead ||
+                       outcome.failure == http::Failure::kDeadline;
   throw ServerError(
       timeout ? ErrorKind::kTimeout : ErrorKind::kIo, route, 0, failure,
       fmt::format("BSO server {} at {}: {} ({})", route, url_.to_string(), failure, gave_up));

@@ -38,6 +38,7 @@ class Transport {
  private:
   ServerUrl url_;
   RetryPolicy retry_;
+  double request_timeout_s_;
   std::shared_ptr<Clock> clock_;
   std::mutex mutex_;
   std::unique_ptr<http::Client> http_;

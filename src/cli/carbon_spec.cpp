@@ -7,6 +7,7 @@
 
 #include "common/csv.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/outside_services.hpp"
 
 namespace zeus::cli {
 
@@ -28,8 +29,9 @@ std::shared_ptr<monitor::CarbonIntensityProvider> carbon_provider_from_spec(std:
   constexpr std::string_view kElectricityMaps = "electricitymaps:";
   if (spec.starts_with(kElectricityMaps)) {
     monitor::ElectricityMapsOptions options;
-    // The emissions are asked for once, when CMD has finished: a hung service must not hold the
-    // summary back for long (the library's defaults allow about 16.5 s; these about 6.3 s).
+    // The emissions are asked for once, when CMD has finished: a hung or trickling service must
+    // not hold the summary back for long (the library's deadline is 15 s; this one 6 s).
+    options.total_timeout_s = outside_services::kCliFetchTimeoutS;
     options.read_timeout_s = 3.0;
     options.max_attempts = 2;
     options.backoff_initial_s = 0.25;

@@ -34,6 +34,7 @@
 #include "sim/limits.hpp"
 #include "sim/scenario.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/outside_services.hpp"
 #include "zeus/optimizer/rng.hpp"
 #include "zeus/sim/simulator.hpp"
 #include "zeus/sim/trace.hpp"
@@ -147,6 +148,8 @@ class ServerProcess {
         http::ClientOptions options;
         options.connect_timeout_s = 1.0;
         options.read_timeout_s = 2.0;
+        options.total_timeout_s = outside_services::kProbeExchangeTimeoutS;
+        options.max_body_bytes = outside_services::kProbeMaxBodyBytes;
         http::ClientRequest healthz;
         healthz.target = "/healthz";
         if (const http::Outcome result = http::Client(url, options).send(healthz);

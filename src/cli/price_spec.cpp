@@ -11,6 +11,7 @@
 #include "common/csv.hpp"
 #include "common/text.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/outside_services.hpp"
 #include "zeus/monitor/openei.hpp"
 
 namespace zeus::cli {
@@ -82,8 +83,9 @@ monitor::OpenEIOptions openei_options(std::string_view spec) {
   if (const char* url = std::getenv("OPENEI_URL"); url != nullptr && *url != '\0') {
     options.base_url = url;
   }
-  // As for --carbon-intensity: a service that accepts and never answers costs about 6.3 s (the
-  // library's defaults allow about 31.5 s).
+  // As for --carbon-intensity: a service that never answers, or trickles, costs at most 6 s (the
+  // library's deadline is 30 s).
+  options.total_timeout_s = outside_services::kCliFetchTimeoutS;
   options.connect_timeout_s = 2.0;
   options.read_timeout_s = 3.0;
   options.max_attempts = 2;

@@ -10,6 +10,7 @@
 #include "common/text.hpp"
 #include "device/zeusd_endpoint.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/outside_services.hpp"
 
 namespace zeus::device {
 
@@ -109,6 +110,9 @@ ZeusdConnection::ZeusdConnection(ZeusdConfig config)
   options.keep_alive = true;
   // The reference client's 5 s timeout by default; blocking setters finish well within it.
   options.connect_timeout_s = options.read_timeout_s = options.write_timeout_s = config_.timeout_s;
+  // However slowly the daemon answers, and however much it sends (outside_services.hpp).
+  options.total_timeout_s = outside_services::kReadTimeoutsPerExchange * config_.timeout_s;
+  options.max_body_bytes = outside_services::kZeusdMaxBodyBytes;
   options.bearer_token = config_.token;
   impl_->client = std::make_unique<http::Client>(zeusd_url(config_, options), std::move(options));
 }

@@ -1,5 +1,5 @@
-// The one HTTP client, on cpp-httplib: connections, timeouts, SIGPIPE, bounded bodies, streams
-// and cancellation.
+// The one HTTP client, on cpp-httplib: connections, timeouts, the whole exchange's deadline,
+// SIGPIPE, bounded bodies, streams and cancellation.
 #include "http/client.hpp"
 
 #include <cxxabi.h>
@@ -10,10 +10,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "common/signals.hpp"
 #include "common/text.hpp"
@@ -91,6 +95,10 @@ std::string describe(const Outcome& outcome, const ClientOptions& options) {
       return "the server's certificate was not accepted (" + outcome.detail + ")";
     case Failure::kTooLarge:
       return fmt::format("the answer is over {} bytes", options.max_body_bytes);
+    case Failure::kDeadline:
+      return fmt::format(
+          "no complete answer within the {} s deadline (the service is too slow, or trickles)",
+          outcome.deadline_s);
     case Failure::kCancelled:
       return "cancelled";
     case Failure::kOther:
@@ -98,6 +106,98 @@ std::string describe(const Outcome& outcome, const ClientOptions& options) {
   }
   return "the request failed (" + outcome.detail + ")";
 }
+
+namespace {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// Stops the exchanges that pass their deadline: cpp-httplib's timeouts are per read, so a server
+// that trickles a byte a second would hold a call forever. One thread for the process, started
+// with the first deadline, asleep until the earliest one; never destroyed (it may be needed until
+// the process exits).
+class DeadlineWatch {
+ public:
+  static DeadlineWatch& instance() {
+    static auto* const watch = new DeadlineWatch();  // NOLINT: lives as long as the process
+    return *watch;
+  }
+
+  // `on_expiry` runs on the watch's thread once `when` passes, unless disarmed first, and again
+  // every kRepeat while it returns true (a connection stopped before it was made).
+  std::uint64_t arm(SteadyTime when, std::function<bool()> on_expiry) {
+    const std::lock_guard lock(mutex_);
+    if (!started_) {
+      std::thread([this] { run(); }).detach();
+      started_ = true;
+    }
+    const std::uint64_t id = ++last_id_;
+    armed_.emplace(id, Armed{when, std::move(on_expiry)});
+    wake_.notify_all();
+    return id;
+  }
+
+  // After this, the expiry of `id` is not running and never will.
+  void disarm(std::uint64_t id) {
+    std::unique_lock lock(mutex_);
+    armed_.erase(id);
+    if (firing_ == id) {
+      refire_ = false;  // a firing expiry that asks to run again must not be put back
+      fired_.wait(lock, [&] { return firing_ != id; });
+    }
+  }
+
+ private:
+  static constexpr std::chrono::milliseconds kRepeat{20};
+
+  struct Armed {
+    SteadyTime when;
+    std::function<bool()> on_expiry;
+  };
+
+  DeadlineWatch() = default;
+
+  [[noreturn]] void run() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      if (armed_.empty()) {
+        wake_.wait(lock);
+        continue;
+      }
+      auto earliest = std::min_element(
+          armed_.begin(), armed_.end(),
+          [](const auto& a, const auto& b) { return a.second.when < b.second.when; });
+      if (std::chrono::steady_clock::now() < earliest->second.when) {
+        wake_.wait_until(lock, earliest->second.when);
+        continue;
+      }
+      // Run outside the lock: stopping a connection may wait for its connect to time out.
+      std::function<bool()> on_expiry = std::move(earliest->second.on_expiry);
+      const std::uint64_t id = earliest->first;
+      firing_ = id;
+      refire_ = true;
+      armed_.erase(earliest);
+      lock.unlock();
+      const bool again = on_expiry();
+      lock.lock();
+      if (again && refire_) {
+        armed_.emplace(id, Armed{std::chrono::steady_clock::now() + kRepeat, std::move(on_expiry)});
+      }
+      firing_ = 0;
+      fired_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable fired_;
+  std::map<std::uint64_t, Armed> armed_;
+  std::uint64_t last_id_ = 0;
+  std::uint64_t firing_ = 0;  // the id whose expiry runs now (0: none)
+  bool refire_ = false;       // whether it may be put back (disarm says no)
+  bool started_ = false;
+};
+
+}  // namespace
 
 struct Client::State {
   std::atomic<bool> cancelled{false};
@@ -140,9 +240,7 @@ std::unique_ptr<httplib::ClientImpl> make_connection(const Url& url, const Clien
   } else {
     client = std::make_unique<httplib::ClientImpl>(url.host, url.port);
   }
-  client->set_connection_timeout(microseconds_of(options.connect_timeout_s));
-  client->set_read_timeout(microseconds_of(options.read_timeout_s));
-  client->set_write_timeout(microseconds_of(options.write_timeout_s));
+  // The timeouts are set per exchange (Client::stream), capped by its deadline.
   client->set_keep_alive(options.keep_alive);
   client->set_tcp_nodelay(options.tcp_nodelay);
   if (options.bearer_token) {
@@ -190,6 +288,7 @@ Outcome Client::stream(const ClientRequest& request,
   Outcome outcome;
   if (state.cancelled.load()) {
     outcome.failure = Failure::kCancelled;
+    outcome.detail = "cancelled";
     return outcome;
   }
   std::unique_ptr<httplib::ClientImpl> own;
@@ -204,6 +303,31 @@ Outcome Client::stream(const ClientRequest& request,
   } else {
     own = make_connection(url_, options_, state.cancelled);
     connection = own.get();
+  }
+  // The deadline: the client's, or the request's when shorter. The connect and read timeouts
+  // never outlast it; the watch stops whatever is still running when it passes.
+  double deadline_s = options_.total_timeout_s;
+  if (request.timeout_s > 0.0 && (deadline_s <= 0.0 || request.timeout_s < deadline_s)) {
+    deadline_s = request.timeout_s;
+  }
+  const auto capped = [&](double timeout_s) {
+    return microseconds_of(deadline_s > 0.0 ? std::min(timeout_s, deadline_s) : timeout_s);
+  };
+  connection->set_connection_timeout(capped(options_.connect_timeout_s));
+  connection->set_read_timeout(capped(options_.read_timeout_s));
+  connection->set_write_timeout(capped(options_.write_timeout_s));
+  std::atomic<bool> expired{false};
+  std::atomic<bool> over{false};
+  std::uint64_t deadline_id = 0;
+  if (deadline_s > 0.0) {
+    const auto when = std::chrono::steady_clock::now() +
+                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                          std::chrono::duration<double>(deadline_s));
+    deadline_id = DeadlineWatch::instance().arm(when, [&expired, &over, connection] {
+      expired.store(true);
+      connection->stop();
+      return !over.load();  // until send() returns: a connection made after the stop is stopped
+    });
   }
   {
     const std::lock_guard lock(state.mutex);
@@ -222,7 +346,7 @@ Outcome Client::stream(const ClientRequest& request,
     }
   };
   wire.response_handler = [&](const httplib::Response& response) {
-    if (state.cancelled.load()) {
+    if (state.cancelled.load() || expired.load()) {
       return false;
     }
     if (!on_head) {
@@ -231,7 +355,7 @@ Outcome Client::stream(const ClientRequest& request,
     return guarded([&] { return on_head(head_of(response)); });
   };
   wire.content_receiver = [&](const char* data, std::size_t length, std::uint64_t, std::uint64_t) {
-    return !state.cancelled.load() &&
+    return !state.cancelled.load() && !expired.load() &&
            guarded([&] { return on_data(std::string_view(data, length)); });
   };
   httplib::Response response;
@@ -240,6 +364,10 @@ Outcome Client::stream(const ClientRequest& request,
   {
     const SigpipeGuard no_sigpipe;  // a peer that closes mid-request, or cancel() mid-write
     answered = connection->send(wire, response, error);
+  }
+  over.store(true);
+  if (deadline_id != 0) {
+    DeadlineWatch::instance().disarm(deadline_id);
   }
   {
     const std::lock_guard lock(state.mutex);
@@ -251,6 +379,12 @@ Outcome Client::stream(const ClientRequest& request,
   if (state.cancelled.load()) {
     outcome.failure = Failure::kCancelled;
     outcome.detail = "cancelled";
+    return outcome;
+  }
+  if (expired.load()) {
+    outcome.failure = Failure::kDeadline;
+    outcome.detail = fmt::format("not over within {} s", deadline_s);
+    outcome.deadline_s = deadline_s;
     return outcome;
   }
   if (!answered) {

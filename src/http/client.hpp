@@ -3,8 +3,10 @@
 // zeusd (TCP or its Unix socket, plain requests and SSE streams), the Pushgateway,
 // ElectricityMaps, OpenEI and `zeus demo`'s readiness probe. One place holds what each of them
 // needs: TCP, Unix-socket and TLS connections (the certificate always verified), connect, read
-// and write timeouts, SIGPIPE held off the calling thread, a bounded body, cancellation from
-// another thread, and (retry.hpp) retries with backoff on the injected Clock.
+// and write timeouts, a deadline on the whole exchange, SIGPIPE held off the calling thread, a
+// bounded body, cancellation from another thread, and (retry.hpp) retries with backoff and an
+// overall deadline on the injected Clock. The defaults each service's client sets are in
+// zeus/common/outside_services.hpp.
 #pragma once
 
 #include <cstddef>
@@ -29,6 +31,10 @@ struct ClientOptions {
   double connect_timeout_s = 5.0;
   double read_timeout_s = 5.0;  // the longest wait for the next bytes of an answer
   double write_timeout_s = 5.0;
+  // The whole of one exchange (connect, request, every byte of the answer), however slowly the
+  // bytes come: past it the exchange is stopped and fails with kDeadline. 0: none (the per-read
+  // timeouts alone, for a long-lived stream).
+  double total_timeout_s = 0.0;
   // A body longer than this is not read further: the call fails with kTooLarge. 0: no limit.
   std::size_t max_body_bytes = 0;
   // One connection kept and reused (calls are then serialised); otherwise one per call, and
@@ -49,6 +55,9 @@ struct ClientRequest {
   Fields headers;
   std::string body;
   std::string content_type;  // sent as Content-Type when not empty
+  // This exchange's deadline when shorter than the client's total_timeout_s (what is left of a
+  // retry loop's overall deadline); 0: the client's.
+  double timeout_s = 0.0;
 };
 
 struct ClientResponse {
@@ -69,6 +78,7 @@ enum class Failure {
   kTls,             // the TLS handshake failed
   kTlsVerify,       // the server's certificate was refused, or the CA file could not be read
   kTooLarge,        // the body passed max_body_bytes
+  kDeadline,        // the exchange was not over within its deadline (total_timeout_s)
   kCancelled,       // cancel() was called, or a stream callback asked to stop
   kOther,
 };
@@ -76,13 +86,14 @@ enum class Failure {
 struct Outcome {
   std::optional<ClientResponse> response;  // set when an answer came
   Failure failure = Failure::kNone;
-  std::string detail;  // what cpp-httplib said about the failure
+  std::string detail;       // what cpp-httplib said about the failure
+  double deadline_s = 0.0;  // kDeadline: the deadline that passed
   explicit operator bool() const { return response.has_value(); }
 };
 
 // One phrase for a failure, the same at every call site: "cannot connect (refused or
 // unreachable)", "no connection within 2 s", "no complete answer within 5 s (the connection was
-// closed, or nothing came)", ...
+// closed, or nothing came)", "no complete answer within the 6 s deadline", ...
 std::string describe(const Outcome& outcome, const ClientOptions& options);
 
 class Client {
@@ -99,8 +110,8 @@ class Client {
 
   // An exchange whose body is handed over as it arrives (an SSE stream): `on_head` sees the
   // status and headers (an empty body) before any byte of the body and returns false to stop;
-  // `on_data` returns false to stop. max_body_bytes does not apply. A callback that throws ends the
-  // exchange and the exception is rethrown from here.
+  // `on_data` returns false to stop. max_body_bytes does not apply; total_timeout_s does. A
+  // callback that throws ends the exchange and the exception is rethrown from here.
   Outcome stream(const ClientRequest& request,
                  const std::function<bool(const ClientResponse& head)>& on_head,
                  const std::function<bool(std::string_view bytes)>& on_data) const;

@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+
+#include "zeus/common/units.hpp"
 
 namespace zeus::http {
 
@@ -41,12 +44,18 @@ std::optional<double> retry_after_s(const ClientResponse& response) {
 }
 
 RetryResult with_retries(const Backoff& backoff, const Clock& clock,
-                         const std::function<Attempt(int attempt)>& attempt,
+                         const std::function<Attempt(int attempt, double timeout_s)>& attempt,
                          const std::function<void(int, double, const std::string&)>& on_retry) {
   RetryResult result;
   double delay_s = backoff.initial_delay_s;
+  const std::int64_t start_ns = clock.now_ns();
+  const auto left_s = [&] {
+    return backoff.total_s - units::seconds_from_nanoseconds(clock.now_ns() - start_ns);
+  };
+  // Below this an attempt could not even connect: not worth starting.
+  constexpr double kShortestAttemptS = 0.01;
   for (int number = 1;; ++number) {
-    result.last = attempt(number);
+    result.last = attempt(number, backoff.total_s > 0.0 ? std::max(left_s(), 0.001) : 0.0);
     result.attempts = number;
     if (!result.last.retry || number >= backoff.max_attempts) {
       return result;
@@ -57,6 +66,10 @@ RetryResult with_retries(const Backoff& backoff, const Clock& clock,
     }
     const double pause_s =
         std::min(backoff.max_delay_s, std::max(delay_s, server_delay_s.value_or(0.0)));
+    if (backoff.total_s > 0.0 && left_s() - pause_s < kShortestAttemptS) {
+      result.out_of_time = true;
+      return result;
+    }
     if (on_retry) {
       on_retry(number, pause_s, result.last.why);
     }

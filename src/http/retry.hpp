@@ -18,10 +18,14 @@ struct Backoff {
   double initial_delay_s = 0.5;
   double max_delay_s = 8.0;
   double multiplier = 2.0;  // >= 1
+  // All the attempts and pauses together, on the Clock: no attempt starts and no pause is taken
+  // that would end past it, and each attempt gets what is left as its deadline. 0: none.
+  double total_s = 0.0;
 };
 
 // Which answers are worth another attempt. A failure to connect, a timeout or a closed
-// connection always is (not TLS refusals, a body over the limit or a cancellation). Of the
+// connection always is (not TLS refusals, a body over the limit, a cancellation, or an exchange
+// that passed its whole deadline: a service that slow would cost the same again). Of the
 // statuses, those that say "try later" are (429, 502, 503, 504); for an idempotent request
 // every 5xx is, since asking again cannot do anything twice. A request that changes state on
 // the server (the BSO routes) is not idempotent: its 500 is the server's answer.
@@ -40,12 +44,15 @@ struct Attempt {
 struct RetryResult {
   Attempt last;
   int attempts = 0;
+  bool out_of_time = false;  // stopped by backoff.total_s with attempts left
 };
 
-// Calls `attempt` until it is not to be retried or `backoff.max_attempts` are spent, sleeping on
-// `clock` in between; `on_retry(attempt_so_far, pause_s, why)` is called before each pause.
+// Calls `attempt` until it is not to be retried, `backoff.max_attempts` are spent or
+// `backoff.total_s` would pass, sleeping on `clock` in between; `on_retry(attempt_so_far,
+// pause_s, why)` is called before each pause. `attempt` gets its number and its deadline, what is
+// left of total_s (0 when there is none), for ClientRequest::timeout_s.
 RetryResult with_retries(const Backoff& backoff, const Clock& clock,
-                         const std::function<Attempt(int attempt)>& attempt,
+                         const std::function<Attempt(int attempt, double timeout_s)>& attempt,
                          const std::function<void(int, double, const std::string&)>& on_retry);
 
 }  // namespace zeus::http

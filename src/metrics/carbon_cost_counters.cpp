@@ -135,6 +135,15 @@ void CarbonCostCounters::add(const monitor::Measurement& energy, double start_un
   }
 }
 
+void CarbonCostCounters::cancel() {
+  if (carbon_) {
+    carbon_->cancel();
+  }
+  if (price_) {
+    price_->cancel();
+  }
+}
+
 void CarbonCostCounters::render(std::string& out) const {
   const std::lock_guard lock(mutex_);
   const auto line = [&out](std::string_view name, const std::string& labels, double value) {

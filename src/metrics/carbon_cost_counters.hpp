@@ -30,6 +30,8 @@ class CarbonCostCounters {
   void add(const monitor::Measurement& energy, double start_unix_s, double end_unix_s);
   // Appends the families of the providers given.
   void render(std::string& out) const;
+  // From any thread: ends a provider's lookup in flight and every later one (a stopping process).
+  void cancel();
 
  private:
   // Accumulated amounts per device family and index, and the state of one provider.

@@ -101,7 +101,11 @@ DeviceMetrics::DeviceMetrics(const device::Gpus& gpus,
   }
   sample_once();
   if (options.start_thread) {
+    price_apart_ = carbon_cost_ != nullptr;
     thread_ = std::thread([this] { run(); });
+    if (price_apart_) {
+      pricer_ = std::thread([this] { run_pricer(); });
+    }
   }
 }
 
@@ -115,8 +119,14 @@ void DeviceMetrics::stop() {
     stopping_ = true;
   }
   stop_cv_.notify_all();
+  if (carbon_cost_ && pricer_.joinable()) {
+    carbon_cost_->cancel();
+  }
   if (thread_.joinable()) {
     thread_.join();
+  }
+  if (pricer_.joinable()) {
+    pricer_.join();
   }
 }
 
@@ -126,6 +136,16 @@ void DeviceMetrics::run() {
   while (!stop_cv_.wait_for(lock, period, [this] { return stopping_; })) {
     lock.unlock();
     sample_once();
+    lock.lock();
+  }
+}
+
+void DeviceMetrics::run_pricer() {
+  const auto period = std::chrono::duration<double>(interval_s_);
+  std::unique_lock lock(stop_mutex_);
+  while (!stop_cv_.wait_for(lock, period, [this] { return stopping_; })) {
+    lock.unlock();
+    price_pending();
     lock.lock();
   }
 }
@@ -258,12 +278,26 @@ void DeviceMetrics::sample_once() {
     update(reading.dram_uj, state.dram_base_uj, state.dram_j, state.dram_w);
     state.last_ns = now_ns;
   }
-  if (!carbon_cost_) {
+  last_read_unix_s_ = now_unix_s;
+  if (!carbon_cost_ || price_apart_) {
     return;
+  }
+  lock.unlock();
+  price_pending();
+}
+
+void DeviceMetrics::price_pending() {
+  std::unique_lock lock(mutex_);
+  if (!last_read_unix_s_) {
+    return;
+  }
+  const double now_unix_s = *last_read_unix_s_;
+  if (last_priced_unix_s_ && *last_priced_unix_s_ == now_unix_s) {
+    return;  // nothing read since
   }
   const monitor::Measurement energy = take_energy_since_last_priced();
   lock.unlock();
-  // The providers may block on HTTP: asked outside the lock, so that scrapes go on meanwhile.
+  // The providers may block on HTTP: asked outside the lock, so that scrapes and reads go on.
   if (!last_priced_unix_s_) {
     carbon_cost_->track(energy);
   } else {

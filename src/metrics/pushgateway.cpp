@@ -15,6 +15,7 @@
 #include "http/url.hpp"
 #include "metrics/exposition.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/outside_services.hpp"
 
 namespace zeus::metrics {
 namespace {
@@ -109,6 +110,10 @@ PushgatewayClient::PushgatewayClient(PushgatewayOptions options)
   client_options.connect_timeout_s = check_timeout(options.connect_timeout_s, "connect");
   client_options.read_timeout_s = check_timeout(options.timeout_s, "read");
   client_options.write_timeout_s = client_options.read_timeout_s;
+  // The two timeouts bound the whole push, however slowly the gateway answers; its answer (empty
+  // when all is well) is read up to a bound (outside_services.hpp).
+  client_options.total_timeout_s = client_options.connect_timeout_s + client_options.read_timeout_s;
+  client_options.max_body_bytes = outside_services::kPushgatewayMaxBodyBytes;
   state.path = pushgateway_group_path(options.job, options.grouping);
   state.group_url = url.base() + state.path;
   try {

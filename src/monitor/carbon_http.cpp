@@ -1,5 +1,6 @@
-// The ElectricityMaps-compatible carbon intensity client: bounded time per request (connect and
-// read timeouts), a bounded number of attempts with backoff on the injected clock, a cache by
+// The ElectricityMaps-compatible carbon intensity client: bounded time per fetch (a deadline on
+// all its attempts, however slowly the service answers), a bounded body, a bounded number of
+// attempts with backoff on the injected clock, cancel() for a stopping process, a cache by
 // hour, and a fallback so that a failing service never blocks or aborts a measurement when any
 // value is known (docs/carbon.md).
 #include <fmt/format.h>
@@ -38,6 +39,7 @@ struct ElectricityMapsClient::Impl {
   ElectricityMapsOptions options;
   http::Url base;  // http://127.0.0.1:8080/v3
   web::FetchOptions fetch_options;
+  std::unique_ptr<http::Client> client;  // its cancel() ends a fetch
   mutable std::mutex mutex;
   std::map<std::int64_t, double> cache;  // hour start -> intensity
   std::optional<std::int64_t> last_failure_ns;
@@ -66,7 +68,7 @@ struct ElectricityMapsClient::Impl {
       headers.emplace_back("auth-token", options.auth_token);
     }
     try {
-      return web::get_json(base, path, headers, endpoint, fetch_options, [this] {
+      return web::get_json(*client, path, headers, endpoint, fetch_options, [this] {
         const std::lock_guard lock(mutex);
         ++requests;
       });
@@ -92,18 +94,29 @@ ElectricityMapsClient::ElectricityMapsClient(ElectricityMapsOptions options)
   impl_->fetch_options.read_timeout_s = options.read_timeout_s;
   impl_->fetch_options.max_attempts = options.max_attempts;
   impl_->fetch_options.backoff_initial_s = options.backoff_initial_s;
+  impl_->fetch_options.total_timeout_s = options.total_timeout_s;
+  impl_->fetch_options.max_body_bytes = options.max_body_bytes;
   impl_->fetch_options.clock = options.clock;
   web::check_fetch_options(impl_->fetch_options, "ElectricityMaps client");
+  if (options.max_body_bytes == 0) {
+    throw Error(ErrorKind::kInvalidArgument, "ElectricityMaps client: max_body_bytes must be > 0");
+  }
   if (options.fallback_gco2eq_per_kwh && !valid_gco2eq_per_kwh(*options.fallback_gco2eq_per_kwh)) {
     throw Error(ErrorKind::kInvalidArgument,
                 "ElectricityMaps client: the fallback intensity must be a finite value >= 0 and "
                 "at most 100000 gCO2eq/kWh");
   }
   impl_->base = http::parse_url(options.base_url, {"ElectricityMaps", true});
+  impl_->client =
+      std::make_unique<http::Client>(impl_->base, web::client_options_of(impl_->fetch_options));
   impl_->options = std::move(options);
 }
 
 ElectricityMapsClient::~ElectricityMapsClient() = default;
+
+void ElectricityMapsClient::cancel() {
+  impl_->client->cancel();
+}
 
 double ElectricityMapsClient::fetch_latest() {
   const nlohmann::json body = impl_->get("latest");

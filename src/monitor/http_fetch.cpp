@@ -13,10 +13,23 @@ namespace zeus::monitor::web {
 
 void check_fetch_options(const FetchOptions& options, const std::string& who) {
   if (options.max_attempts < 1 || !(options.connect_timeout_s > 0) ||
-      !(options.read_timeout_s > 0) || !(options.backoff_initial_s >= 0)) {
+      !(options.read_timeout_s > 0) || !(options.backoff_initial_s >= 0) ||
+      !(options.total_timeout_s > 0) || !std::isfinite(options.total_timeout_s)) {
     throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("{}: max_attempts must be >= 1, timeouts > 0, backoff >= 0", who));
+                fmt::format("{}: max_attempts must be >= 1, timeouts > 0 (the total one finite), "
+                            "backoff >= 0",
+                            who));
   }
+}
+
+http::ClientOptions client_options_of(const FetchOptions& options) {
+  http::ClientOptions client_options;
+  client_options.connect_timeout_s = options.connect_timeout_s;
+  client_options.read_timeout_s = options.read_timeout_s;
+  client_options.write_timeout_s = options.read_timeout_s;
+  client_options.total_timeout_s = options.total_timeout_s;
+  client_options.max_body_bytes = options.max_body_bytes;
+  return client_options;
 }
 
 bool retry_window_passed(const Clock& clock, const std::optional<std::int64_t>& last_failure_ns,
@@ -25,15 +38,9 @@ bool retry_window_passed(const Clock& clock, const std::optional<std::int64_t>& 
                                  units::nanoseconds_from_seconds(retry_after_failure_s);
 }
 
-nlohmann::json get_json(const http::Url& base, const std::string& path_and_query,
+nlohmann::json get_json(const http::Client& client, const std::string& path_and_query,
                         const http::Fields& headers, const std::string& endpoint,
                         const FetchOptions& options, const std::function<void()>& on_attempt) {
-  http::ClientOptions client_options;
-  client_options.connect_timeout_s = options.connect_timeout_s;
-  client_options.read_timeout_s = options.read_timeout_s;
-  client_options.write_timeout_s = options.read_timeout_s;
-  client_options.max_body_bytes = options.max_body_bytes;
-  const http::Client client(base, client_options);
   http::ClientRequest request;
   request.target = path_and_query;
   request.headers = headers;
@@ -45,14 +52,16 @@ nlohmann::json get_json(const http::Url& base, const std::string& path_and_query
   backoff.initial_delay_s = options.backoff_initial_s;
   backoff.multiplier = 2.0;
   backoff.max_delay_s = options.backoff_initial_s * std::ldexp(1.0, options.max_attempts);
+  backoff.total_s = options.total_timeout_s;
   nlohmann::json parsed;
   int last_status = 0;
   const http::RetryResult result = http::with_retries(
       backoff, *options.clock,
-      [&](int) {
+      [&](int, double timeout_s) {
         if (on_attempt) {
           on_attempt();
         }
+        request.timeout_s = timeout_s;
         http::Attempt attempt{client.send(request), false, ""};
         const http::Outcome& outcome = attempt.outcome;
         last_status = outcome.response ? outcome.response->status : 0;
@@ -63,6 +72,11 @@ nlohmann::json get_json(const http::Url& base, const std::string& path_and_query
           return attempt;
         }
         attempt.retry = http::worth_retrying(outcome, /*idempotent=*/true);
+        if (outcome.failure == http::Failure::kDeadline) {
+          attempt.why =
+              fmt::format("no complete answer within the {} s deadline", options.total_timeout_s);
+          return attempt;
+        }
         if (!outcome.response) {
           attempt.why = fmt::format("request failed ({})", outcome.detail);
           return attempt;
@@ -83,6 +97,11 @@ nlohmann::json get_json(const http::Url& base, const std::string& path_and_query
       nullptr);
   if (result.last.why.empty()) {
     return parsed;
+  }
+  if (result.out_of_time) {
+    throw FetchFailure{fmt::format("{} (no time left for another attempt within the {} s deadline)",
+                                   result.last.why, options.total_timeout_s),
+                       last_status};
   }
   throw FetchFailure{result.last.why, last_status};
 }

@@ -218,7 +218,8 @@ struct OpenEIClient::Impl {
   double timezone_offset_hours = 0.0;
   http::Url base;
   web::FetchOptions fetch_options;
-  std::mutex fetch_mutex;  // one fetch at a time; the others then find its result
+  std::unique_ptr<http::Client> client;  // its cancel() ends a fetch
+  std::mutex fetch_mutex;                // one fetch at a time; the others then find its result
   mutable std::mutex mutex;
   std::shared_ptr<TariffElectricityPrice> tariff;  // set once, then only read
   std::optional<std::int64_t> last_failure_ns;
@@ -291,7 +292,7 @@ struct OpenEIClient::Impl {
     const std::string path = "/utility_rates?" + http::query_string(params);
     nlohmann::json body;
     try {
-      body = web::get_json(base, path, {}, "utility_rates", fetch_options, [this] {
+      body = web::get_json(*client, path, {}, "utility_rates", fetch_options, [this] {
         const std::lock_guard lock(mutex);
         ++requests;
       });
@@ -379,14 +380,21 @@ OpenEIClient::OpenEIClient(OpenEIOptions options) : impl_(std::make_unique<Impl>
   impl_->fetch_options.max_attempts = options.max_attempts;
   impl_->fetch_options.backoff_initial_s = options.backoff_initial_s;
   impl_->fetch_options.max_body_bytes = options.max_body_bytes;
+  impl_->fetch_options.total_timeout_s = options.total_timeout_s;
   impl_->fetch_options.clock = options.clock;
   web::check_fetch_options(impl_->fetch_options, kWho);
   impl_->base = http::parse_url(options.base_url, {"OpenEI", true});
+  impl_->client =
+      std::make_unique<http::Client>(impl_->base, web::client_options_of(impl_->fetch_options));
   impl_->timezone_offset_hours = options.timezone_offset_hours.value_or(local_utc_offset_hours());
   impl_->options = std::move(options);
 }
 
 OpenEIClient::~OpenEIClient() = default;
+
+void OpenEIClient::cancel() {
+  impl_->client->cancel();
+}
 
 std::string OpenEIClient::currency() const {
   return "USD";

@@ -8,6 +8,7 @@
 
 #include "bindings.hpp"
 #include "footprint.hpp"
+#include "zeus/common/outside_services.hpp"
 #include "zeus/monitor/carbon.hpp"
 
 namespace zeus::python {
@@ -128,7 +129,8 @@ void bind_carbon(py::module_& module) {
                        std::optional<double> longitude, std::string auth_token, bool estimate,
                        std::string emission_factor_type, double connect_timeout_s,
                        double read_timeout_s, int max_attempts, double backoff_initial_s,
-                       double retry_after_failure_s, std::optional<double> fallback) {
+                       double retry_after_failure_s, std::optional<double> fallback,
+                       double total_timeout_s) {
              monitor::ElectricityMapsOptions options;
              options.base_url = std::move(base_url);
              options.zone = std::move(zone);
@@ -143,13 +145,15 @@ void bind_carbon(py::module_& module) {
              options.backoff_initial_s = backoff_initial_s;
              options.retry_after_failure_s = retry_after_failure_s;
              options.fallback_gco2eq_per_kwh = fallback;
+             options.total_timeout_s = total_timeout_s;
              return std::make_shared<monitor::ElectricityMapsClient>(std::move(options));
            }),
            py::arg("base_url"), py::arg("zone"), py::arg("latitude"), py::arg("longitude"),
            py::arg("auth_token"), py::arg("estimate"), py::arg("emission_factor_type"),
            py::arg("connect_timeout_s"), py::arg("read_timeout_s"), py::arg("max_attempts"),
            py::arg("backoff_initial_s"), py::arg("retry_after_failure_s"),
-           py::arg("fallback_gco2eq_per_kwh"))
+           py::arg("fallback_gco2eq_per_kwh"),
+           py::arg("total_timeout_s") = outside_services::kCarbonFetchTimeoutS)
       .def("fetch_latest",
            [](monitor::ElectricityMapsClient& self) {
              return without_gil([&] { return self.fetch_latest(); });

@@ -10,6 +10,7 @@
 
 #include "bindings.hpp"
 #include "footprint.hpp"
+#include "zeus/common/outside_services.hpp"
 #include "zeus/monitor/openei.hpp"
 #include "zeus/monitor/price.hpp"
 
@@ -275,7 +276,8 @@ void bind_price(py::module_& module) {
                        std::string sector, int radius_miles, std::string api_key,
                        std::optional<double> timezone_offset_hours, double connect_timeout_s,
                        double read_timeout_s, int max_attempts, double backoff_initial_s,
-                       double retry_after_failure_s, std::optional<double> fallback) {
+                       double retry_after_failure_s, std::optional<double> fallback,
+                       double total_timeout_s) {
              monitor::OpenEIOptions options;
              options.base_url = std::move(base_url);
              options.latitude = latitude;
@@ -291,13 +293,15 @@ void bind_price(py::module_& module) {
              options.backoff_initial_s = backoff_initial_s;
              options.retry_after_failure_s = retry_after_failure_s;
              options.fallback_price_per_kwh = fallback;
+             options.total_timeout_s = total_timeout_s;
              return std::make_shared<monitor::OpenEIClient>(std::move(options));
            }),
            py::arg("base_url"), py::arg("latitude"), py::arg("longitude"), py::arg("label"),
            py::arg("sector"), py::arg("radius_miles"), py::arg("api_key"),
            py::arg("timezone_offset_hours"), py::arg("connect_timeout_s"),
            py::arg("read_timeout_s"), py::arg("max_attempts"), py::arg("backoff_initial_s"),
-           py::arg("retry_after_failure_s"), py::arg("fallback_price_per_kwh"))
+           py::arg("retry_after_failure_s"), py::arg("fallback_price_per_kwh"),
+           py::arg("total_timeout_s") = outside_services::kPriceFetchTimeoutS)
       .def(
           "fetch_tariff",
           [](monitor::OpenEIClient& self) {

@@ -1,6 +1,6 @@
 // The batch-size-optimizer client against a scripted HTTP peer on a loopback port: retries with
-// backoff, errors, the URL's prefix, the token, HTTPS and bad options (client_test.cpp: the
-// requests and the lifecycle).
+// backoff, errors, the URL's prefix, the token, HTTPS and bad options, and hostile servers that
+// trickle or flood (client_test.cpp: the requests and the lifecycle).
 #include "zeus/runtime/batch_size_optimizer.hpp"
 
 #include <arpa/inet.h>
@@ -24,6 +24,7 @@
 
 #include "client_test_support.hpp"
 #include "support/expect_error.hpp"
+#include "support/hostile_http_peer.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/device/gpus.hpp"
 #include "zeus/device/simulated_gpu.hpp"
@@ -129,6 +130,64 @@ TEST(BsoClient, ATimeoutIsRetriedThenReported) {
   expect_error([&] { client.next_batch_size("job-1"); }, ErrorKind::kTimeout,
                {"GET /jobs/batch_size", "0.2 s", "gave up after 2 attempts"});
   EXPECT_EQ(retries.delays->size(), 1u);
+}
+
+// ---- Hostile servers: bounded time and memory ----
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A byte every 100 ms never trips the 0.5 s read timeout; the exchange's deadline (3 of them)
+// ends it, and it is not retried.
+TEST(BsoClient, ATricklingAnswerEndsAtTheExchangeDeadline) {
+  for (const auto hostility :
+       {zeus::testing::Hostility::kTrickleHead, zeus::testing::Hostility::kTrickleBody}) {
+    zeus::testing::HostileHttpPeer peer(hostility, std::chrono::milliseconds(100));
+    FastRetries retries;
+    ClientOptions options = retries.options(4);
+    options.timeout_s = 0.5;
+    BsoClient client(peer.url(), options);
+    const auto start = std::chrono::steady_clock::now();
+    expect_error([&] { client.next_batch_size("job-1"); }, ErrorKind::kTimeout,
+                 {"GET /jobs/batch_size", "within the 1.5 s deadline", "gave up after 1 attempt"});
+    EXPECT_LT(seconds_since(start), 5.0);
+    EXPECT_EQ(peer.connections(), 1);
+  }
+}
+
+TEST(BsoClient, AHugeAnswerIsCutAtTheBodyCap) {
+  EXPECT_EQ(ClientOptions{}.max_body_bytes, std::size_t{16} << 20);
+  for (const auto hostility :
+       {zeus::testing::Hostility::kHugeLength, zeus::testing::Hostility::kEndlessChunked,
+        zeus::testing::Hostility::kEndlessUnannounced}) {
+    zeus::testing::HostileHttpPeer peer(hostility);
+    FastRetries retries;
+    ClientOptions options = retries.options(4);
+    options.max_body_bytes = 1 << 20;
+    BsoClient client(peer.url(), options);
+    const auto start = std::chrono::steady_clock::now();
+    expect_error([&] { client.next_batch_size("job-1"); }, ErrorKind::kIo,
+                 {"GET /jobs/batch_size", "over 1048576 bytes"});
+    EXPECT_LT(seconds_since(start), 10.0);
+    EXPECT_EQ(peer.connections(), 1);  // not retried
+  }
+}
+
+// Attempts that each end at their read timeout are retried until the request's deadline (on the
+// client's clock, which here counts only the pauses) leaves no room for another.
+TEST(BsoClient, RetriesStopAtTheRequestDeadline) {
+  zeus::testing::HostileHttpPeer peer(zeus::testing::Hostility::kHangAfterHead);
+  FastRetries retries;
+  ClientOptions options = retries.options(50);
+  options.timeout_s = 0.1;
+  options.request_timeout_s = 1.0;
+  BsoClient client(peer.url(), options);
+  expect_error([&] { client.next_batch_size("job-1"); }, ErrorKind::kTimeout,
+               {"the 1 s request deadline"});
+  // Pauses of 0.1, 0.2, 0.3, 0.3 leave 0.1 s: a fifth attempt, and no pause after it.
+  EXPECT_EQ(retries.delays->size(), 4u);
+  EXPECT_EQ(peer.connections(), 5);
 }
 
 TEST(BsoClient, ClientErrorsAreNotRetried) {
@@ -312,6 +371,14 @@ TEST(BsoClient, RejectsBadOptions) {
   options = {};
   options.rank = -1;
   expect_error([&] { BsoClient("http://h:1", options); }, ErrorKind::kInvalidArgument, {"rank"});
+  options = {};
+  options.request_timeout_s = 0.0;
+  expect_error([&] { BsoClient("http://h:1", options); }, ErrorKind::kInvalidArgument,
+               {"request_timeout_s"});
+  options = {};
+  options.max_body_bytes = 0;
+  expect_error([&] { BsoClient("http://h:1", options); }, ErrorKind::kInvalidArgument,
+               {"max_body_bytes"});
 }
 
 TEST(BsoClient, TheDestructorNeverThrowsWhenTheServerIsGone) {

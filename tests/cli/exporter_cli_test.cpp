@@ -18,7 +18,9 @@
 #include <thread>
 
 #include "run_command.hpp"
+#include "support/hostile_http_peer.hpp"
 #include "support/local_http_server.hpp"
+#include "support/spawned_process.hpp"
 #include "support/wait_until.hpp"
 
 namespace {
@@ -303,6 +305,57 @@ TEST(ExporterCli, AFailingCarbonServiceKeepsMetricsServing) {
   EXPECT_EQ(occurrences(result.output, "the carbon intensity provider failed"), 1u)
       << result.output;
   fs::remove(port_file);
+}
+
+// A carbon service that trickles or floods: the devices are read on time meanwhile, SIGTERM
+// while the lookup is in flight stops the exporter within 5 s (the lookup is cancelled), and its
+// memory stays under 150 MiB.
+TEST(ExporterCli, SigtermStopsItWithinFiveSecondsWhileALookupHangs) {
+  for (const auto hostility :
+       {zeus::testing::Hostility::kTrickleBody, zeus::testing::Hostility::kEndlessChunked}) {
+    SCOPED_TRACE(static_cast<int>(hostility));
+    zeus::testing::HostileHttpPeer peer(hostility);
+    const fs::path port_file = temp_path("hostile-port");
+    fs::remove(port_file);
+    zeus::testing::SpawnedProcess exporter(
+        {kZeus, "exporter", "--port", "0", "--interval", "100ms", "--carbon-intensity",
+         "electricitymaps:DE", "--port-file", port_file.string()},
+        temp_path("hostile.log"),
+        {{"ZEUS_SIMULATED_GPUS", "2:a100"},
+         {"ZEUS_POWERCAP_ROOT", "/nonexistent"},
+         {"ELECTRICITYMAPS_URL", peer.url() + "/v3"}});
+    const int port = wait_for_port(port_file);
+    ASSERT_GT(port, 0) << exporter.log();
+    ASSERT_TRUE(zeus::testing::wait_until([&] { return peer.connections() > 0; },
+                                          std::chrono::seconds(20)));
+    // While the lookup hangs, the devices are still read: the energy counters go on.
+    const std::string series = "zeus_gpu_energy_joules_total{index=\"0\"}";
+    const auto before = sample(scrape(port, 5), series);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // well into the lookup
+    const auto after = sample(scrape(port, 5), series);
+    ASSERT_TRUE(before && after);
+    EXPECT_GT(*after, *before + 20.0) << "the energy counters froze while the lookup hung";
+    double peak_kib = 0.0;
+    {
+      std::ifstream status("/proc/" + std::to_string(exporter.pid()) + "/status");
+      std::string line;
+      while (std::getline(status, line)) {
+        if (line.rfind("VmHWM:", 0) == 0) {
+          peak_kib = std::stod(line.substr(6));
+        }
+      }
+    }
+    EXPECT_GT(peak_kib, 0.0);
+    EXPECT_LT(peak_kib, 150.0 * 1024);
+    const auto signalled = std::chrono::steady_clock::now();
+    exporter.signal(SIGTERM);
+    const std::optional<int> status = exporter.wait_for(std::chrono::seconds(30));
+    ASSERT_TRUE(status) << exporter.log();
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count(),
+              5.0);
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << exporter.log();
+    fs::remove(port_file);
+  }
 }
 
 TEST(ExporterCli, BadCarbonOrPriceSpecsStopItBeforeServing) {

@@ -19,6 +19,7 @@
 #include "cli/report/report_footprint.hpp"
 #include "report_page_check.hpp"
 #include "run_command.hpp"
+#include "support/hostile_http_peer.hpp"
 #include "support/local_http_server.hpp"
 
 namespace {
@@ -355,6 +356,24 @@ TEST_F(ReportFootprint, ElectricityMapsHistoryForARecentTimeline) {
              "ELECTRICITYMAPS_URL=" + server.url());
   EXPECT_TRUE(contains(html_, "covers only the last 24 hours")) << html_;
   EXPECT_TRUE(contains(html_, "pass a saved series"));
+}
+
+// A service that trickles or floods costs `zeus report` the fetch's 6 s deadline at most (or the
+// body cap), then the same clear failure.
+TEST_F(ReportFootprint, AHostileServiceFailsWithinTheDeadline) {
+  for (const auto hostility :
+       {zeus::testing::Hostility::kTrickleHead, zeus::testing::Hostility::kEndlessChunked}) {
+    zeus::testing::HostileHttpPeer peer(hostility);
+    const auto start = std::chrono::steady_clock::now();
+    const Result result = zeus("report t.csv --carbon-intensity electricitymaps:DE -o r.html",
+                               "ELECTRICITYMAPS_URL=" + peer.url() + "/v3");
+    const double elapsed_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(result.exit_code, 1) << result.err;
+    EXPECT_TRUE(contains(result.err, "--carbon-intensity electricitymaps:DE")) << result.err;
+    EXPECT_LT(elapsed_s, 6.0 + 5.0);
+    EXPECT_FALSE(fs::exists(dir_ / "r.html"));
+  }
 }
 
 TEST_F(ReportFootprint, AnUnreachableServiceFailsWithoutAPage) {

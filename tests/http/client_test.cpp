@@ -18,6 +18,7 @@
 #include "http/retry.hpp"
 #include "http/url.hpp"
 #include "support/expect_error.hpp"
+#include "support/hostile_http_peer.hpp"
 #include "support/local_http_server.hpp"
 #include "support/loopback_peers.hpp"
 #include "support/temp_dir.hpp"
@@ -120,9 +121,10 @@ TEST(HttpRetry, BacksOffOnTheClockUpToTheCapAndStopsAtTheLastAttempt) {
   int calls = 0;
   const RetryResult result = with_retries(
       backoff, clock,
-      [&](int attempt) {
+      [&](int attempt, double timeout_s) {
         ++calls;
         EXPECT_EQ(attempt, calls);
+        EXPECT_EQ(timeout_s, 0.0);  // no overall deadline
         return Attempt{answered(503), true, "busy"};
       },
       [&](int, double pause_s, const std::string& why) {
@@ -141,7 +143,7 @@ TEST(HttpRetry, RetryAfterLengthensAPauseButNotPastTheCap) {
   int calls = 0;
   const RetryResult result = with_retries(
       Backoff{3, 0.1, 5.0, 2.0}, clock,
-      [&](int) {
+      [&](int, double) {
         ++calls;
         const char* after = calls == 1 ? "1.5" : "60";
         return Attempt{answered(503, {{"Retry-After", after}}), calls < 3, "busy"};
@@ -155,12 +157,37 @@ TEST(HttpRetry, ADoneAttemptEndsTheLoopAtOnce) {
   const ManualClock clock;
   const RetryResult result = with_retries(
       Backoff{}, clock,
-      [](int) {
+      [](int, double) {
         return Attempt{answered(200), false, ""};
       },
       nullptr);
   EXPECT_EQ(result.attempts, 1);
   EXPECT_EQ(clock.sleeps(), 0);
+}
+
+TEST(HttpRetry, AnOverallDeadlineCutsThePausesAndHandsEachAttemptWhatIsLeft) {
+  const ManualClock clock;
+  Backoff backoff{10, 1.0, 1.0, 1.0};
+  backoff.total_s = 3.5;
+  std::vector<double> deadlines;
+  const RetryResult result = with_retries(
+      backoff, clock,
+      [&](int, double timeout_s) {
+        deadlines.push_back(timeout_s);
+        return Attempt{answered(503), true, "busy"};
+      },
+      nullptr);
+  // Pauses of 1 s at 0, 1, 2 s; at 3 s a fourth attempt with 0.5 s left, and no pause after it.
+  EXPECT_EQ(result.attempts, 4);
+  EXPECT_TRUE(result.out_of_time);
+  EXPECT_EQ(clock.sleeps(), 3);
+  EXPECT_EQ(deadlines, (std::vector<double>{3.5, 2.5, 1.5, 0.5}));
+}
+
+TEST(HttpRetry, AnExchangePastItsDeadlineIsNotRetried) {
+  Outcome late;
+  late.failure = Failure::kDeadline;
+  EXPECT_FALSE(worth_retrying(late, true));
 }
 
 // A loopback server with the routes the exchanges below need.
@@ -340,4 +367,127 @@ TEST(HttpClient, TalksOverAUnixSocket) {
 }
 
 }  // namespace
+
+namespace {
+
+using zeus::testing::HostileHttpPeer;
+using zeus::testing::Hostility;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+// A byte every 100 ms never trips a per-read timeout: only the deadline on the whole exchange
+// ends it, in the head or in the body, and the failure says so.
+TEST(HttpClient, ADeadlineEndsAnExchangeThatTricklesInTheHeadOrTheBody) {
+  for (const Hostility hostility : {Hostility::kTrickleHead, Hostility::kTrickleBody}) {
+    HostileHttpPeer peer(hostility, std::chrono::milliseconds(100));
+    ClientOptions options;
+    options.total_timeout_s = 1.0;
+    const auto start = std::chrono::steady_clock::now();
+    const Outcome outcome = Client(url_of(peer.url()), options).send({});
+    const double elapsed_s = seconds_since(start);
+    EXPECT_EQ(outcome.failure, Failure::kDeadline) << static_cast<int>(hostility);
+    EXPECT_GE(elapsed_s, 0.9);
+    EXPECT_LT(elapsed_s, 4.0);  // the read timeout (5 s) never fired
+    EXPECT_EQ(describe(outcome, options),
+              "no complete answer within the 1 s deadline (the service is too slow, or trickles)");
+  }
+}
+
+TEST(HttpClient, ARequestsShorterDeadlineWinsAndStreamsHaveOneToo) {
+  HostileHttpPeer peer(Hostility::kTrickleBody, std::chrono::milliseconds(50));
+  ClientOptions options;
+  options.total_timeout_s = 30.0;
+  const Client client(url_of(peer.url()), options);
+  ClientRequest request;
+  request.timeout_s = 0.5;
+  auto start = std::chrono::steady_clock::now();
+  const Outcome sent = client.send(request);
+  EXPECT_EQ(sent.failure, Failure::kDeadline);
+  EXPECT_EQ(sent.deadline_s, 0.5);
+  EXPECT_LT(seconds_since(start), 3.0);
+  std::size_t bytes = 0;
+  start = std::chrono::steady_clock::now();
+  const Outcome streamed = client.stream(request, nullptr, [&](std::string_view data) {
+    bytes += data.size();
+    return true;
+  });
+  EXPECT_EQ(streamed.failure, Failure::kDeadline);
+  EXPECT_GT(bytes, 0U);
+  EXPECT_LT(seconds_since(start), 3.0);
+}
+
+// Floods end at the body cap, read no further, whether announced, chunked or unannounced.
+TEST(HttpClient, FloodsEndAtTheBodyCapQuickly) {
+  for (const Hostility hostility :
+       {Hostility::kEndlessChunked, Hostility::kHugeLength, Hostility::kEndlessUnannounced}) {
+    HostileHttpPeer peer(hostility);
+    ClientOptions options;
+    options.max_body_bytes = 1 << 20;
+    options.total_timeout_s = 20.0;
+    const auto start = std::chrono::steady_clock::now();
+    const Outcome outcome = Client(url_of(peer.url()), options).send({});
+    EXPECT_EQ(outcome.failure, Failure::kTooLarge) << static_cast<int>(hostility);
+    EXPECT_LT(seconds_since(start), 10.0);
+  }
+  // Without a cap, the deadline still ends an endless body.
+  HostileHttpPeer endless(Hostility::kEndlessChunked);
+  ClientOptions options;
+  options.total_timeout_s = 0.5;
+  std::size_t bytes = 0;
+  const Outcome outcome =
+      Client(url_of(endless.url()), options).stream({}, nullptr, [&](std::string_view data) {
+        bytes += data.size();
+        return true;
+      });
+  EXPECT_EQ(outcome.failure, Failure::kDeadline);
+  EXPECT_GT(bytes, 0U);
+}
+
+TEST(HttpClient, CancelStillEndsATrickleBeforeItsDeadline) {
+  HostileHttpPeer peer(Hostility::kTrickleHead, std::chrono::milliseconds(100));
+  ClientOptions options;
+  options.total_timeout_s = 60.0;
+  const Client client(url_of(peer.url()), options);
+  std::atomic<int> failure{-1};
+  const auto start = std::chrono::steady_clock::now();
+  std::thread caller([&] { failure = static_cast<int>(client.send({}).failure); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  client.cancel();
+  caller.join();
+  EXPECT_EQ(failure.load(), static_cast<int>(Failure::kCancelled));
+  EXPECT_LT(seconds_since(start), 10.0);
+}
+
+// Many exchanges with deadlines, some passing them, at once: the one watch thread keeps up.
+TEST(HttpClient, ConcurrentDeadlinesEachEndTheirOwnExchange) {
+  HostileHttpPeer peer(Hostility::kTrickleBody, std::chrono::milliseconds(50));
+  Service service;
+  std::vector<std::thread> callers;
+  std::atomic<int> late{0};
+  std::atomic<int> answered_in_time{0};
+  for (int i = 0; i < 8; ++i) {
+    callers.emplace_back([&, i] {
+      ClientOptions options;
+      options.total_timeout_s = 0.3 + 0.1 * i;
+      if (Client(url_of(peer.url()), options).send({}).failure == Failure::kDeadline) {
+        ++late;
+      }
+      ClientRequest echo;
+      echo.target = "/echo";
+      if (Client(service.url(), options).send(echo)) {
+        ++answered_in_time;
+      }
+    });
+  }
+  for (std::thread& caller : callers) {
+    caller.join();
+  }
+  EXPECT_EQ(late.load(), 8);
+  EXPECT_EQ(answered_in_time.load(), 8);
+}
+
 }  // namespace zeus::http

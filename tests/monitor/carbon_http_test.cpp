@@ -1,5 +1,7 @@
 // The ElectricityMaps client against a real HTTP server on loopback, started by the test: the
-// documented response shapes, then the failures (timeout, 500, malformed JSON, server gone).
+// documented response shapes, then the failures (timeout, 500, malformed JSON, server gone), and
+// hostile services (trickling, hung, flooding) that must cost no more than the fetch's deadline
+// and body cap.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -10,6 +12,7 @@
 
 #include "monitor/test_support.hpp"
 #include "support/expect_error.hpp"
+#include "support/hostile_http_peer.hpp"
 #include "support/local_http_server.hpp"
 #include "support/wait_until.hpp"
 #include "zeus/monitor/carbon.hpp"
@@ -315,6 +318,86 @@ TEST(ElectricityMapsClient, FeedsTheCarbonMonitor) {
   monitor.begin_window("w");
   rig.clock->advance_s(600);  // 22:10 -> 22:20, all in the current hour (latest: 321)
   EXPECT_DOUBLE_EQ(monitor.end_window("w").gpu_carbon_emission_g.at(0), 321.0);
+}
+
+using zeus::testing::HostileHttpPeer;
+using zeus::testing::Hostility;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Options for a hostile peer, on the real clock (the deadline is wall time).
+ElectricityMapsOptions hostile_options(const HostileHttpPeer& peer) {
+  ElectricityMapsOptions options;
+  options.base_url = peer.url() + "/v3";
+  options.zone = "DE";
+  options.read_timeout_s = 5.0;
+  options.max_attempts = 3;
+  options.backoff_initial_s = 0.1;
+  options.total_timeout_s = 1.5;
+  return options;
+}
+
+TEST(ElectricityMapsClient, ATricklingServiceCostsTheFetchDeadlineNotForever) {
+  for (const Hostility hostility : {Hostility::kTrickleHead, Hostility::kTrickleBody}) {
+    HostileHttpPeer peer(hostility, std::chrono::milliseconds(100));
+    ElectricityMapsClient client(hostile_options(peer));
+    const auto start = std::chrono::steady_clock::now();
+    expect_error([&] { client.fetch_latest(); }, ErrorKind::kUnavailable,
+                 {"no complete answer within the 1.5 s deadline"});
+    EXPECT_LT(seconds_since(start), 5.0);  // 1.5 s, with room for a loaded machine
+    EXPECT_EQ(client.requests_sent(), 1);  // not retried: another try would trickle the same
+  }
+}
+
+// Each attempt ends at its 0.3 s read timeout and is retried; the deadline ends the loop.
+TEST(ElectricityMapsClient, RetriesStopAtTheFetchDeadline) {
+  HostileHttpPeer peer(Hostility::kHangAfterHead);
+  ElectricityMapsOptions options = hostile_options(peer);
+  options.read_timeout_s = 0.3;
+  options.max_attempts = 50;
+  const auto start = std::chrono::steady_clock::now();
+  ElectricityMapsClient client(options);
+  expect_error([&] { client.fetch_latest(); }, ErrorKind::kUnavailable,
+               {"within the 1.5 s deadline"});
+  EXPECT_LT(seconds_since(start), 5.0);
+  EXPECT_GE(client.requests_sent(), 2);
+  EXPECT_LT(client.requests_sent(), 50);
+}
+
+TEST(ElectricityMapsClient, AFloodIsCutAtTheBodyCap) {
+  EXPECT_EQ(ElectricityMapsOptions{}.max_body_bytes, std::size_t{16} << 20);
+  for (const Hostility hostility :
+       {Hostility::kEndlessChunked, Hostility::kHugeLength, Hostility::kEndlessUnannounced}) {
+    HostileHttpPeer peer(hostility);
+    ElectricityMapsOptions options = hostile_options(peer);
+    options.max_body_bytes = 1 << 20;
+    options.total_timeout_s = 30.0;
+    ElectricityMapsClient client(options);
+    const auto start = std::chrono::steady_clock::now();
+    expect_error([&] { client.fetch_latest(); }, ErrorKind::kUnavailable, {"over 1048576 bytes"});
+    EXPECT_LT(seconds_since(start), 10.0);
+    EXPECT_EQ(client.requests_sent(), 1);
+  }
+}
+
+TEST(ElectricityMapsClient, CancelEndsAFetchInFlightAndTheLaterOnes) {
+  HostileHttpPeer peer(Hostility::kTrickleBody, std::chrono::milliseconds(100));
+  ElectricityMapsOptions options = hostile_options(peer);
+  options.total_timeout_s = 60.0;
+  options.fallback_gco2eq_per_kwh = 123.0;
+  ElectricityMapsClient client(options);
+  const auto start = std::chrono::steady_clock::now();
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    client.cancel();
+  });
+  // The fallback answers once the fetch is cancelled.
+  EXPECT_EQ(client.intensity_at(kT0), 123.0);
+  canceller.join();
+  EXPECT_LT(seconds_since(start), 10.0);
+  expect_error([&] { client.fetch_latest(); }, ErrorKind::kUnavailable, {"cancelled"});
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 
 #include "monitor/test_support.hpp"
 #include "support/expect_error.hpp"
+#include "support/hostile_http_peer.hpp"
 #include "support/local_http_server.hpp"
 #include "zeus/common/units.hpp"
 #include "zeus/monitor/openei.hpp"
@@ -463,6 +464,52 @@ TEST(OpenEIClient, BadOptionsAreNamed) {
   options.timezone_offset_hours.reset();
   OpenEIClient local_time(options);
   EXPECT_FALSE(local_time.options().timezone_offset_hours.has_value());
+}
+
+// A byte every 100 ms never trips a read timeout: the fetch's deadline ends it, once. An endless
+// chunked answer stops at the default 16 MiB cap.
+TEST(OpenEIClient, AHostileServiceCostsTheDeadlineOrTheCapNotForever) {
+  Rig rig;
+  const auto seconds_since = [](std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  {
+    zeus::testing::HostileHttpPeer peer(zeus::testing::Hostility::kTrickleBody,
+                                        std::chrono::milliseconds(100));
+    OpenEIOptions options = rig.options();
+    options.base_url = peer.url();
+    options.total_timeout_s = 1.5;
+    OpenEIClient client(options);
+    const auto start = std::chrono::steady_clock::now();
+    expect_error([&] { client.fetch_tariff(); }, ErrorKind::kUnavailable,
+                 {"within the 1.5 s deadline"});
+    EXPECT_LT(seconds_since(start), 5.0);
+    EXPECT_EQ(client.requests_sent(), 1);
+  }
+  {
+    zeus::testing::HostileHttpPeer peer(zeus::testing::Hostility::kEndlessChunked);
+    OpenEIOptions options = rig.options();
+    options.base_url = peer.url();
+    OpenEIClient client(options);
+    const auto start = std::chrono::steady_clock::now();
+    expect_error([&] { client.fetch_tariff(); }, ErrorKind::kUnavailable, {"over 16777216 bytes"});
+    EXPECT_LT(seconds_since(start), 15.0);
+  }
+  {
+    zeus::testing::HostileHttpPeer peer(zeus::testing::Hostility::kTrickleHead,
+                                        std::chrono::milliseconds(100));
+    OpenEIOptions options = rig.options();
+    options.base_url = peer.url();
+    OpenEIClient client(options);
+    std::thread canceller([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      client.cancel();
+    });
+    const auto start = std::chrono::steady_clock::now();
+    expect_error([&] { client.fetch_tariff(); }, ErrorKind::kUnavailable, {"cancelled"});
+    canceller.join();
+    EXPECT_LT(seconds_since(start), 10.0);
+  }
 }
 
 }  // namespace

@@ -57,3 +57,64 @@ class LocalHTTPServer:
         """Stops serving and closes the port: a request after this is refused."""
         self.server.shutdown()
         self.server.server_close()
+
+
+class HostileService:
+    """A service on 127.0.0.1 that misbehaves on every connection, from a daemon thread each:
+    "trickle" sends a head announcing 1 MB and then one body byte every `interval` s (never a
+    read timeout, never the end); "huge" announces 4 GiB and sends `flood_bytes` as fast as the
+    client takes them, then closes (a client without a cap holds them all)."""
+
+    def __init__(self, mode: str, interval: float = 0.1, flood_bytes: int = 256 << 20) -> None:
+        import socket
+
+        self.mode = mode
+        self.interval = interval
+        self.flood_bytes = flood_bytes
+        self.connections = 0
+        self.stopping = threading.Event()
+        self.listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.listener.settimeout(0.1)
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                continue
+            self.connections += 1
+            threading.Thread(target=self._misbehave, args=(conn,), daemon=True).start()
+
+    def _misbehave(self, conn) -> None:
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+        try:
+            conn.settimeout(5.0)
+            request = b""
+            while b"\r\n\r\n" not in request:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                request += chunk
+            if self.mode == "trickle":
+                conn.sendall(head + b"Content-Length: 1000000\r\n\r\n[")
+                while not self.stopping.wait(self.interval):
+                    conn.sendall(b" ")
+            else:
+                conn.sendall(head + b"Content-Length: 4294967296\r\n\r\n[")
+                block = b" " * (1 << 20)
+                sent = 0
+                while sent < self.flood_bytes and not self.stopping.is_set():
+                    conn.sendall(block)
+                    sent += len(block)
+        except OSError:
+            pass  # the client gave up, as it should
+        finally:
+            conn.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.listener.close()

@@ -5,6 +5,7 @@
 // docs/bso-client.md.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 #include "zeus/common/clock.hpp"
 #include "zeus/common/env.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/outside_services.hpp"
 
 namespace zeus::bso {
 
@@ -38,6 +40,13 @@ struct RetryPolicy {
 struct ClientOptions {
   // Connection, read and write timeout of each attempt (the reference's httpx default).
   double timeout_s = 5.0;
+  // All of one attempt (connect, request, the whole answer), however slowly the server answers:
+  // past it the attempt fails (kTimeout) and is not retried. Unset: 3 × timeout_s (15 s).
+  std::optional<double> exchange_timeout_s;
+  // All of one request: its attempts and the pauses between them.
+  double request_timeout_s = outside_services::kBsoRequestTimeoutS;
+  // A larger answer fails the request (kIo), read no further than that.
+  std::size_t max_body_bytes = outside_services::kBsoMaxBodyBytes;
   RetryPolicy retry;
   // Sent as `Authorization: Bearer <token>`. Unset: ZEUS_BSO_TOKEN from `env` when set and not
   // empty; otherwise no Authorization header.

@@ -37,9 +37,11 @@ struct DeviceMetricsOptions {
   bool start_thread = true;
   // Carbon emission and electricity cost counters (none when null): at every read, each device's
   // energy since the previous read times the provider's intensity or price over that interval,
-  // apportioned to the provider's pieces by time as the carbon and cost monitors do. The
-  // providers are called from the reading thread, never from a scrape; a failing provider
-  // leaves that interval out (counted in zeus_*_failures_total) and never stops the reads.
+  // apportioned to the provider's pieces by time as the carbon and cost monitors do. With the
+  // thread started, the providers are called from a pricing thread of their own (a slow web
+  // service never holds the reads back: what was read meanwhile is priced in one interval once it
+  // answers); without it, by sample_once(); never from a scrape. A failing provider leaves that
+  // interval out (counted in zeus_*_failures_total) and never stops the reads.
   std::shared_ptr<monitor::CarbonIntensityProvider> carbon_intensity;
   std::shared_ptr<monitor::ElectricityPriceProvider> electricity_price;
   std::shared_ptr<Clock> wall_clock;  // Unix time for the providers; system_clock() when null
@@ -72,8 +74,11 @@ class DeviceMetrics {
   DeviceMetrics(const DeviceMetrics&) = delete;
   DeviceMetrics& operator=(const DeviceMetrics&) = delete;
 
+  // Stops the reading thread; a carbon or price lookup in flight is cancelled (the providers'
+  // cancel()), so that this returns at once whatever a web service does.
   void stop();
-  // One read of every device (what the thread does every interval).
+  // One read of every device (what the thread does every interval), priced at once when no
+  // pricing thread runs (start_thread false).
   void sample_once();
   void render(std::string& out) const;
 
@@ -108,6 +113,9 @@ class DeviceMetrics {
     double priced_package_j = 0.0, priced_dram_j = 0.0;  // as GpuState::priced_j
   };
   void run();
+  void run_pricer();
+  // Prices the energy read since the last call over its interval (the providers may block).
+  void price_pending();
   // The energy of each device since the previous call (never negative); under mutex_.
   monitor::Measurement take_energy_since_last_priced();
 
@@ -118,11 +126,14 @@ class DeviceMetrics {
   std::vector<CpuState> cpus_;
   std::shared_ptr<Clock> wall_clock_;
   std::unique_ptr<CarbonCostCounters> carbon_cost_;  // null without a provider
-  std::optional<double> last_priced_unix_s_;         // the reading thread's only
+  std::optional<double> last_read_unix_s_;           // under mutex_
+  std::optional<double> last_priced_unix_s_;         // the pricing thread's only
+  bool price_apart_ = false;                         // the pricing thread prices, not the reads
   std::mutex stop_mutex_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;
   std::thread thread_;
+  std::thread pricer_;
 };
 
 }  // namespace zeus::metrics

@@ -21,6 +21,7 @@
 
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/common/outside_services.hpp"
 #include "zeus/monitor/measurement.hpp"
 #include "zeus/monitor/wall_window_times.hpp"
 #include "zeus/monitor/window_monitor.hpp"
@@ -64,6 +65,10 @@ class CarbonIntensityProvider {
                                                            double end_unix_s) = 0;
   // The length of the provider's stretches (0 for a constant), as the reference's update_period.
   virtual double update_period_s() const = 0;
+  // From any thread: ends a lookup of a web service in flight and makes later ones fail at once
+  // (what is cached, or the fallback, still answers). For a process that is stopping. A provider
+  // that never waits on anything need not do anything.
+  virtual void cancel() {}
 
   // The intensity in force at `unix_s`.
   double intensity_at(double unix_s);
@@ -124,6 +129,10 @@ struct ElectricityMapsOptions {
   int max_attempts = 3;               // per fetch; 5xx, timeouts and refused connections retry
   double backoff_initial_s = 0.5;     // then doubled per attempt, on the injected clock
   double retry_after_failure_s = 60;  // no new fetch this soon after a failed one
+  // A fetch's attempts and pauses together, however slowly the service answers.
+  double total_timeout_s = outside_services::kCarbonFetchTimeoutS;
+  // A larger answer is a failure (kUnavailable), read no further than that.
+  std::size_t max_body_bytes = outside_services::kCarbonMaxBodyBytes;
   // When the service fails: the last known value (nearest earlier hour, else nearest later);
   // when nothing is known yet, this constant; without it, Error(kUnavailable).
   std::optional<double> fallback_gco2eq_per_kwh;
@@ -141,6 +150,7 @@ class ElectricityMapsClient final : public CarbonIntensityProvider {
 
   std::vector<CarbonIntensityPiece> intensity_over(double start_unix_s, double end_unix_s) override;
   double update_period_s() const override { return 3600.0; }
+  void cancel() override;
 
   // GET latest (no fallback): the current intensity. Throws CarbonIntensityError: kUnavailable
   // for an HTTP or network failure after the retries, kNotFound for a response without the value.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "zeus/common/clock.hpp"
+#include "zeus/common/outside_services.hpp"
 #include "zeus/monitor/price.hpp"
 
 namespace zeus::monitor {
@@ -34,12 +35,14 @@ struct OpenEIOptions {
   int max_attempts = 3;                 // per fetch; 5xx, timeouts and refused connections retry
   double backoff_initial_s = 0.5;       // then doubled per attempt, on the injected clock
   double retry_after_failure_s = 60.0;  // no new fetch this soon after a failed one
+  // A fetch's attempts and pauses together, however slowly the service answers.
+  double total_timeout_s = outside_services::kPriceFetchTimeoutS;
   // When the service fails and nothing is cached: this constant; without it,
   // ElectricityPriceError(kUnavailable).
   std::optional<double> fallback_price_per_kwh;
   std::shared_ptr<Clock> clock;  // sleeps/now; system_clock() when null
   // A larger answer is a failure (kUnavailable), read no further than that.
-  std::size_t max_body_bytes = std::size_t{16} << 20;
+  std::size_t max_body_bytes = outside_services::kPriceMaxBodyBytes;
 };
 
 // The OpenEI client. The tariff is fetched on first use and cached for the client's lifetime
@@ -52,6 +55,7 @@ class OpenEIClient final : public ElectricityPriceProvider {
 
   std::vector<ElectricityPricePiece> price_over(double start_unix_s, double end_unix_s) override;
   std::string currency() const override;  // "USD" (OpenEI's rates are US utilities)
+  void cancel() override;
 
   // Fetches the rate (no fallback; cached after the first success) and returns it as a tariff.
   // Throws ElectricityPriceError: kUnavailable (HTTP/network/timeout/5xx after retries,

@@ -45,6 +45,10 @@ class ElectricityPriceProvider {
   virtual std::vector<ElectricityPricePiece> price_over(double start_unix_s, double end_unix_s) = 0;
   // The currency of the prices ("" when not said: the numbers are then currency-agnostic).
   virtual std::string currency() const = 0;
+  // From any thread: ends a lookup of a web service in flight and makes later ones fail at once
+  // (what is cached, or the fallback, still answers). For a process that is stopping. A provider
+  // that never waits on anything need not do anything.
+  virtual void cancel() {}
 
   // The price in force at `unix_s`.
   double price_at(double unix_s);

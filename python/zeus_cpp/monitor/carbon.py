@@ -89,6 +89,8 @@ class ElectrictyMapsClient(_zeus._ElectricityMapsClient):
         max_attempts, backoff_initial_s: Retries of a failed request (5xx, 429, network, bad
             JSON), the wait doubling after each.
         retry_after_failure_s: No new request this soon after a failed one.
+        total_timeout_s: All of one fetch, its retries and pauses included, however slowly the
+            service answers (15 s; answers over 16 MiB are refused too).
         fallback: gCO2eq/kWh to use when the service fails and no value is known. Otherwise the
             last known hour's value is used, and with nothing known
             :class:`ZeusCarbonIntensityHTTPError` is raised.
@@ -109,6 +111,7 @@ class ElectrictyMapsClient(_zeus._ElectricityMapsClient):
         backoff_initial_s: float = 0.5,
         retry_after_failure_s: float = 60.0,
         fallback: Optional[float] = None,
+        total_timeout_s: float = 15.0,
     ) -> None:
         latitude = longitude = None
         if location is not None:
@@ -116,7 +119,8 @@ class ElectrictyMapsClient(_zeus._ElectricityMapsClient):
         super().__init__(base_url, zone or "", latitude, longitude, auth_token or "",
                          bool(estimate), emission_factor_type, float(connect_timeout_s),
                          float(read_timeout_s), int(max_attempts), float(backoff_initial_s),
-                         float(retry_after_failure_s), fallback)
+                         float(retry_after_failure_s), fallback,
+                         total_timeout_s=float(total_timeout_s))
         self.location = location
         # The reference's attribute names (informational: the query is fixed at construction).
         self.lat, self.long = (latitude, longitude)

@@ -100,6 +100,8 @@ class OpenEIClient(_zeus._OpenEIClient):
         max_attempts, backoff_initial_s: Retries of a failed request (5xx, network, timeout),
             the wait doubling after each.
         retry_after_failure_s: No new request this soon after a failed one.
+        total_timeout_s: All of one fetch, its retries and pauses included, however slowly the
+            service answers (30 s; answers over 16 MiB are refused too).
         fallback: A price per kWh to use when the service fails. Without it, a failure raises
             :class:`ZeusElectricityPriceHTTPError`; a rate that is not found raises
             :class:`ZeusElectricityPriceNotFoundError`.
@@ -124,6 +126,7 @@ class OpenEIClient(_zeus._OpenEIClient):
         backoff_initial_s: float = 0.5,
         retry_after_failure_s: float = 60.0,
         fallback: Optional[float] = None,
+        total_timeout_s: float = 30.0,
     ) -> None:
         latitude, longitude = (float(v) for v in location)
         key = api_key if api_key is not None else _os.environ.get("OPENEI_API_KEY", "")
@@ -136,7 +139,8 @@ class OpenEIClient(_zeus._OpenEIClient):
         super().__init__(base_url, latitude, longitude, label, sector, int(radius), key,
                          timezone_offset_hours, float(connect_timeout_s), float(read_timeout_s),
                          int(max_attempts), float(backoff_initial_s),
-                         float(retry_after_failure_s), fallback)
+                         float(retry_after_failure_s), fallback,
+                         total_timeout_s=float(total_timeout_s))
         # The reference's attribute names (informational: the query is fixed at construction).
         self.lat, self.long = latitude, longitude
         self.label = label

@@ -2,11 +2,13 @@
 // the duration, carbon and cost priced, the summary written (monitor_command.hpp).
 #include <fmt/format.h>
 
+#include <atomic>
 #include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -42,14 +44,78 @@ std::string first_sentence(const std::string& message) {
   return end == std::string::npos ? message : message.substr(0, end);
 }
 
+// The carbon and cost figures of the window, and notes for those that could not be had.
+struct Footprint {
+  std::optional<monitor::CarbonEmissionMeasurement> carbon;
+  std::optional<monitor::EnergyCostMeasurement> cost;
+  std::vector<std::string> notes;
+};
+
+// How long a lookup may go on after a stop signal: one that answers finishes, a slow one is
+// cancelled (SIGTERM must end zeus within a few seconds).
+constexpr double kLookupGraceAfterSignalS = 1.0;
+
+// Asks the providers on a thread of their own while this one waits on `watch`: the energy figures
+// never wait on a web service past its deadline (outside_services.hpp), nor past a stop signal
+// and the grace after it (the lookups are then cancelled).
+Footprint price_window(const Plan& plan, const monitor::Measurement& measured, double start_unix_s,
+                       double end_unix_s, SignalWatch& watch, const Clock& clock) {
+  Footprint footprint;
+  const auto& carbon_provider = plan.carbon_provider;
+  const auto& price_provider = plan.price_provider;
+  if (!carbon_provider && !price_provider) {
+    return footprint;
+  }
+  std::atomic<bool> finished{false};
+  std::thread lookups([&] {
+    // A provider that fails (a web service down) costs the carbon figure, never the energy one.
+    if (carbon_provider) {
+      try {
+        footprint.carbon = monitor::CarbonEmissionMonitor::emissions_of(
+            measured, carbon_provider->intensity_over(start_unix_s, end_unix_s));
+      } catch (const Error& error) {
+        footprint.notes.push_back(fmt::format("no carbon emissions: {}", error.what()));
+      }
+    }
+    if (price_provider) {
+      try {
+        footprint.cost = monitor::EnergyCostMonitor::cost_of(
+            measured, price_provider->price_over(start_unix_s, end_unix_s),
+            price_provider->currency());
+      } catch (const Error& error) {
+        footprint.notes.push_back(fmt::format("no electricity cost: {}", error.what()));
+      }
+    }
+    finished.store(true);
+  });
+  std::optional<std::int64_t> signalled_ns;
+  bool cancelled = false;
+  while (!finished.load()) {
+    if (watch.stop_signal() && !cancelled) {
+      const std::int64_t now_ns = clock.now_ns();
+      signalled_ns = signalled_ns.value_or(now_ns);
+      if (units::seconds_from_nanoseconds(now_ns - *signalled_ns) >= kLookupGraceAfterSignalS) {
+        if (carbon_provider) {
+          carbon_provider->cancel();
+        }
+        if (price_provider) {
+          price_provider->cancel();
+        }
+        cancelled = true;
+      }
+    }
+    watch.wait(0.05);
+  }
+  lookups.join();
+  return footprint;
+}
+
 }  // namespace
 
 int run(const MonitorArgs& args, const Plan& plan) {
   const std::optional<double>& interval_s = plan.interval_s;
   const std::optional<double>& duration_s = plan.duration_s;
   const double kill_after_s = plan.kill_after_s;
-  const std::shared_ptr<monitor::CarbonIntensityProvider>& carbon_provider = plan.carbon_provider;
-  const std::shared_ptr<monitor::ElectricityPriceProvider>& price_provider = plan.price_provider;
   const std::optional<std::vector<int>>& gpu_request = plan.gpu_request;
   const std::optional<std::vector<int>>& cpu_request = plan.cpu_request;
 
@@ -115,8 +181,8 @@ int run(const MonitorArgs& args, const Plan& plan) {
     metrics_options.gpu_indices = gpu_indices;
     metrics_options.interval_s = interval_s.value_or(1.0);
     // The same providers as the summary's: a web service's cache then serves both.
-    metrics_options.carbon_intensity = carbon_provider;
-    metrics_options.electricity_price = price_provider;
+    metrics_options.carbon_intensity = plan.carbon_provider;
+    metrics_options.electricity_price = plan.price_provider;
     std::vector<std::shared_ptr<device::Cpu>> metric_cpus = cpus_with_indices(cpus, cpu_indices);
     device_metrics =
         std::make_unique<metrics::DeviceMetrics>(gpus, metric_cpus, std::move(metrics_options));
@@ -179,26 +245,8 @@ int run(const MonitorArgs& args, const Plan& plan) {
 
   const monitor::Measurement measured = monitor.end_window(kWindowName, {.sync_execution = false});
   const double end_unix_s = system_clock()->now_s();
-  std::optional<monitor::CarbonEmissionMeasurement> carbon;
-  if (carbon_provider) {
-    // A provider that fails (a web service down) costs the carbon figure, never the energy one.
-    try {
-      carbon = monitor::CarbonEmissionMonitor::emissions_of(
-          measured, carbon_provider->intensity_over(start_unix_s, end_unix_s));
-    } catch (const Error& error) {
-      notes.push_back(fmt::format("no carbon emissions: {}", error.what()));
-    }
-  }
-  std::optional<monitor::EnergyCostMeasurement> cost;
-  if (price_provider) {
-    try {
-      cost = monitor::EnergyCostMonitor::cost_of(
-          measured, price_provider->price_over(start_unix_s, end_unix_s),
-          price_provider->currency());
-    } catch (const Error& error) {
-      notes.push_back(fmt::format("no electricity cost: {}", error.what()));
-    }
-  }
+  Footprint footprint = price_window(plan, measured, start_unix_s, end_unix_s, watch, *clock);
+  notes.insert(notes.end(), footprint.notes.begin(), footprint.notes.end());
   if (metrics_server) {
     metrics_server->stop();
     device_metrics->stop();
@@ -209,7 +257,7 @@ int run(const MonitorArgs& args, const Plan& plan) {
   }
 
   std::ostream& out = output_file ? output_file->stream() : static_cast<std::ostream&>(std::cerr);
-  const Summary summary{measured, outcome, carbon, cost, notes};
+  const Summary summary{measured, outcome, footprint.carbon, footprint.cost, notes};
   if (args.as_json) {
     write_json_summary(out, args, summary);
   } else {
