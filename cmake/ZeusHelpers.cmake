@@ -25,13 +25,18 @@ function(zeus_add_library layer)
   set_property(GLOBAL APPEND PROPERTY ZEUS_COMPONENTS ${layer})
 endfunction()
 
-# zeus_add_gtest(<name> SOURCES ... DEPS ... [LABELS ...])
+# zeus_add_gtest(<name> SOURCES ... DEPS ... [LABELS ...] [SERIAL])
+# SERIAL: CTest runs its tests alone (timing ratios that tests running beside them would skew).
 # Paths a test needs (fake libraries, the CLI) are passed as compile definitions, not environment.
 # One GoogleTest binary, registered test by test with CTest. Label `unit` unless given; several
 # labels ("unit;threaded") are set by an include file that runs after the discovered tests are
 # added (gtest_discover_tests cannot pass a list in PROPERTIES).
 function(zeus_add_gtest name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "SERIAL" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  set(serial OFF)
+  if(ARG_SERIAL)
+    set(serial ON)
+  endif()
   if(NOT ARG_LABELS)
     set(ARG_LABELS unit)
   endif()
@@ -41,13 +46,15 @@ function(zeus_add_gtest name)
   include(GoogleTest)
   list(LENGTH ARG_LABELS label_count)
   if(label_count EQUAL 1)
-    gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" DISCOVERY_TIMEOUT 60)
+    gtest_discover_tests(${name} PROPERTIES LABELS "${ARG_LABELS}" RUN_SERIAL ${serial}
+                         DISCOVERY_TIMEOUT 60)
   else()
     gtest_discover_tests(${name} TEST_LIST ${name}_TESTS DISCOVERY_TIMEOUT 60)
     set(labels_file ${CMAKE_CURRENT_BINARY_DIR}/${name}_labels.cmake)
     file(WRITE ${labels_file}
          "if(${name}_TESTS)\n"
-         "  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${ARG_LABELS}\")\n"
+         "  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${ARG_LABELS}\"\n"
+         "                      RUN_SERIAL ${serial})\n"
          "endif()\n")
     set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${labels_file})
   endif()

@@ -100,13 +100,13 @@ double time_of(const std::string& command) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
+double fastest(const std::vector<double>& values) {
+  return *std::min_element(values.begin(), values.end());
 }
 
 TEST(Startup, MonitorStartsWithinThirtyPercentOfVersion) {
-  // Medians of interleaved runs, so that a busy moment of the machine weighs on both. Each run
+  // The fastest of interleaved runs: what a start costs when nothing else gets in its way (a
+  // median still moved by 40% when the other tests of a parallel ctest ran beside it). Each run
   // goes through `sh -c` (run_command), which both figures carry alike. The 10 ms of `zeus
   // --version` is a figure of docs/benchmarks.md, not asserted: CI machines are loaded.
   std::vector<double> version_s;
@@ -115,11 +115,11 @@ TEST(Startup, MonitorStartsWithinThirtyPercentOfVersion) {
     version_s.push_back(time_of(zeus_command("--version")));
     monitor_s.push_back(time_of(zeus_command("monitor -- true")));
   }
-  const double ratio = median(monitor_s) / median(version_s);
-  RecordProperty("version_ms", std::to_string(1000.0 * median(version_s)));
-  RecordProperty("monitor_ms", std::to_string(1000.0 * median(monitor_s)));
-  EXPECT_LE(ratio, 1.3) << "zeus --version " << 1000.0 * median(version_s)
-                        << " ms, zeus monitor -- true " << 1000.0 * median(monitor_s) << " ms";
+  const double ratio = fastest(monitor_s) / fastest(version_s);
+  RecordProperty("version_ms", std::to_string(1000.0 * fastest(version_s)));
+  RecordProperty("monitor_ms", std::to_string(1000.0 * fastest(monitor_s)));
+  EXPECT_LE(ratio, 1.3) << "zeus --version " << 1000.0 * fastest(version_s)
+                        << " ms, zeus monitor -- true " << 1000.0 * fastest(monitor_s) << " ms";
 }
 
 }  // namespace
