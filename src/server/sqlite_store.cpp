@@ -89,13 +89,19 @@ class SqliteTransaction final : public StoreTransaction {
     remove.step();
     return sqlite3_changes(db_) > 0;
   }
-  std::vector<std::string> list_job_ids() override {
-    Statement query(db_, cache_, "SELECT job_id FROM bso_job ORDER BY job_id");
+  std::vector<std::string> list_job_ids(const std::string& after, std::size_t limit) override {
+    Statement query(db_, cache_,
+                    "SELECT job_id FROM bso_job WHERE job_id > ?1 ORDER BY job_id LIMIT ?2");
+    query.bind(1, after).bind(2, static_cast<std::int64_t>(limit));
     std::vector<std::string> ids;
     while (query.step()) {
       ids.push_back(query.text(0));
     }
     return ids;
+  }
+  std::int64_t count_jobs() override {
+    Statement query(db_, cache_, "SELECT count(*) FROM bso_job");
+    return query.step() ? query.int64(0) : 0;
   }
   std::optional<TrialRecord> get_trial(const std::string& job_id, int trial_number) override {
     Statement query(db_, cache_, kTrialByNumber);
