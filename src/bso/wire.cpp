@@ -303,6 +303,11 @@ JobSpec job_spec_from_json(const nlohmann::json& body, const std::string& where,
   if (const json* value = in.get("batch_sizes", true)) {
     if (!value->is_array()) {
       in.add_field("batch_sizes", "value is not a valid list", "type_error.list");
+    } else if (check_job_ids && value->size() > kMaxBatchSizes) {
+      in.add_field("batch_sizes",
+                   "ensure this value has at most " + std::to_string(kMaxBatchSizes) +
+                       " items (it has " + std::to_string(value->size()) + ")",
+                   "value_error.list.max_items", {{"limit_value", kMaxBatchSizes}});
     } else {
       have_batch_sizes = true;
       for (std::size_t i = 0; i < value->size(); ++i) {
@@ -349,6 +354,12 @@ JobSpec job_spec_from_json(const nlohmann::json& body, const std::string& where,
   if (in.get("gpu_model", false) != nullptr && spec.gpu_model.empty()) {
     in.add_field("gpu_model", "ensure this value has at least 1 characters",
                  "value_error.any_str.min_length", {{"limit_value", 1}});
+  }
+  if (check_job_ids && spec.gpu_model.size() > kMaxGpuModelBytes) {
+    in.add_field(
+        "gpu_model",
+        "ensure this value has at most " + std::to_string(kMaxGpuModelBytes) + " characters",
+        "value_error.any_str.max_length", {{"limit_value", kMaxGpuModelBytes}});
   }
   if (in.get("job_id_prefix", false) != nullptr && spec.job_id_prefix.empty()) {
     in.add_field("job_id_prefix", "ensure this value has at least 1 characters",

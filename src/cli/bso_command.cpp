@@ -1,6 +1,7 @@
 // `zeus bso serve`: the batch-size-optimizer server (docs/bso-server.md).
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,6 +33,8 @@ struct ServeOptions {
   long long max_body_bytes = 1 << 20;
   bool skip_integrity_check = false;
   std::string policy = "zeus";
+  long long max_jobs = 20000;
+  int max_registrations_per_minute = 600;
 };
 
 constexpr long long kMaxBodyBytesLimit = 1LL << 30;  // 1 GiB
@@ -118,7 +121,19 @@ int serve(const ServeOptions& options) {
   } catch (const Error& error) {
     throw Error(ErrorKind::kInvalidArgument, std::string("--policy: ") + error.what());
   }
+  if (options.max_jobs < 0 || options.max_registrations_per_minute < 0) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "--max-jobs and --max-registrations-per-minute must be 0 (no limit) or more");
+  }
+  // Large answers (a job's state, listings) are built by whichever worker thread serves them:
+  // with glibc's default of up to 8 arenas per core, what they free stays spread over many
+  // arenas and the server's memory only grows. Two arenas keep it near its working set
+  // (docs/security.md). MALLOC_ARENA_MAX in the environment still wins.
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) {
+    mallopt(M_ARENA_MAX, 2);
+  }
   server::HttpServerOptions http;
+  http.max_registrations_per_minute = options.max_registrations_per_minute;
   http.host = options.host;
   http.port = options.port;
   http.threads = options.threads;
@@ -136,6 +151,7 @@ int serve(const ServeOptions& options) {
   store_options.check_integrity = !options.skip_integrity_check;
   const std::unique_ptr<server::Store> store = server::open_store(options.db, store_options);
   server::BsoService service(*store, nullptr, options.policy);
+  service.set_max_jobs(options.max_jobs);
   server::HttpServer http_server(service, http);
   const int port = http_server.bind();
   if (!options.port_file.empty()) {
@@ -201,6 +217,16 @@ void add_bso(CLI::App& app, Action& action) {
       ->add_option("--policy", options->policy,
                    "Batch-size policy of jobs whose spec names none: zeus (the paper's, "
                    "wire-compatible with the reference) or low-regret")
+      ->capture_default_str();
+  serve_command
+      ->add_option("--max-jobs", options->max_jobs,
+                   "Jobs the database may hold; registering another is refused with 429 until "
+                   "jobs are deleted (0: no limit)")
+      ->capture_default_str();
+  serve_command
+      ->add_option("--max-registrations-per-minute", options->max_registrations_per_minute,
+                   "POST /jobs per client address a minute (in bursts of as many); more get "
+                   "429 (0: no limit)")
       ->capture_default_str();
   serve_command->add_flag(
       "--skip-integrity-check", options->skip_integrity_check,

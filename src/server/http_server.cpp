@@ -1,7 +1,9 @@
 #include "server/http_server.hpp"
 
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -211,7 +213,9 @@ nlohmann::ordered_json to_json(const JobState& state) {
 }
 
 HttpServer::HttpServer(BsoService& service, HttpServerOptions options)
-    : service_(service), options_(std::move(options)) {
+    : service_(service),
+      options_(std::move(options)),
+      registrations_(options_.max_registrations_per_minute) {
   http::HostOptions host;
   host.name = "zeus bso";
   host.limits = options_.limits;
@@ -268,6 +272,14 @@ void HttpServer::add_routes() {
     }
   });
   router_.add("POST", "/jobs", [this](const http::Request& req, http::Response& res) {
+    if (!registrations_.take(req.peer.address)) {
+      res.headers.emplace_back("Retry-After", "1");
+      throw QuotaError("this client (" + req.peer.address + ") registered " +
+                       std::to_string(registrations_.per_minute()) +
+                       " jobs within the last minute, the limit (zeus bso serve "
+                       "--max-registrations-per-minute); retry later, or reuse job ids (an "
+                       "identical spec answers 200)");
+    }
     const RegisterResult result = service_.register_job(bso::job_spec_from_json(body_of(req)));
     send_json(res, result.created ? 201 : 200, dump(response_spec(result.spec)));
   });
@@ -278,12 +290,28 @@ void HttpServer::add_routes() {
       send_message(res, 404, "No job was deleted.");
     }
   });
-  router_.add("GET", "/jobs", [this](const http::Request&, http::Response& res) {
-    ordered_json ids = ordered_json::array();
-    for (const std::string& id : service_.job_ids()) {
-      ids.push_back(id);
+  router_.add("GET", "/jobs", [this](const http::Request& req, http::Response& res) {
+    std::size_t limit = kMaxJobsPage;
+    if (req.has_param("limit")) {
+      const std::string text = query_param(req, "limit");
+      long long parsed = 0;
+      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed);
+      if (error != std::errc() || end != text.data() + text.size() || parsed < 1 ||
+          parsed > static_cast<long long>(kMaxJobsPage)) {
+        throw query_error("limit",
+                          "ensure limit is a whole number from 1 to " +
+                              std::to_string(kMaxJobsPage) + " (the largest page)",
+                          "value_error.number.not_le");
+      }
+      limit = static_cast<std::size_t>(parsed);
     }
-    send_json(res, 200, dump(ordered_json{{"jobs", ids}}));
+    const std::string after = req.has_param("after") ? query_param(req, "after") : "";
+    const JobIdPage page = service_.job_ids(after, limit);
+    ordered_json body{{"jobs", page.ids}};
+    if (page.next) {
+      body["next"] = *page.next;
+    }
+    send_json(res, 200, dump(body));
   });
   router_.add("GET", "/jobs/batch_size", [this](const http::Request& req, http::Response& res) {
     send_json(res, 200, dump(bso::to_json(service_.next_batch_size(query_param(req, "job_id")))));
@@ -327,6 +355,8 @@ void HttpServer::handle(const http::Request& req, http::Response& res) {
     router_.dispatch(req, path, res, kNoRoute);
   } catch (const bso::ValidationError& error) {
     send_json(res, 422, dump(error.to_json()));
+  } catch (const QuotaError& error) {
+    send_message(res, 429, error.what());
   } catch (const ServiceError& error) {
     send_message(res, status_for(error, method + " " + path), error.what());
   } catch (const StoreError& error) {
@@ -349,6 +379,11 @@ void HttpServer::handle(const http::Request& req, http::Response& res) {
     // Never library text to the client: the log has it.
     send_message(res, 500, "internal error (the server's log has the details)");
     zeus::log().error("{} {}: {}", method, req.path, error.what());
+  }
+  if (res.body.size() >= kTrimAfterAnswerBytes) {
+    // What building a large answer took (JSON nodes, rows) is free now, in pieces scattered
+    // over the heap that glibc would otherwise keep.
+    malloc_trim(0);
   }
   ++requests_;
 }

@@ -13,6 +13,7 @@
 
 #include "http/host.hpp"
 #include "http/router.hpp"
+#include "server/peer_rate.hpp"
 #include "server/service.hpp"
 
 namespace zeus::server {
@@ -31,7 +32,16 @@ struct HttpServerOptions {
   // GET/POST/PATCH /_noop answer "null" without touching the database: the HTTP stack's own
   // ceiling, for benchmarks.
   bool noop_route = false;
+  // POST /jobs per peer address: a bucket of this many that refills at this many a minute;
+  // beyond it 429 (0: no limit).
+  int max_registrations_per_minute = 600;
 };
+
+// GET /jobs pages: `?limit=` defaults to and may not exceed kMaxJobsPage ids.
+inline constexpr std::size_t kMaxJobsPage = 1000;
+// Answers at least this large are followed by malloc_trim, so that the memory they took goes
+// back to the system (docs/security.md, "BSO listings and quotas").
+inline constexpr std::size_t kTrimAfterAnswerBytes = 1 << 20;
 
 // GET /jobs/{id}'s body.
 nlohmann::ordered_json to_json(const JobState& state);
@@ -69,6 +79,7 @@ class HttpServer {
   int port_ = 0;
   bool bound_ = false;
   std::atomic<std::uint64_t> requests_{0};
+  PeerRate registrations_;
 };
 
 }  // namespace zeus::server

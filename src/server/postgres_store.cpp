@@ -122,15 +122,24 @@ class PgTransaction final : public StoreTransaction {
     return std::string_view(PQcmdTuples(result.get())) == "1";
   }
 
-  std::vector<std::string> list_job_ids() override {
-    // COLLATE "C": byte order, like SQLite's, whatever the database's locale.
-    const Result result = session_.exec("SELECT job_id FROM bso_job ORDER BY job_id COLLATE \"C\"",
-                                        Params(), "listing jobs");
+  std::vector<std::string> list_job_ids(const std::string& after, std::size_t limit) override {
+    // COLLATE "C": byte order, like SQLite's, whatever the database's locale (where that is not
+    // "C" the primary key's index does not give this order: each page then scans the table, in
+    // bounded memory, a top-N sort).
+    const Result result = session_.exec(
+        "SELECT job_id FROM bso_job WHERE job_id COLLATE \"C\" > $1 ORDER BY job_id COLLATE "
+        "\"C\" LIMIT $2",
+        Params().text(after).integer(static_cast<std::int64_t>(limit)), "listing jobs");
     std::vector<std::string> ids;
     for (int row = 0; row < PQntuples(result.get()); ++row) {
       ids.emplace_back(PQgetvalue(result.get(), row, 0));
     }
     return ids;
+  }
+
+  std::int64_t count_jobs() override {
+    const Result result = session_.exec("SELECT count(*) FROM bso_job", Params(), "counting jobs");
+    return std::stoll(PQgetvalue(result.get(), 0, 0));
   }
 
   std::optional<TrialRecord> get_trial(const std::string& job_id, int trial_number) override {

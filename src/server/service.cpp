@@ -166,6 +166,13 @@ RegisterResult BsoService::register_job(bso::JobSpec spec) {
     bad_ids.push_back(
         {{"body", "job_id_prefix"}, "job_id_prefix " + problem, "value_error.job_id", nullptr});
   }
+  if (spec.batch_sizes.size() > bso::kMaxBatchSizes) {
+    bad_ids.push_back(
+        {{"body", "batch_sizes"},
+         "ensure this value has at most " + std::to_string(bso::kMaxBatchSizes) + " items",
+         "value_error.list.max_items",
+         nullptr});
+  }
   if (spec.policy) {
     try {
       optimizer::check_batch_size_policy_name(*spec.policy);
@@ -197,6 +204,11 @@ RegisterResult BsoService::register_job(bso::JobSpec spec) {
   const bool generate = !spec.job_id.has_value();
   store_.transact([&](StoreTransaction& tx) {
     record.created_ms = now_ms();
+    if (max_jobs_ > 0 && (generate || !tx.get_job(*spec.job_id)) && tx.count_jobs() >= max_jobs_) {
+      throw QuotaError("the server holds " + std::to_string(max_jobs_) +
+                       " jobs, its limit (zeus bso serve --max-jobs): delete finished jobs "
+                       "(DELETE /jobs?job_id=...) or ask the operator to raise the limit");
+    }
     if (generate) {
       // "<prefix>-<8 hex digits>", drawn until unused.
       for (;;) {
@@ -460,10 +472,15 @@ std::optional<JobState> BsoService::job_state(const std::string& job_id) {
   return state;
 }
 
-std::vector<std::string> BsoService::job_ids() {
-  std::vector<std::string> ids;
-  store_.transact([&](StoreTransaction& tx) { ids = tx.list_job_ids(); });
-  return ids;
+JobIdPage BsoService::job_ids(const std::string& after, std::size_t limit) {
+  JobIdPage page;
+  // One more than asked: whether there is a next page.
+  store_.transact([&](StoreTransaction& tx) { page.ids = tx.list_job_ids(after, limit + 1); });
+  if (page.ids.size() > limit) {
+    page.ids.resize(limit);
+    page.next = page.ids.empty() ? after : page.ids.back();
+  }
+  return page;
 }
 
 StoreHealth BsoService::health() {

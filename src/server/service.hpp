@@ -33,6 +33,20 @@ class ServiceError : public Error {
  public:
   ServiceError(ErrorKind kind, const std::string& message) : Error(kind, to_valid_utf8(message)) {}
 };
+// A request refused by an operator's quota (--max-jobs, --max-registrations-per-minute): 429
+// with {"message"} naming the limit and what to do.
+class QuotaError : public ServiceError {
+ public:
+  explicit QuotaError(const std::string& message)
+      : ServiceError(ErrorKind::kUnavailable, message) {}
+};
+
+// One page of GET /jobs.
+struct JobIdPage {
+  std::vector<std::string> ids;
+  std::optional<std::string> next;  // the `after` of the next page; unset on the last one
+};
+
 struct RegisterResult {
   bool created = false;  // 201 when created, 200 when an identical job existed
   bso::JobSpec spec;     // as stored (job_id set, batch sizes sorted)
@@ -105,8 +119,11 @@ class BsoService {
   bool delete_job(const std::string& job_id);
   // GET /jobs/{id}: spec, stage, min cost, arms and trials. nullopt when unknown.
   std::optional<JobState> job_state(const std::string& job_id);
-  // GET /jobs: every job's id, as the store lists them.
-  std::vector<std::string> job_ids();
+  // GET /jobs: up to `limit` job ids after `after` (from the first when empty), in byte order.
+  JobIdPage job_ids(const std::string& after, std::size_t limit);
+  // The most jobs the store may hold; a registration of a new job beyond it is a QuotaError.
+  // 0: no limit. Set before serving.
+  void set_max_jobs(std::int64_t max_jobs) { max_jobs_ = max_jobs; }
   // GET /healthz: whether the store can serve requests now. Never throws.
   StoreHealth health();
 
@@ -123,6 +140,7 @@ class BsoService {
 
   std::shared_ptr<Clock> clock_;
   std::string default_policy_;
+  std::int64_t max_jobs_ = 0;
 };
 
 }  // namespace zeus::server

@@ -3,6 +3,7 @@
 // synchronous=NORMAL (the default) a committed transaction survives the process being killed,
 // synchronous=FULL (?synchronous=full) also survives power loss.
 #include <sqlite3.h>
+#include <sys/statvfs.h>
 
 #include <mutex>
 #include <optional>
@@ -17,6 +18,10 @@
 
 namespace zeus::server {
 namespace {
+
+// After a storage failure, health is ok again only once the database's file system has this much
+// room (docs/security.md): about what the largest registration writes.
+constexpr unsigned long long kMinFreeBytes = 1ULL << 20;
 
 using sqlite::exec;
 using sqlite::file_of;
@@ -89,13 +94,19 @@ class SqliteTransaction final : public StoreTransaction {
     remove.step();
     return sqlite3_changes(db_) > 0;
   }
-  std::vector<std::string> list_job_ids() override {
-    Statement query(db_, cache_, "SELECT job_id FROM bso_job ORDER BY job_id");
+  std::vector<std::string> list_job_ids(const std::string& after, std::size_t limit) override {
+    Statement query(db_, cache_,
+                    "SELECT job_id FROM bso_job WHERE job_id > ?1 ORDER BY job_id LIMIT ?2");
+    query.bind(1, after).bind(2, static_cast<std::int64_t>(limit));
     std::vector<std::string> ids;
     while (query.step()) {
       ids.push_back(query.text(0));
     }
     return ids;
+  }
+  std::int64_t count_jobs() override {
+    Statement query(db_, cache_, "SELECT count(*) FROM bso_job");
+    return query.step() ? query.int64(0) : 0;
   }
   std::optional<TrialRecord> get_trial(const std::string& job_id, int trial_number) override {
     Statement query(db_, cache_, kTrialByNumber);
@@ -269,6 +280,12 @@ class SqliteStore final : public Store {
         if (failure_->corruption) {
           return {false, "the last transaction failed: " + failure_->message};
         }
+        // A one-page probe fits in the space that the failed transaction's frames already took
+        // in the WAL, so on a full file system it succeeds while every real write still fails:
+        // after a storage failure, health also wants room for a real write.
+        if (const std::string short_of_space = too_little_space(); !short_of_space.empty()) {
+          return {false, short_of_space + "; the last write failed: " + failure_->message};
+        }
         try {
           probe_write();
         } catch (const SqliteError& error) {
@@ -313,6 +330,24 @@ class SqliteStore final : public Store {
       sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
       throw;
     }
+  }
+
+  // Why the file system that holds the database has too little room for a real write
+  // (kMinFreeBytes); empty when it has room, or cannot say.
+  std::string too_little_space() const {
+    const std::string file = file_of(db_);
+    struct statvfs info {};
+    if (file == ":memory:" || ::statvfs(file.c_str(), &info) != 0) {
+      return {};
+    }
+    const unsigned long long free_bytes =
+        static_cast<unsigned long long>(info.f_bavail) * info.f_frsize;
+    if (free_bytes >= kMinFreeBytes) {
+      return {};
+    }
+    return "the file system that holds the SQLite database \"" + file + "\" has " +
+           std::to_string(free_bytes / 1024) + " KiB free (health returns once it has " +
+           std::to_string(kMinFreeBytes >> 20) + " MiB and a write works): free some space";
   }
 
   int read_version() {

@@ -79,7 +79,10 @@ class StoreTransaction {
   virtual void update_job(const JobRecord& job) = 0;
   // Deletes the job and its trials; false when there was none.
   virtual bool delete_job(const std::string& job_id) = 0;
-  virtual std::vector<std::string> list_job_ids() = 0;
+  // Up to `limit` job ids after `after` (all when empty) in byte order: one page of GET /jobs.
+  virtual std::vector<std::string> list_job_ids(const std::string& after, std::size_t limit) = 0;
+  // How many jobs the store holds (the --max-jobs quota).
+  virtual std::int64_t count_jobs() = 0;
 
   virtual std::optional<TrialRecord> get_trial(const std::string& job_id, int trial_number) = 0;
   virtual void insert_trial(const TrialRecord& trial) = 0;

@@ -2,6 +2,8 @@
 // then every bad input of the issue.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -497,6 +499,64 @@ TEST(BsoHttp, HealthzIs503WhileWritesFailAndOkOnceTheyWorkAgain) {
   EXPECT_EQ(health->body, R"({"status":"ok"})");
   EXPECT_EQ(server.request("POST", "/jobs", peer_job_spec("peer-full-after").dump())->status, 201);
   EXPECT_EQ(server.request("GET", "/jobs/peer-full")->status, 200);
+}
+
+// The same on a real full file system (a 2 MiB tmpfs; skipped where it cannot be mounted): a
+// one-page write probe fits in the WAL space the failed write left, so health said ok while
+// every real write got 503.
+TEST(BsoHttp, HealthzIs503OnAFullFileSystemAndOkOnceThereIsRoom) {
+  const auto dir = zeus::test::make_temp_dir("zeus-bso-tmpfs");
+  if (std::system(("mount -t tmpfs -o size=2m tmpfs '" + dir.string() + "' 2>/dev/null").c_str()) !=
+      0) {
+    std::filesystem::remove_all(dir);
+    GTEST_SKIP() << "cannot mount a tmpfs here (not root?)";
+  }
+  // Unmounted however the test ends (after the server, declared below, has closed the file).
+  struct Unmount {
+    std::filesystem::path dir;
+    ~Unmount() {
+      EXPECT_EQ(std::system(("umount '" + dir.string() + "'").c_str()), 0);
+      std::filesystem::remove_all(dir);
+    }
+  } unmount{dir};
+  {
+    const auto filler = dir / "filler";
+    {
+      std::ofstream out(filler);
+      out << std::string(1200 << 10, 'x');
+    }
+    zeus::server::HttpServerOptions options;
+    options.max_registrations_per_minute = 0;
+    ServerHarness server("sqlite:///" + (dir / "bso.db").string(), options);
+    int status = 0;
+    for (int i = 0; i < 500 && status != 503; ++i) {
+      auto spec = peer_job_spec("peer-fs-" + std::to_string(i));
+      spec["batch_sizes"] = json::array();
+      for (int b = 1; b <= 300; ++b) {
+        spec["batch_sizes"].push_back(b);
+      }
+      status = server.request("POST", "/jobs", spec.dump())->status;
+    }
+    ASSERT_EQ(status, 503) << "the file system never filled";
+    // Full for the smallest registration too.
+    status = 0;
+    for (int i = 0; i < 500 && status != 503; ++i) {
+      status =
+          server.request("POST", "/jobs", peer_job_spec("peer-fs-s" + std::to_string(i)).dump())
+              ->status;
+    }
+    ASSERT_EQ(status, 503) << "small writes never failed";
+    for (int probe = 0; probe < 2; ++probe) {
+      const auto health = server.request("GET", "/healthz");
+      EXPECT_EQ(health->status, 503) << health->body;
+      EXPECT_NE(health->body.find("KiB free"), std::string::npos) << health->body;
+      EXPECT_EQ(server.request("POST", "/jobs", peer_job_spec("peer-fs-x").dump())->status, 503);
+    }
+    std::filesystem::remove(filler);
+    const auto health = server.request("GET", "/healthz");
+    EXPECT_EQ(health->status, 200) << health->body;
+    EXPECT_EQ(server.request("POST", "/jobs", peer_job_spec("peer-fs-after").dump())->status, 201);
+  }
 }
 
 }  // namespace

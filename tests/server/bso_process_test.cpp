@@ -70,6 +70,17 @@ class ServerProcess {
     return status;
   }
   int port() const { return port_; }
+  // Resident memory (VmRSS), in KiB.
+  long rss_kib() const {
+    std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind("VmRSS:", 0) == 0) {
+        return std::stol(line.substr(6));
+      }
+    }
+    return -1;
+  }
   std::string log() const {
     std::ifstream in(log_);
     return {std::istreambuf_iterator<char>(in), {}};
@@ -402,6 +413,56 @@ TEST(BsoProcess, AnUnknownPolicyIsRefusedBeforeTheDatabaseIsOpened) {
   EXPECT_NE(out.find("--policy"), std::string::npos) << out;
   EXPECT_NE(out.find("low-regret"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(db));
+  std::filesystem::remove_all(dir);
+}
+
+// Large answers must not leave the server's memory high for good (issue 27, item 7: 16 -> 600 MB
+// after 40 job-state answers of a 20,000-trial job, from many worker threads' arenas).
+TEST(BsoProcess, MemoryAfterManyLargeAnswersStaysNearItsLevelBefore) {
+  const auto dir = zeus::test::make_temp_dir("zeus-bso-rss");
+  const std::string url = "sqlite:///" + (dir / "bso.db").string();
+  {
+    auto store = zeus::server::open_store(url);
+    zeus::server::BsoService service(*store);
+    service.register_job(zeus::bso::job_spec_from_json(zeus::test::peer_job_spec("peer-big")));
+    store->transact([](zeus::server::StoreTransaction& tx) {
+      for (int i = 1; i <= 20000; ++i) {
+        zeus::server::TrialRecord trial;
+        trial.job_id = "peer-big";
+        trial.trial_number = i;
+        trial.batch_size = 128;
+        trial.type = "Exploration";
+        trial.status = "Failed";
+        trial.start_ms = i;
+        trial.end_ms = i + 1;
+        tx.insert_trial(trial);
+      }
+    });
+  }
+  ServerProcess server(dir, url);
+  const auto fetch = [&] {
+    httplib::Client http("127.0.0.1", server.port());
+    http.set_read_timeout(30, 0);
+    const auto got = http.Get("/jobs/peer-big");
+    ASSERT_TRUE(got);
+    ASSERT_EQ(got->status, 200);
+    ASSERT_GT(got->body.size(), 1u << 20);
+  };
+  fetch();  // what one answer needs, and the caches filled once
+  const long before = server.rss_kib();
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 10; ++c) {
+    clients.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) {
+        fetch();
+      }
+    });
+  }
+  for (std::thread& client : clients) {
+    client.join();
+  }
+  const long after = server.rss_kib();
+  EXPECT_LE(after, before * 3 / 2) << "before " << before << " KiB, after " << after << " KiB";
   std::filesystem::remove_all(dir);
 }
 

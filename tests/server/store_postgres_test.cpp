@@ -133,7 +133,7 @@ TEST_F(PostgresStoreTest, AReadOnlyDatabaseOpensAndRefusesWrites) {
   server_->execute("postgres", "ALTER DATABASE " + database_->name() +
                                    " SET default_transaction_read_only = on");
   const std::unique_ptr<Store> store = database_->open({});
-  store->transact([](StoreTransaction& tx) { EXPECT_TRUE(tx.list_job_ids().empty()); });
+  store->transact([](StoreTransaction& tx) { EXPECT_TRUE(tx.list_job_ids("", 10).empty()); });
   expect_store_error(
       [&] {
         store->transact([](StoreTransaction& tx) { tx.insert_job(minimal_job("store-test-1")); });
@@ -172,7 +172,7 @@ TEST_F(PostgresStoreTest, AStorageFailureKeepsHealthDownUntilAWriteWorks) {
     EXPECT_FALSE(health.ok);
     EXPECT_NE(health.message.find("53100"), std::string::npos) << health.message;
   }
-  store->transact([](StoreTransaction& tx) { tx.list_job_ids(); });  // a read clears nothing
+  store->transact([](StoreTransaction& tx) { tx.list_job_ids("", 10); });  // a read clears nothing
   EXPECT_FALSE(store->health().ok);
   // A real write that works clears it.
   database_->execute("DROP TRIGGER full_jobs ON bso_job");

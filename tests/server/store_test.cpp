@@ -21,7 +21,7 @@ using namespace zeus::testing::store_suite;
 TEST_P(StoreTest, OpeningAppliesEveryMigration) {
   EXPECT_EQ(store_->schema_version(), static_cast<int>(zeus::server::schema::migrations().size()));
   EXPECT_FALSE(store_->describe().empty());
-  store_->transact([](StoreTransaction& tx) { EXPECT_TRUE(tx.list_job_ids().empty()); });
+  store_->transact([](StoreTransaction& tx) { EXPECT_TRUE(tx.list_job_ids("", 10).empty()); });
 }
 
 TEST_P(StoreTest, AWorkingStoreIsHealthy) {
@@ -126,14 +126,34 @@ TEST_P(StoreTest, DeleteJobAndListJobIds) {
   insert(minimal_job("store-test-B"));
   insert(minimal_job("store-test-a"));
   store_->transact([](StoreTransaction& tx) {
-    EXPECT_EQ(tx.list_job_ids(),
+    EXPECT_EQ(tx.list_job_ids("", 10),
               (std::vector<std::string>{"store-test-B", "store-test-a", "store-test-b"}));
+    EXPECT_EQ(tx.count_jobs(), 3);
     EXPECT_TRUE(tx.delete_job("store-test-a"));
     EXPECT_FALSE(tx.delete_job("store-test-a"));
     EXPECT_FALSE(tx.delete_job("store-test-absent"));
-    EXPECT_EQ(tx.list_job_ids(), (std::vector<std::string>{"store-test-B", "store-test-b"}));
+    EXPECT_EQ(tx.list_job_ids("", 10), (std::vector<std::string>{"store-test-B", "store-test-b"}));
+    EXPECT_EQ(tx.count_jobs(), 2);
   });
   EXPECT_FALSE(get_job("store-test-a").has_value());
+}
+
+// GET /jobs pages: `limit` ids after `after`, in byte order (a multi-byte id after every ASCII
+// one), whatever the database's collation.
+TEST_P(StoreTest, ListJobIdsPagesInByteOrder) {
+  const std::vector<std::string> ids = {"store-page-A", "store-page-a", "store-page-b",
+                                        "store-page-\xc3\xa9", "store-page-z"};
+  for (const std::string& id : {ids[3], ids[1], ids[4], ids[0], ids[2]}) {
+    insert(minimal_job(id));
+  }
+  store_->transact([&](StoreTransaction& tx) {
+    EXPECT_EQ(tx.list_job_ids("", 2), (std::vector<std::string>{ids[0], ids[1]}));
+    EXPECT_EQ(tx.list_job_ids(ids[1], 2), (std::vector<std::string>{ids[2], ids[4]}));
+    EXPECT_EQ(tx.list_job_ids(ids[4], 2), (std::vector<std::string>{ids[3]}));
+    EXPECT_EQ(tx.list_job_ids(ids[3], 2), std::vector<std::string>{});
+    EXPECT_EQ(tx.list_job_ids("store-page-a0", 1), (std::vector<std::string>{ids[2]}));
+    EXPECT_EQ(tx.count_jobs(), 5);
+  });
 }
 
 TEST_P(StoreTest, TrialRoundTripsFromDispatchedToSucceeded) {

@@ -95,13 +95,20 @@ class ValidationError : public Error {
 inline constexpr std::size_t kMaxJobIdBytes = 256;
 inline constexpr std::size_t kMaxJobIdPrefixBytes = kMaxJobIdBytes - 9;
 
+// A spec's lists and free text are bounded too, so that a job's stored size is (a few tens of
+// KiB at most, docs/security.md): at most this many batch sizes, and this many bytes of
+// gpu_model.
+inline constexpr std::size_t kMaxBatchSizes = 4096;
+inline constexpr std::size_t kMaxGpuModelBytes = 256;
+
 // Why `id` cannot be a job id (empty, longer than `max_bytes`, not UTF-8, a '/' or a control
 // character), as a sentence for an error message; empty when it can.
 std::string job_id_problem(const std::string& id, std::size_t max_bytes = kMaxJobIdBytes);
 
 // Parses a request body. `where` is the first element of each error's "loc" ("body"). Throws
 // ValidationError listing every bad field (not only the first). `check_job_ids` applies
-// job_id_problem to job_id and job_id_prefix; off for rows stored before that rule existed.
+// job_id_problem to job_id and job_id_prefix, and the limits above; off for rows stored before
+// those rules existed.
 JobSpec job_spec_from_json(const nlohmann::json& body, const std::string& where = "body",
                            bool check_job_ids = true);
 TrialId trial_id_from_json(const nlohmann::json& body, const std::string& where = "body");
