@@ -139,6 +139,7 @@ class BindError : public Error {
 struct HostStats {
   std::uint64_t connections_accepted = 0;
   std::uint64_t connections_refused = 0;  // over a connection cap
+  std::uint64_t connections_evicted = 0;  // idle ones closed to admit a newcomer at the cap
   std::uint64_t requests = 0;             // answered by the handler
   std::uint64_t rejected_requests = 0;    // answered by the host itself (4xx/5xx)
   std::uint64_t timeouts = 0;             // head, body, idle or write deadlines hit
