@@ -22,7 +22,9 @@ namespace {
 using namespace std::chrono_literals;
 using testing::RawClient;
 
-std::string peer_address(int peer) { return "127.0.0." + std::to_string(2 + peer); }
+std::string peer_address(int peer) {
+  return "127.0.0." + std::to_string(2 + peer);
+}
 
 std::string get(const std::string& path) {
   return "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n";

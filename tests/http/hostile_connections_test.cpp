@@ -38,7 +38,9 @@ void raise_descriptor_limit() {
   ::setrlimit(RLIMIT_NOFILE, &limit);
 }
 
-std::string peer_address(int peer) { return "127.0.0." + std::to_string(2 + peer); }
+std::string peer_address(int peer) {
+  return "127.0.0." + std::to_string(2 + peer);
+}
 
 // `sockets` idle connections from each of kPeers addresses (a refused or evicted one is kept:
 // the kernel completed it, and it is what a hostile client would hold).
@@ -121,8 +123,8 @@ TEST(HostileConnections, ZeusdUnixSocketAnswersBeside16UidsOfIdleSockets) {
       }
       for (int i = 0; i < kSocketsPerPeer; ++i) {
         const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
-        if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&address),
-                                sizeof(address)) != 0) {
+        if (fd < 0 ||
+            ::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
           ::_exit(3);
         }
       }
