@@ -272,6 +272,7 @@ HostStats Host::stats() const {
   stats.timeouts = impl_->timeouts;
   std::lock_guard lock(impl_->mutex);
   stats.open_connections = impl_->sessions.size();
+  stats.evicting_connections = impl_->evicting;
   return stats;
 }
 

@@ -149,6 +149,7 @@ struct HostStats {
   std::uint64_t rejected_requests = 0;    // answered by the host itself (4xx/5xx)
   std::uint64_t timeouts = 0;             // head, body, idle or write deadlines hit
   std::size_t open_connections = 0;
+  std::size_t evicting_connections = 0;  // of those, picked to make room and closing
 };
 
 class Host {
