@@ -132,17 +132,21 @@ TEST(HostileConnections, ZeusdUnixSocketAnswersBeside16UidsOfIdleSockets) {
       if (::write(ready[1], &byte, 1) != 1) {
         ::_exit(4);
       }
+      ::close(ready[1]);  // the test sees the end of `ready` once every child wrote or exited
       ::read(release[0], &byte, 1);  // returns when the test closes its end
       ::_exit(0);
     }
-    ASSERT_GT(pid, 0);
+    if (pid < 0) {
+      ADD_FAILURE() << "fork: " << std::strerror(errno);
+      break;
+    }
     children.push_back(pid);
   }
   ::close(ready[1]);
   ::close(release[0]);
   int ready_count = 0;
   char byte;
-  while (ready_count < kPeers && ::read(ready[0], &byte, 1) == 1) {
+  while (ready_count < static_cast<int>(children.size()) && ::read(ready[0], &byte, 1) == 1) {
     ++ready_count;
   }
   EXPECT_EQ(ready_count, kPeers) << "a child could not connect: " << server.process->log();
