@@ -69,16 +69,30 @@ void Host::Impl::accept_on(Acceptor& acceptor) {
     ++self->accepted;
     Peer peer = detail::describe_peer(socket);
     const std::string key = detail::peer_key(peer);
-    if (auto reason = self->admit(key)) {
-      // At most one line a second: a flood of connections must not flood the log too.
-      if (const auto unlogged = self->refusals_to_log()) {
+    Impl::Admission admission = self->admit(key);
+    for (auto& victim : admission.victims) {
+      victim->post_evict();
+    }
+    if (!admission.victims.empty()) {
+      if (const auto unlogged = self->due(self->eviction_log)) {
+        log().warn(
+            "{}: at its cap of {} connections: closing an idle connection of {} (the peer "
+            "with the most) to admit {}{}",
+            self->options.name, self->options.limits.max_connections, admission.victim_peer,
+            detail::peer_text(peer),
+            *unlogged > 0 ? fmt::format(" ({} more since the last such line)", *unlogged)
+                          : std::string());
+      }
+    }
+    if (admission.refusal) {
+      if (const auto unlogged = self->due(self->refusal_log)) {
         log().warn("{}: refused a connection from {}: {}{}", self->options.name,
-                   detail::peer_text(peer), *reason,
+                   detail::peer_text(peer), *admission.refusal,
                    *unlogged > 0
                        ? fmt::format(" ({} more refused since the last such line)", *unlogged)
                        : std::string());
       }
-      self->refuse_connection(std::move(socket), *reason);
+      self->refuse_connection(std::move(socket), *admission.refusal);
     } else {
       auto session = std::make_shared<Session<SocketType>>(self, std::move(socket), peer);
       self->add(session.get(), session, key);
@@ -252,11 +266,13 @@ HostStats Host::stats() const {
   HostStats stats;
   stats.connections_accepted = impl_->accepted;
   stats.connections_refused = impl_->refused;
+  stats.connections_evicted = impl_->evicted;
   stats.requests = impl_->requests;
   stats.rejected_requests = impl_->rejected;
   stats.timeouts = impl_->timeouts;
   std::lock_guard lock(impl_->mutex);
   stats.open_connections = impl_->sessions.size();
+  stats.evicting_connections = impl_->evicting;
   return stats;
 }
 

@@ -6,8 +6,9 @@
 // the worker threads only once its head and body have arrived in full. Every connection is
 // bounded: a deadline for the whole request head and another for the body, limits on header
 // bytes and count and on the body (chunked bodies included; compressed request bodies are
-// refused), a cap on connections with a per-peer share, a bounded keep-alive, and a graceful
-// stop that finishes requests in flight within a deadline.
+// refused), a cap on connections under which idle ones give way to newcomers, a hard per-peer
+// cap, a bounded keep-alive, and a graceful stop that finishes requests in flight within a
+// deadline.
 #pragma once
 
 #include <sys/types.h>
@@ -106,7 +107,11 @@ struct HostLimits {
   std::chrono::milliseconds write_timeout{10'000};
   std::size_t max_requests_per_connection = 1000;
   // Connections open at once, and of those from one peer (one IP address, or one uid on a Unix
-  // socket); past them a connection gets 503 and is closed.
+  // socket). At max_connections a newcomer evicts an idle connection (no whole request head
+  // yet, idle between requests, or lingering): the oldest-idle one of the peer holding the
+  // most connections; it gets 503 and is closed only when none is evictable. Connections
+  // handling, writing or streaming are never evicted. max_connections_per_peer is hard: past it
+  // a connection gets 503 and is closed (docs/security.md, "Connection limits and eviction").
   std::size_t max_connections = 1024;
   std::size_t max_connections_per_peer = 256;
   // stop(): requests in flight get this long to finish before connections are cut.
@@ -139,10 +144,12 @@ class BindError : public Error {
 struct HostStats {
   std::uint64_t connections_accepted = 0;
   std::uint64_t connections_refused = 0;  // over a connection cap
+  std::uint64_t connections_evicted = 0;  // idle ones closed to admit a newcomer at the cap
   std::uint64_t requests = 0;             // answered by the handler
   std::uint64_t rejected_requests = 0;    // answered by the host itself (4xx/5xx)
   std::uint64_t timeouts = 0;             // head, body, idle or write deadlines hit
   std::size_t open_connections = 0;
+  std::size_t evicting_connections = 0;  // of those, picked to make room and closing
 };
 
 class Host {

@@ -32,6 +32,33 @@ class SessionBase {
   // Called on the session's strand when the host stops (graceful) or when the grace has run
   // out (forced).
   virtual void post_stop(bool forced) = 0;
+  // The host picked this connection to make room at the cap: on its strand, it closes if it is
+  // still evictable, or else tells the host (Impl::eviction_refused) and stays.
+  virtual void post_evict() = 0;
+
+  // When the connection last became evictable (steady-clock ticks): it has not sent a whole
+  // request head yet, waits for its next request, or lingers after its last answer. kBusy
+  // while it reads a body, handles a request, writes or streams. Set on the session's strand;
+  // read by the host, under its mutex, when it picks a connection to evict.
+  static constexpr std::int64_t kBusy = -1;
+  void mark_busy() { evictable_since_.store(kBusy, std::memory_order_relaxed); }
+  void mark_evictable() {
+    if (evictable_since_.load(std::memory_order_relaxed) == kBusy) {
+      evictable_since_.store(now_ticks(), std::memory_order_relaxed);
+    }
+  }
+  std::int64_t evictable_since() const { return evictable_since_.load(std::memory_order_relaxed); }
+
+ private:
+  static std::int64_t now_ticks() { return SteadyTime::now().time_since_epoch().count(); }
+  std::atomic<std::int64_t> evictable_since_{now_ticks()};
+};
+
+// Once a second at most: the count of events not logged since the last line, or nullopt to
+// stay quiet (a flood of connections must not flood the log too).
+struct LogThrottle {
+  SteadyTime::time_point last{};
+  std::uint64_t unlogged = 0;
 };
 
 struct Host::Impl : std::enable_shared_from_this<Host::Impl> {
@@ -46,18 +73,39 @@ struct Host::Impl : std::enable_shared_from_this<Host::Impl> {
   net::steady_timer grace_timer;
   net::steady_timer drain_timer;
 
-  std::mutex mutex;  // guards sessions and per_peer
-  std::unordered_map<SessionBase*, std::weak_ptr<SessionBase>> sessions;
-  std::unordered_map<std::string, std::size_t> per_peer;
-  SteadyTime::time_point last_refusal_logged{};  // under mutex, with refusals_unlogged
-  std::uint64_t refusals_unlogged = 0;
+  // Connections open from one peer, and of those the ones picked for eviction (still open).
+  struct PeerCount {
+    std::size_t open = 0;
+    std::size_t evicting = 0;
+  };
+  using PeerEntry = std::pair<const std::string, PeerCount>;  // a node of per_peer (stable)
+  struct Entry {
+    std::weak_ptr<SessionBase> session;
+    PeerEntry* peer = nullptr;
+    bool evicting = false;  // picked as a victim; closes on its strand (or refuses)
+  };
+  // What admit() decided: a refusal (503), or room, made by evicting `victims` (post_evict()
+  // them once the mutex is released) of `victim_peer`.
+  struct Admission {
+    std::optional<std::string> refusal;
+    std::vector<std::shared_ptr<SessionBase>> victims;
+    std::string victim_peer;
+  };
+
+  std::mutex mutex;  // guards everything below up to the atomics
+  std::unordered_map<SessionBase*, Entry> sessions;
+  std::unordered_map<std::string, PeerCount> per_peer;
+  std::size_t evicting = 0;  // entries with `evicting` set: they do not count against the cap
+  LogThrottle refusal_log;
+  LogThrottle eviction_log;
 
   std::shared_ptr<std::atomic<bool>> stopping = std::make_shared<std::atomic<bool>>(false);
   std::atomic<bool> serving{false};
   std::atomic<bool> served{false};
   std::thread background;
 
-  std::atomic<std::uint64_t> accepted{0}, refused{0}, requests{0}, rejected{0}, timeouts{0};
+  std::atomic<std::uint64_t> accepted{0}, refused{0}, evicted{0}, requests{0}, rejected{0},
+      timeouts{0};
 
   Impl(HostOptions opts, Handler h)
       : options(std::move(opts)),
@@ -72,52 +120,115 @@ struct Host::Impl : std::enable_shared_from_this<Host::Impl> {
     }
   }
 
-  // Whether to log this refused connection: the count of those not logged since the last line
-  // logged, or nullopt to stay quiet (less than a second since it).
-  std::optional<std::uint64_t> refusals_to_log() {
+  std::optional<std::uint64_t> due(LogThrottle& throttle) {
     std::lock_guard lock(mutex);
     const auto now = SteadyTime::now();
-    if (now - last_refusal_logged < std::chrono::seconds(1)) {
-      ++refusals_unlogged;
+    if (now - throttle.last < std::chrono::seconds(1)) {
+      ++throttle.unlogged;
       return std::nullopt;
     }
-    last_refusal_logged = now;
-    return std::exchange(refusals_unlogged, 0);
+    throttle.last = now;
+    return std::exchange(throttle.unlogged, 0);
   }
 
-  // Admits a connection from `key`, or says why not.
-  std::optional<std::string> admit(const std::string& key) {
+  // Admits a connection from `key`, evicting idle connections when the host is at its cap, or
+  // says why not. The peer's own cap is hard; connections pending eviction do not count.
+  Admission admit(const std::string& key) {
     std::lock_guard lock(mutex);
-    if (sessions.size() >= options.limits.max_connections) {
-      return "the server has " + std::to_string(sessions.size()) +
-             " connections open, its limit; retry later";
+    Admission admission;
+    const auto found = per_peer.find(key);
+    const std::size_t mine =
+        found == per_peer.end() ? 0 : found->second.open - found->second.evicting;
+    if (mine >= options.limits.max_connections_per_peer) {
+      admission.refusal = "this client has " + std::to_string(mine) +
+                          " connections open, the limit for one peer; close some or retry later";
+      return admission;
     }
-    if (per_peer[key] >= options.limits.max_connections_per_peer) {
-      return "this client has " + std::to_string(per_peer[key]) +
-             " connections open, the limit for one peer; close some or retry later";
+    // A loop: when victims turned busy before closing, the next newcomer evicts the overshoot.
+    while (sessions.size() - evicting >= options.limits.max_connections) {
+      if (!evict_one(admission)) {
+        admission.refusal = "the server has " + std::to_string(sessions.size() - evicting) +
+                            " connections open, its limit, and none idle; retry later";
+        return admission;
+      }
     }
-    return std::nullopt;
+    return admission;
   }
+
+  // Under the mutex: picks the oldest-idle evictable connection of the peer with the most
+  // connections (one pass over the table) and marks it. False when none is evictable.
+  bool evict_one(Admission& admission) {
+    Entry* victim = nullptr;
+    std::size_t victim_share = 0;
+    std::int64_t victim_since = 0;
+    for (auto& [raw, entry] : sessions) {
+      const std::int64_t since = raw->evictable_since();
+      if (entry.evicting || since == SessionBase::kBusy) {
+        continue;
+      }
+      const std::size_t share = entry.peer->second.open - entry.peer->second.evicting;
+      if (victim == nullptr || share > victim_share ||
+          (share == victim_share && since < victim_since)) {
+        victim = &entry;
+        victim_share = share;
+        victim_since = since;
+      }
+    }
+    if (victim == nullptr) {
+      return false;
+    }
+    victim->evicting = true;
+    ++victim->peer->second.evicting;
+    ++evicting;
+    admission.victim_peer = victim->peer->first;
+    // A session whose last owner is gone is closing already: marked, it frees its slot soon.
+    if (auto session = victim->session.lock()) {
+      admission.victims.push_back(std::move(session));
+    }
+    return true;
+  }
+
+  // A victim that turned busy before its strand could close it: it counts again (the host may
+  // be one over its cap until the next admission or close).
+  void eviction_refused(SessionBase* session) {
+    std::lock_guard lock(mutex);
+    const auto it = sessions.find(session);
+    if (it != sessions.end() && it->second.evicting) {
+      it->second.evicting = false;
+      --it->second.peer->second.evicting;
+      --evicting;
+    }
+  }
+
   void add(SessionBase* session, const std::shared_ptr<SessionBase>& shared,
            const std::string& key) {
     std::lock_guard lock(mutex);
-    sessions.emplace(session, shared);
-    ++per_peer[key];
+    PeerEntry& peer = *per_peer.try_emplace(key).first;
+    ++peer.second.open;
+    sessions.emplace(session, Entry{shared, &peer, false});
   }
-  void remove(SessionBase* session, const std::string& key) {
+  void remove(SessionBase* session) {
     std::lock_guard lock(mutex);
-    sessions.erase(session);
-    auto it = per_peer.find(key);
-    if (it != per_peer.end() && --it->second == 0) {
-      per_peer.erase(it);
+    const auto it = sessions.find(session);
+    if (it == sessions.end()) {
+      return;
+    }
+    PeerEntry& peer = *it->second.peer;
+    if (it->second.evicting) {
+      --peer.second.evicting;
+      --evicting;
+    }
+    sessions.erase(it);
+    if (--peer.second.open == 0) {
+      per_peer.erase(per_peer.find(peer.first));
     }
   }
   void stop_sessions(bool forced) {
     std::vector<std::shared_ptr<SessionBase>> live;
     {
       std::lock_guard lock(mutex);
-      for (auto& [raw, weak] : sessions) {
-        if (auto session = weak.lock()) {
+      for (auto& [raw, entry] : sessions) {
+        if (auto session = entry.session.lock()) {
           live.push_back(std::move(session));
         }
       }

@@ -38,7 +38,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     // The buffer holds a head at most (a body goes to the parser's own string).
     buffer_.max_size(host_->options.limits.max_header_bytes + 64 * 1024);
   }
-  ~Session() override { host_->remove(this, key_); }
+  ~Session() override { host_->remove(this); }
 
   void start() {
     net::dispatch(socket_.get_executor(),
@@ -48,6 +48,9 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   void post_stop(bool forced) override {
     net::post(socket_.get_executor(),
               [self = this->shared_from_this(), forced] { self->on_stop(forced); });
+  }
+  void post_evict() override {
+    net::post(socket_.get_executor(), [self = this->shared_from_this()] { self->on_evict(); });
   }
 
  private:
@@ -96,6 +99,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       close();
       return;
     }
+    mark_evictable();
     error_code available_error;
     if (buffer_.size() > 0 || socket_.available(available_error) > 0) {
       // A pipelined request, or the next one, is already here: no need to wait for it.
@@ -158,6 +162,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
     if (read_failed(ec, State::kHead, "head", limits().header_timeout)) {
       return;
     }
+    mark_busy();
     request_ = Request{};
     if (auto refusal = detail::check_head(parser_->get(), limits(), request_)) {
       refuse(refusal->status, refusal->message);
@@ -276,6 +281,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
 
   // ---- Writing ----
   void write_response() {
+    mark_busy();
     if (response_.stream) {
       start_stream();
       return;
@@ -346,6 +352,7 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
   // moment (so that an unread body does not turn our answer into a reset), then close.
   void linger() {
     state_ = State::kLingering;
+    mark_evictable();
     error_code ignored;
     socket_.shutdown(Socket::shutdown_send, ignored);
     arm(std::chrono::milliseconds(1000));
@@ -514,6 +521,17 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       default:
         // Handling, writing or reading a body: finish; the response closes the connection.
         break;
+    }
+  }
+
+  // Picked to make room at the cap: still idle, half-way through a head or lingering, it
+  // closes; busy since, it stays and counts again.
+  void on_evict() {
+    if (state_ == State::kIdle || state_ == State::kHead || state_ == State::kLingering) {
+      ++host_->evicted;
+      close();
+    } else if (state_ != State::kClosed) {
+      host_->eviction_refused(this);
     }
   }
 

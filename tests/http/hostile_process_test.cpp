@@ -6,13 +6,11 @@
 #include <sys/wait.h>
 
 #include <chrono>
-#include <regex>
 #include <thread>
 #include <vector>
 
 #include "http/raw_client.hpp"
-#include "support/spawned_process.hpp"
-#include "support/temp_dir.hpp"
+#include "http/running_servers.hpp"
 
 namespace {
 
@@ -24,57 +22,9 @@ using zeus::testing::TempDir;
 constexpr int kSlowSockets = 64;
 constexpr int kIdleSockets = 70;
 
-struct Server {
-  std::unique_ptr<SpawnedProcess> process;
-  int port = 0;             // TCP
-  std::string socket_path;  // Unix
-  RawClient connect() const {
-    return socket_path.empty() ? RawClient::tcp(port) : RawClient::unix_socket(socket_path);
-  }
-};
-
-Server start_bso(const TempDir& dir) {
-  Server server;
-  const auto port_file = dir.path() / "port";
-  server.process = std::make_unique<SpawnedProcess>(
-      std::vector<std::string>{ZEUS_CLI_PATH, "bso", "serve", "--db",
-                               "sqlite:///" + (dir.path() / "bso.db").string(), "--port", "0",
-                               "--port-file", port_file.string()},
-      dir.path() / "bso.log");
-  server.port = zeus::testing::wait_for_port_file(port_file);
-  EXPECT_GT(server.port, 0) << server.process->log();
-  return server;
-}
-
-Server start_zeusd(const TempDir& dir, bool tcp) {
-  Server server;
-  std::vector<std::string> args = {ZEUSD_PATH, "serve"};
-  if (tcp) {
-    args.insert(args.end(), {"--mode", "tcp", "--tcp-bind-address", "127.0.0.1:0"});
-  } else {
-    server.socket_path = (dir.path() / "zeusd.sock").string();
-    args.insert(args.end(), {"--socket-path", server.socket_path});
-  }
-  server.process = std::make_unique<SpawnedProcess>(
-      args, dir.path() / "zeusd.log",
-      std::vector<std::pair<std::string, std::string>>{{"ZEUS_SIMULATED_GPUS", "2:a100"},
-                                                       {"ZEUS_LOG_LEVEL", "info"}});
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    const std::string log = server.process->log();
-    std::smatch match;
-    if (tcp && std::regex_search(log, match, std::regex("listening on tcp [^:]+:([0-9]+)"))) {
-      server.port = std::stoi(match[1]);
-      break;
-    }
-    if (!tcp && log.find("listening on") != std::string::npos) {
-      break;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-  EXPECT_TRUE(!tcp || server.port > 0) << server.process->log();
-  return server;
-}
+using Server = zeus::testing::RunningServer;
+using zeus::testing::start_bso;
+using zeus::testing::start_zeusd;
 
 std::string get(const std::string& path) {
   return "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
@@ -129,15 +79,7 @@ TEST(HostileClients, ZeusdOverItsUnixSocketKeepsAnswering) {
 
 TEST(HostileClients, ExporterKeepsAnswering) {
   TempDir dir("zeus-hostile");
-  Server server;
-  const auto port_file = dir.path() / "port";
-  server.process = std::make_unique<SpawnedProcess>(
-      std::vector<std::string>{ZEUS_CLI_PATH, "exporter", "--port", "0", "--port-file",
-                               port_file.string(), "--cpus", "none"},
-      dir.path() / "exporter.log",
-      std::vector<std::pair<std::string, std::string>>{{"ZEUS_SIMULATED_GPUS", "1:a100"}});
-  server.port = zeus::testing::wait_for_port_file(port_file);
-  ASSERT_GT(server.port, 0) << server.process->log();
+  Server server = zeus::testing::start_exporter(dir);
   // Four times the old thread pool in slow sockets, within the exporter's per-peer share (64).
   valid_clients_keep_getting_answers(server, "/metrics", 32, 16);
 }

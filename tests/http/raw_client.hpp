@@ -32,8 +32,19 @@ struct RawResponse {
 
 class RawClient {
  public:
-  static RawClient tcp(int port) {
+  // To 127.0.0.1:`port`; from `source_address` when given (any 127.x.y.z is local on Linux, so
+  // one machine can play many peers).
+  static RawClient tcp(int port, const std::string& source_address = "") {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (!source_address.empty()) {
+      sockaddr_in source{};
+      source.sin_family = AF_INET;
+      if (::inet_pton(AF_INET, source_address.c_str(), &source.sin_addr) != 1 ||
+          ::bind(fd, reinterpret_cast<sockaddr*>(&source), sizeof(source)) != 0) {
+        ::close(fd);
+        throw std::runtime_error("cannot bind to " + source_address);
+      }
+    }
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<std::uint16_t>(port));
