@@ -218,6 +218,8 @@ void GpuPowerFeeds::stream(http::Response& res, std::vector<int> ids, double pol
   // The sampler's latest values right away, then only changes, once a period.
   auto last_mw = std::make_shared<std::vector<std::optional<std::uint32_t>>>(ids.size());
   auto last_sequence = std::make_shared<std::uint64_t>(0);
+  // A copy of what the sampler thread read: cheap enough for the connection's own thread.
+  stream->non_blocking = true;
   stream->next = [sampler = std::move(sampler), positions = std::move(positions), last_mw,
                   last_sequence](std::string& out) {
     const std::shared_ptr<const GpuPowerSample> sample = sampler->latest();

@@ -70,6 +70,10 @@ struct Request {
 struct StreamSource {
   std::chrono::milliseconds period{1000};
   std::function<bool(std::string& out)> next;
+  // `next` never blocks and costs microseconds (it copies what another thread already read): it
+  // then runs on the connection's I/O thread, sparing each subscriber two thread hand-offs a
+  // period. Leave false for a `next` that reads hardware or waits.
+  bool non_blocking = false;
 };
 
 struct Response {

@@ -428,19 +428,28 @@ class Session final : public SessionBase, public std::enable_shared_from_this<Se
       finish_stream();
       return;
     }
+    if (stream_->non_blocking) {
+      std::string out;
+      const bool more = next_chunk(out);
+      after_tick(std::move(out), more);
+      return;
+    }
     net::post(host_->workers, [self = this->shared_from_this()] {
       std::string out;
-      bool more = false;
-      try {
-        more = self->stream_->next(out);
-      } catch (const std::exception& e) {
-        log().warn("{}: stream {}: {}", self->host_->options.name, self->request_.path, e.what());
-        more = false;
-      }
+      const bool more = self->next_chunk(out);
       net::post(self->socket_.get_executor(), [self, out = std::move(out), more]() mutable {
         self->after_tick(std::move(out), more);
       });
     });
+  }
+  // The stream's next piece; false (the stream ends) when it says so or throws.
+  bool next_chunk(std::string& out) {
+    try {
+      return stream_->next(out);
+    } catch (const std::exception& e) {
+      log().warn("{}: stream {}: {}", host_->options.name, request_.path, e.what());
+      return false;
+    }
   }
   void after_tick(std::string out, bool more) {
     if (state_ != State::kStreaming) {
