@@ -153,7 +153,8 @@ void BatchSizePolicy::forget_unneeded() {
     }
     // Pruning reads finished explorations (explore() and the arms' first observations); it
     // skips failed ones, and a finished concurrent run counts only through min_cost.
-    return !pruning || trial.status == TrialStatus::kFailed || trial.kind != TrialKind::kExploration;
+    return !pruning || trial.status == TrialStatus::kFailed ||
+           trial.kind != TrialKind::kExploration;
   });
 }
 

@@ -92,7 +92,7 @@ struct ArmView {
 // nor failed; past this many, dispatching another gives up the oldest running trial as if it had
 // failed (its batch size may be explored again), so that a job's saved state and the work of
 // each request stay bounded however many runs were abandoned.
-inline constexpr int kMaxRunningTrials = 256;
+inline constexpr int kMaxRunningTrials = 64;
 
 class BatchSizeSearch {
  public:
