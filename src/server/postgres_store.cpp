@@ -1,5 +1,7 @@
 // The PostgreSQL store: a pool of libpq connections, one READ COMMITTED transaction per
-// Store::transact, row locks (SELECT ... FOR UPDATE) for the job being changed, and schema
+// Store::transact, row locks (SELECT ... FOR UPDATE) for the job being changed, round trips cut
+// by pipelining (BEGIN goes with the transaction's first read, and the writes whose outcome the
+// caller does not read go with the next read or with COMMIT), and schema
 // migrations serialised across processes by an advisory lock; the jobs' and trials' SQL. The
 // libpq plumbing and the pool are postgres_connection.{hpp,cpp}. See docs/bso-storage.md.
 #include <libpq-fe.h>
@@ -51,6 +53,27 @@ class PgTransaction final : public StoreTransaction {
   // Whether a write statement ran (for the store's health).
   bool wrote() const { return wrote_; }
 
+  // Sends the deferred writes and COMMIT (with BEGIN, when nothing was sent yet): one round trip.
+  // A connection lost here may or may not have committed: StoreError(kUnavailable), never a
+  // rerun of the body.
+  void commit() {
+    if (!begun_ && deferred_.empty()) {
+      return;  // nothing ran in the transaction
+    }
+    std::vector<Session::Statement> statements = take_pending();
+    statements.push_back({"COMMIT", Params(), "committing"});
+    try {
+      session_.pipeline(statements);
+    } catch (const PgError& error) {
+      if (error.connection_lost()) {
+        throw StoreError(
+            StoreFailure::kUnavailable,
+            std::string(error.what()) + " (the transaction may or may not have been committed)");
+      }
+      throw;
+    }
+  }
+
   std::optional<JobRecord> lock_job(const std::string& job_id) override {
     return select_job(job_id, true);
   }
@@ -65,20 +88,20 @@ class PgTransaction final : public StoreTransaction {
     const std::string& job_id = *job.spec.job_id;
     const std::string what = "inserting job '" + job_id + "'";
     wrote_ = true;
-    const Result inserted = session_.exec(
-        "INSERT INTO bso_job (job_id, job_id_prefix, spec, policy_state, stage, min_cost, "
-        "min_cost_batch_size, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
-        "ON CONFLICT (job_id) DO NOTHING",
-        Params()
-            .text(job_id)
-            .text(job.spec.job_id_prefix)
-            .text(rows::spec_to_text(job.spec))
-            .text(job.policy_state)
-            .text(job.stage)
-            .optional_real(job.min_cost)
-            .integer(job.min_cost_batch_size)
-            .integer(job.created_ms),
-        what);
+    const Result inserted =
+        run("INSERT INTO bso_job (job_id, job_id_prefix, spec, policy_state, stage, min_cost, "
+            "min_cost_batch_size, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+            "ON CONFLICT (job_id) DO NOTHING",
+            Params()
+                .text(job_id)
+                .text(job.spec.job_id_prefix)
+                .text(rows::spec_to_text(job.spec))
+                .text(job.policy_state)
+                .text(job.stage)
+                .optional_real(job.min_cost)
+                .integer(job.min_cost_batch_size)
+                .integer(job.created_ms),
+            what);
     if (std::string_view(PQcmdTuples(inserted.get())) != "1") {
       return false;
     }
@@ -92,8 +115,7 @@ class PgTransaction final : public StoreTransaction {
       array += std::to_string(job.spec.batch_sizes[i]);
     }
     array += "}";
-    session_.exec(
-        "INSERT INTO bso_batch_size (job_id, batch_size) "
+    run("INSERT INTO bso_batch_size (job_id, batch_size) "
         "SELECT $1, unnest($2::integer[]) ON CONFLICT DO NOTHING",
         Params().text(job_id).text(array), "inserting the batch sizes of job '" + job_id + "'");
     return true;
@@ -102,7 +124,7 @@ class PgTransaction final : public StoreTransaction {
   void update_job(const JobRecord& job) override {
     wrote_ = true;
     const std::string job_id = job.spec.job_id.value_or("");
-    session_.exec(
+    defer(
         "UPDATE bso_job SET policy_state = $2, stage = $3, min_cost = $4, "
         "min_cost_batch_size = $5 WHERE job_id = $1",
         Params()
@@ -117,8 +139,8 @@ class PgTransaction final : public StoreTransaction {
   bool delete_job(const std::string& job_id) override {
     wrote_ = true;
     // The foreign keys cascade to bso_batch_size and bso_trial.
-    const Result result = session_.exec("DELETE FROM bso_job WHERE job_id = $1",
-                                        Params().text(job_id), "deleting job '" + job_id + "'");
+    const Result result = run("DELETE FROM bso_job WHERE job_id = $1", Params().text(job_id),
+                              "deleting job '" + job_id + "'");
     return std::string_view(PQcmdTuples(result.get())) == "1";
   }
 
@@ -136,10 +158,9 @@ class PgTransaction final : public StoreTransaction {
   std::optional<TrialRecord> get_trial(const std::string& job_id, int trial_number) override {
     const std::string what =
         "reading trial " + std::to_string(trial_number) + " of job '" + job_id + "'";
-    const Result result = session_.exec((std::string("SELECT ") + rows::kTrialColumns +
-                                         " FROM bso_trial WHERE job_id = $1 AND trial_number = $2")
-                                            .c_str(),
-                                        Params().text(job_id).integer(trial_number), what);
+    const Result result = run(std::string("SELECT ") + rows::kTrialColumns +
+                                  " FROM bso_trial WHERE job_id = $1 AND trial_number = $2",
+                              Params().text(job_id).integer(trial_number), what);
     if (PQntuples(result.get()) == 0) {
       return std::nullopt;
     }
@@ -147,8 +168,7 @@ class PgTransaction final : public StoreTransaction {
   }
 
   void insert_trial(const TrialRecord& trial) override {
-    wrote_ = true;
-    session_.exec(
+    defer(
         "INSERT INTO bso_trial (job_id, trial_number, batch_size, type, status, start_ms, end_ms, "
         "time_s, energy_j, metric, epochs, converged) "
         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
@@ -169,8 +189,7 @@ class PgTransaction final : public StoreTransaction {
   }
 
   void update_trial(const TrialRecord& trial) override {
-    wrote_ = true;
-    session_.exec(
+    defer(
         "UPDATE bso_trial SET status = $3, end_ms = $4, time_s = $5, energy_j = $6, metric = $7, "
         "epochs = $8, converged = $9 WHERE job_id = $1 AND trial_number = $2",
         Params()
@@ -188,10 +207,9 @@ class PgTransaction final : public StoreTransaction {
 
   std::vector<TrialRecord> list_trials(const std::string& job_id) override {
     const std::string what = "listing the trials of job '" + job_id + "'";
-    const Result result = session_.exec((std::string("SELECT ") + rows::kTrialColumns +
-                                         " FROM bso_trial WHERE job_id = $1 ORDER BY trial_number")
-                                            .c_str(),
-                                        Params().text(job_id), what);
+    const Result result = run(std::string("SELECT ") + rows::kTrialColumns +
+                                  " FROM bso_trial WHERE job_id = $1 ORDER BY trial_number",
+                              Params().text(job_id), what);
     std::vector<TrialRecord> trials;
     for (int row = 0; row < PQntuples(result.get()); ++row) {
       trials.push_back(rows::trial_from_row(Row(result.get(), row, what)));
@@ -204,15 +222,58 @@ class PgTransaction final : public StoreTransaction {
     const std::string what = (lock ? "locking job '" : "reading job '") + job_id + "'";
     const std::string sql = std::string("SELECT ") + rows::kJobColumns +
                             " FROM bso_job WHERE job_id = $1" + (lock ? " FOR UPDATE" : "");
-    const Result result = session_.exec(sql.c_str(), Params().text(job_id), what);
+    const Result result = run(sql, Params().text(job_id), what);
     if (PQntuples(result.get()) == 0) {
       return std::nullopt;
     }
     return rows::job_from_row(Row(result.get(), 0, what));
   }
 
+  // A statement whose result is read now: sent with BEGIN (the transaction's first) and the
+  // deferred writes before it, in one round trip. (A statement sent straight through session_
+  // as the transaction's first runs on its own, outside it: only a lone read may.)
+  Result run(const std::string& sql, Params params, const std::string& what) {
+    if (begun_ && deferred_.empty()) {
+      return session_.exec(sql.c_str(), params, what);
+    }
+    std::vector<Session::Statement> statements = take_pending();
+    statements.push_back({sql, std::move(params), what});
+    std::vector<Result> results = session_.pipeline(statements);
+    return std::move(results.back());
+  }
+  // A write whose outcome (beyond success) nobody reads: sent with the next statement or COMMIT.
+  // Its failure fails the transaction then.
+  void defer(const char* sql, Params params, std::string what) {
+    wrote_ = true;
+    deferred_.push_back({sql, std::move(params), std::move(what)});
+    if (deferred_.size() >= kMaxDeferred) {
+      flush();
+    }
+  }
+  // Sends the deferred writes now (a long transaction's memory stays bounded).
+  void flush() { session_.pipeline(take_pending()); }
+  // BEGIN when not sent yet, then the deferred writes: what goes before the next statement.
+  std::vector<Session::Statement> take_pending() {
+    std::vector<Session::Statement> statements;
+    if (!begun_) {
+      statements.push_back({kBegin, Params(), "starting a transaction"});
+      begun_ = true;
+    }
+    for (Session::Statement& statement : deferred_) {
+      statements.push_back(std::move(statement));
+    }
+    deferred_.clear();
+    return statements;
+  }
+
+  static constexpr std::size_t kMaxDeferred = 64;
+
+  static constexpr const char* kBegin = "BEGIN ISOLATION LEVEL READ COMMITTED";
+
   Session& session_;
   bool wrote_ = false;
+  bool begun_ = false;
+  std::vector<Session::Statement> deferred_;
 };
 
 class PostgresStore final : public Store {
@@ -367,7 +428,6 @@ class PostgresStore final : public Store {
 
   // True when the transaction wrote.
   static bool run_once(Session& session, const std::function<void(StoreTransaction&)>& body) {
-    session.exec("BEGIN ISOLATION LEVEL READ COMMITTED", "starting a transaction");
     PgTransaction transaction(session);
     body(transaction);
     if (PQtransactionStatus(session.connection()) == PQTRANS_INERROR) {
@@ -376,17 +436,7 @@ class PostgresStore final : public Store {
                            ": a statement of the transaction failed and the error was caught "
                            "inside the transaction; nothing was committed");
     }
-    try {
-      session.exec("COMMIT", "committing");
-    } catch (const PgError& error) {
-      if (error.connection_lost()) {
-        // The COMMIT may or may not have reached the server: never rerun the body.
-        throw StoreError(
-            StoreFailure::kUnavailable,
-            std::string(error.what()) + " (the transaction may or may not have been committed)");
-      }
-      throw;
-    }
+    transaction.commit();
     return transaction.wrote();
   }
 
