@@ -166,9 +166,15 @@ double cycles_per_s(const std::vector<int>& ports, int clients, double seconds, 
   std::atomic<long> errors{0};
   std::vector<std::string> jobs;
   for (int c = 0; c < clients; ++c) {
-    jobs.push_back("cost-load-" + std::to_string(round) + "-" + std::to_string(c));
+    jobs.push_back("peer-load-" + std::to_string(round) + "-" + std::to_string(c));
     httplib::Client client("127.0.0.1", ports.front());
-    client.Post("/jobs", zeus::test::peer_job_spec(jobs.back()).dump(), "application/json");
+    const auto registered = client.Post("/jobs", zeus::test::peer_job_spec(jobs.back()).dump(), "");
+    if (!registered || registered->status != 201) {
+      std::cout << "  registering failed: "
+                << (registered ? std::to_string(registered->status) + " " + registered->body
+                               : httplib::to_string(registered.error()))
+                << "\n";
+    }
   }
   std::vector<std::thread> threads;
   for (int c = 0; c < clients; ++c) {
@@ -183,7 +189,12 @@ double cycles_per_s(const std::vector<int>& ports, int clients, double seconds, 
       for (int i = 0; !stop; ++i) {
         auto got = client()->Get(("/jobs/batch_size?job_id=" + job).c_str());
         if (!got || got->status != 200) {
-          ++errors;
+          if (errors++ == 0) {
+            std::cout << "  first failure: "
+                      << (got ? std::to_string(got->status) + " " + got->body
+                              : httplib::to_string(got.error()))
+                      << "\n";
+          }
           continue;
         }
         json report = json::parse(got->body);
@@ -192,8 +203,8 @@ double cycles_per_s(const std::vector<int>& ports, int clients, double seconds, 
         report["energy"] = 30000.0 + 1000.0 * (i % 5);
         report["metric"] = 0.95;
         report["current_epoch"] = 10;
-        auto reported = client()->Post("/report", report.dump(), "application/json");
-        auto ended = client()->Patch("/trials", trial.dump(), "application/json");
+        auto reported = client()->Post("/report", report.dump(), "");
+        auto ended = client()->Patch("/trials", trial.dump(), "");
         if (!reported || reported->status != 200 || !ended || ended->status != 200) {
           ++errors;
         }

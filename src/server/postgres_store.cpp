@@ -80,6 +80,30 @@ class PgTransaction final : public StoreTransaction {
   std::optional<JobRecord> get_job(const std::string& job_id) override {
     return select_job(job_id, false);
   }
+  // Both statements in one round trip (with BEGIN and the deferred writes, if any).
+  std::optional<JobRecord> lock_job_with_trial(const std::string& job_id, int trial_number,
+                                               std::optional<TrialRecord>& trial) override {
+    const std::string what =
+        "locking job '" + job_id + "' and reading its trial " + std::to_string(trial_number);
+    std::vector<Session::Statement> statements = take_pending();
+    statements.push_back(
+        {std::string("SELECT ") + rows::kJobColumns + " FROM bso_job WHERE job_id = $1 FOR UPDATE",
+         Params().text(job_id), what});
+    statements.push_back({std::string("SELECT ") + rows::kTrialColumns +
+                              " FROM bso_trial WHERE job_id = $1 AND trial_number = $2",
+                          Params().text(job_id).integer(trial_number), what});
+    const std::vector<Result> results = session_.pipeline(statements);
+    const Result& job = results[results.size() - 2];
+    const Result& found = results.back();
+    if (PQntuples(job.get()) == 0) {
+      trial.reset();
+      return std::nullopt;
+    }
+    trial = PQntuples(found.get()) == 0
+                ? std::nullopt
+                : std::optional<TrialRecord>(rows::trial_from_row(Row(found.get(), 0, what)));
+    return rows::job_from_row(Row(job.get(), 0, what));
+  }
 
   bool insert_job(const JobRecord& job) override {
     if (!job.spec.job_id || job.spec.job_id->empty()) {

@@ -352,11 +352,11 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
   std::optional<TrialRecord> abandoned;
   store_.transact([&](StoreTransaction& tx) {
     abandoned.reset();
-    std::optional<JobRecord> job = tx.lock_job(job_id);
+    std::optional<TrialRecord> trial;
+    std::optional<JobRecord> job = tx.lock_job_with_trial(job_id, result.trial.trial_number, trial);
     if (!job) {
       throw ServiceError(ErrorKind::kNotFound, "Unknown job " + job_id);
     }
-    std::optional<TrialRecord> trial = tx.get_trial(job_id, result.trial.trial_number);
     if (!trial || trial->batch_size != result.trial.batch_size) {
       throw ServiceError(
           ErrorKind::kNotFound,
@@ -455,11 +455,9 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
 void BsoService::end_trial(const bso::TrialId& trial_id) {
   check_lookup_id(trial_id.job_id, "body");
   store_.transact([&](StoreTransaction& tx) {
-    std::optional<JobRecord> job = tx.lock_job(trial_id.job_id);
     std::optional<TrialRecord> trial;
-    if (job) {
-      trial = tx.get_trial(trial_id.job_id, trial_id.trial_number);
-    }
+    std::optional<JobRecord> job =
+        tx.lock_job_with_trial(trial_id.job_id, trial_id.trial_number, trial);
     if (!trial || trial->batch_size != trial_id.batch_size) {
       throw ServiceError(ErrorKind::kNotFound, "Could not find the trial: " + trial_repr(trial_id));
     }
