@@ -160,7 +160,9 @@ Child spawn_server(const std::string& url) {
   return child;
 }
 
-double cycles_per_s(const std::vector<int>& ports, int clients, double seconds, int round) {
+// `sticky`: each client keeps to one server; otherwise every request goes to the next one.
+double cycles_per_s(const std::vector<int>& ports, int clients, double seconds, int round,
+                    bool sticky) {
   std::atomic<bool> stop{false};
   std::atomic<long> cycles{0};
   std::atomic<long> errors{0};
@@ -181,7 +183,8 @@ double cycles_per_s(const std::vector<int>& ports, int clients, double seconds, 
     threads.emplace_back([&, c] {
       std::size_t next = static_cast<std::size_t>(c);
       const auto client = [&]() {
-        auto made = std::make_unique<httplib::Client>("127.0.0.1", ports[next++ % ports.size()]);
+        const std::size_t server = sticky ? static_cast<std::size_t>(c) : next++;
+        auto made = std::make_unique<httplib::Client>("127.0.0.1", ports[server % ports.size()]);
         made->set_tcp_nodelay(true);
         return made;
       };
@@ -265,44 +268,55 @@ int main(int argc, char** argv) {
   postgres->create_database("bso_cost");
   const std::string url = postgres->url("bso_cost");
   const int postmaster = postmaster_pid(*postgres);
+  // The same database over the server's Unix socket instead of loopback TCP.
+  const std::string socket_url =
+      "postgresql://postgres@/bso_cost?host=" + postgres->directory().string() +
+      "&port=" + std::to_string(postgres->port());
   zeus::testing::TempDir dir;
 
   std::cout << "1. CPU per trial cycle (service in-process, one thread, " << cycles
             << " cycles, 3 rounds alternating)\n";
   std::cout << "round  sqlite cpu us  postgres cpu us  ratio  postgres backend cpu us  "
-               "sqlite wall us  postgres wall us\n";
+               "sqlite wall us  postgres wall us  unix socket cpu us  ratio\n";
   for (int round = 0; round < 3; ++round) {
     const auto sqlite = zeus::server::open_store(
         "sqlite:///" + (dir.path() / ("cost" + std::to_string(round) + ".db")).string());
     const Cost lite = cycle_cost(*sqlite, cycles, 0, "cost-sqlite-" + std::to_string(round));
     const auto pg = zeus::server::open_store(url);
     const Cost post = cycle_cost(*pg, cycles, postmaster, "cost-pg-" + std::to_string(round));
-    std::printf("%5d  %13.1f  %15.1f  %5.2f  %23.1f  %14.1f  %16.1f\n", round, lite.server_us,
-                post.server_us, post.server_us / lite.server_us, post.backend_us, lite.wall_us,
-                post.wall_us);
+    const auto local = zeus::server::open_store(socket_url);
+    const Cost unix_socket =
+        cycle_cost(*local, cycles, postmaster, "cost-pgunix-" + std::to_string(round));
+    std::printf("%5d  %13.1f  %15.1f  %5.2f  %23.1f  %14.1f  %16.1f  %19.1f  %5.2f\n", round,
+                lite.server_us, post.server_us, post.server_us / lite.server_us, post.backend_us,
+                lite.wall_us, post.wall_us, unix_socket.server_us,
+                unix_socket.server_us / lite.server_us);
     std::fflush(stdout);
   }
 
   std::cout << "\n2. server processes on one PostgreSQL, " << clients << " clients, " << seconds
             << " s per row, requests spread over the servers in turn\n";
-  std::cout << "round  1 server cycles/s  " << servers << " servers cycles/s  ratio\n";
+  std::cout << "round  1 server cycles/s  " << servers << " servers cycles/s  ratio  " << servers
+            << " servers, each client keeping to one: cycles/s  ratio\n";
   int load_round = 0;
   for (int round = 0; round < 2; ++round) {
-    double rates[2] = {0, 0};
-    for (const int count : {1, servers}) {
+    double rates[3] = {0, 0, 0};
+    for (int variant = 0; variant < 3; ++variant) {
+      const int count = variant == 0 ? 1 : servers;
       std::vector<Child> children;
       std::vector<int> ports;
       for (int s = 0; s < count; ++s) {
         children.push_back(spawn_server(url));
         ports.push_back(children.back().port);
       }
-      rates[count == 1 ? 0 : 1] = cycles_per_s(ports, clients, seconds, load_round++);
+      rates[variant] = cycles_per_s(ports, clients, seconds, load_round++, variant == 2);
       for (const Child& child : children) {
         kill(child.pid, SIGKILL);
         waitpid(child.pid, nullptr, 0);
       }
     }
-    std::printf("%5d  %17.0f  %17.0f  %5.2f\n", round, rates[0], rates[1], rates[1] / rates[0]);
+    std::printf("%5d  %17.0f  %18.0f  %5.2f  %46.0f  %5.2f\n", round, rates[0], rates[1],
+                rates[1] / rates[0], rates[2], rates[2] / rates[0]);
     std::fflush(stdout);
   }
   return 0;

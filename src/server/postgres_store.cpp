@@ -182,9 +182,9 @@ class PgTransaction final : public StoreTransaction {
   std::optional<TrialRecord> get_trial(const std::string& job_id, int trial_number) override {
     const std::string what =
         "reading trial " + std::to_string(trial_number) + " of job '" + job_id + "'";
-    const Result result = run(std::string("SELECT ") + rows::kTrialColumns +
-                                  " FROM bso_trial WHERE job_id = $1 AND trial_number = $2",
-                              Params().text(job_id).integer(trial_number), what);
+    const Result result = read(std::string("SELECT ") + rows::kTrialColumns +
+                                   " FROM bso_trial WHERE job_id = $1 AND trial_number = $2",
+                               Params().text(job_id).integer(trial_number), what);
     if (PQntuples(result.get()) == 0) {
       return std::nullopt;
     }
@@ -231,9 +231,9 @@ class PgTransaction final : public StoreTransaction {
 
   std::vector<TrialRecord> list_trials(const std::string& job_id) override {
     const std::string what = "listing the trials of job '" + job_id + "'";
-    const Result result = run(std::string("SELECT ") + rows::kTrialColumns +
-                                  " FROM bso_trial WHERE job_id = $1 ORDER BY trial_number",
-                              Params().text(job_id), what);
+    const Result result = read(std::string("SELECT ") + rows::kTrialColumns +
+                                   " FROM bso_trial WHERE job_id = $1 ORDER BY trial_number",
+                               Params().text(job_id), what);
     std::vector<TrialRecord> trials;
     for (int row = 0; row < PQntuples(result.get()); ++row) {
       trials.push_back(rows::trial_from_row(Row(result.get(), row, what)));
@@ -246,7 +246,8 @@ class PgTransaction final : public StoreTransaction {
     const std::string what = (lock ? "locking job '" : "reading job '") + job_id + "'";
     const std::string sql = std::string("SELECT ") + rows::kJobColumns +
                             " FROM bso_job WHERE job_id = $1" + (lock ? " FOR UPDATE" : "");
-    const Result result = run(sql, Params().text(job_id), what);
+    const Result result =
+        lock ? run(sql, Params().text(job_id), what) : read(sql, Params().text(job_id), what);
     if (PQntuples(result.get()) == 0) {
       return std::nullopt;
     }
@@ -256,6 +257,15 @@ class PgTransaction final : public StoreTransaction {
   // A statement whose result is read now: sent with BEGIN (the transaction's first) and the
   // deferred writes before it, in one round trip. (A statement sent straight through session_
   // as the transaction's first runs on its own, outside it: only a lone read may.)
+  // A read that takes no lock, run before anything else, goes alone and opens no transaction:
+  // under READ COMMITTED each statement reads its own snapshot anyway, so it reads the same; a
+  // body that stops there costs no BEGIN and no COMMIT.
+  Result read(const std::string& sql, Params params, const std::string& what) {
+    if (!begun_ && deferred_.empty()) {
+      return session_.exec(sql.c_str(), params, what);
+    }
+    return run(sql, std::move(params), what);
+  }
   Result run(const std::string& sql, Params params, const std::string& what) {
     if (begun_ && deferred_.empty()) {
       return session_.exec(sql.c_str(), params, what);

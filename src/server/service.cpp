@@ -455,7 +455,12 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
 void BsoService::end_trial(const bso::TrialId& trial_id) {
   check_lookup_id(trial_id.job_id, "body");
   store_.transact([&](StoreTransaction& tx) {
-    std::optional<TrialRecord> trial;
+    // Most ends come after the final report: a finished trial needs no lock on its job (a
+    // trial row exists only with its job's).
+    std::optional<TrialRecord> trial = tx.get_trial(trial_id.job_id, trial_id.trial_number);
+    if (trial && trial->batch_size == trial_id.batch_size && trial->status != "Dispatched") {
+      return;  // finished trials stay as they are
+    }
     std::optional<JobRecord> job =
         tx.lock_job_with_trial(trial_id.job_id, trial_id.trial_number, trial);
     if (!trial || trial->batch_size != trial_id.batch_size) {
