@@ -103,10 +103,25 @@ Decision BatchSizePolicy::dispatch(int batch_size, TrialKind kind) {
   trial.batch_size = batch_size;
   trial.kind = kind;
   trials_.emplace(trial.id, trial);
+  // Past the cap, the oldest running trial is taken as abandoned (its client crashed without
+  // failing it): forgotten like a failed one.
+  std::size_t running = 0;
+  for (const auto& entry : trials_) {
+    running += entry.second.status == TrialStatus::kDispatched ? 1 : 0;
+  }
+  if (running > static_cast<std::size_t>(kMaxRunningTrials)) {
+    for (auto it = trials_.begin(); it != trials_.end(); ++it) {
+      if (it->second.status == TrialStatus::kDispatched) {
+        trials_.erase(it);
+        break;
+      }
+    }
+  }
   return {trial.id, batch_size, kind};
 }
 
 Decision BatchSizePolicy::next() {
+  forget_unneeded();  // a state saved by an earlier version may hold failed trials
   if (!mab_) {
     const Explore step = explore();
     if (step.decision) {
@@ -124,14 +139,28 @@ Decision BatchSizePolicy::next() {
       }
     }
     mab_ = std::make_unique<GaussianTs>(config_.mab, rewards);
-    forget_finished();
+    forget_unneeded();
   }
   return dispatch(mab_->predict(rng_), TrialKind::kMab);
 }
 
-void BatchSizePolicy::forget_finished() {
-  std::erase_if(trials_,
-                [](const auto& entry) { return entry.second.status != TrialStatus::kDispatched; });
+void BatchSizePolicy::forget_unneeded() {
+  const bool pruning = mab_ == nullptr;
+  std::erase_if(trials_, [pruning](const auto& entry) {
+    const Trial& trial = entry.second;
+    if (trial.status == TrialStatus::kDispatched) {
+      return false;
+    }
+    // Pruning reads finished explorations (explore() and the arms' first observations); it
+    // skips failed ones, and a finished concurrent run counts only through min_cost.
+    return !pruning || trial.status == TrialStatus::kFailed ||
+           trial.kind != TrialKind::kExploration;
+  });
+}
+
+bool BatchSizePolicy::running(int trial_id) const {
+  const auto found = trials_.find(trial_id);
+  return found != trials_.end() && found->second.status == TrialStatus::kDispatched;
 }
 
 Trial& BatchSizePolicy::find(int trial_id) {
@@ -166,16 +195,12 @@ void BatchSizePolicy::report(int trial_id, const TrialResult& result) {
   if (mab_ && mab_->arms().count(trial.batch_size) != 0) {
     mab_->observe(trial.batch_size, -cost);
   }
-  if (mab_) {
-    forget_finished();
-  }
+  forget_unneeded();
 }
 
 void BatchSizePolicy::fail(int trial_id) {
   find(trial_id).status = TrialStatus::kFailed;
-  if (mab_) {
-    forget_finished();
-  }
+  forget_unneeded();
 }
 
 std::optional<double> BatchSizePolicy::cost_threshold() const {

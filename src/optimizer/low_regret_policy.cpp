@@ -271,6 +271,11 @@ Decision LowRegretPolicy::dispatch(int batch_size, TrialKind kind,
                                    std::optional<double> threshold) {
   PendingTrial trial{next_trial_id_++, batch_size, kind, threshold};
   pending_.emplace(trial.id, trial);
+  // Past the cap, the oldest trial in flight is taken as abandoned (its client crashed without
+  // failing it): forgotten like a failed one.
+  if (pending_.size() > static_cast<std::size_t>(kMaxRunningTrials)) {
+    pending_.erase(pending_.begin());
+  }
   return {trial.id, batch_size, kind};
 }
 

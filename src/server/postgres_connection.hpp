@@ -196,6 +196,52 @@ class Session {
     return result;
   }
 
+  // Statements sent together in pipeline mode: one round trip for all of them. Their results in
+  // order; the first that failed is thrown as exec would throw it (the later ones did not run).
+  struct Statement {
+    std::string sql;
+    Params params;
+    std::string what;
+  };
+  std::vector<Result> pipeline(const std::vector<Statement>& statements) {
+    if (PQenterPipelineMode(connection_) != 1) {
+      std::vector<Result> results;
+      for (const Statement& statement : statements) {
+        results.push_back(exec(statement.sql.c_str(), statement.params, statement.what));
+      }
+      return results;
+    }
+    bool sent = true;
+    for (const Statement& statement : statements) {
+      const std::vector<const char*> values = statement.params.pointers();
+      sent = sent && PQsendQueryParams(connection_, statement.sql.c_str(), statement.params.size(),
+                                       nullptr, values.data(), nullptr, nullptr, 0) == 1;
+    }
+    sent = sent && PQpipelineSync(connection_) == 1;
+    std::vector<Result> results;
+    while (sent && results.size() < statements.size()) {
+      Result result(PQgetResult(connection_));
+      if (!result) {
+        break;  // the connection failed
+      }
+      // Each statement's results end with a null.
+      while (PGresult* extra = PQgetResult(connection_)) {
+        PQclear(extra);
+      }
+      results.push_back(std::move(result));
+    }
+    if (sent && results.size() == statements.size()) {
+      Result sync(PQgetResult(connection_));  // PGRES_PIPELINE_SYNC
+    }
+    // Fails only with results unread (a broken connection): the pool then closes it.
+    PQexitPipelineMode(connection_);
+    const Result missing;
+    for (std::size_t i = 0; i < statements.size(); ++i) {
+      check(i < results.size() ? results[i] : missing, statements[i].what);
+    }
+    return results;
+  }
+
   PGconn* connection() const { return connection_; }
   const std::string& description() const { return description_; }
 

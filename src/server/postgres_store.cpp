@@ -1,5 +1,7 @@
 // The PostgreSQL store: a pool of libpq connections, one READ COMMITTED transaction per
-// Store::transact, row locks (SELECT ... FOR UPDATE) for the job being changed, and schema
+// Store::transact, row locks (SELECT ... FOR UPDATE) for the job being changed, round trips cut
+// by pipelining (BEGIN goes with the transaction's first read, and the writes whose outcome the
+// caller does not read go with the next read or with COMMIT), and schema
 // migrations serialised across processes by an advisory lock; the jobs' and trials' SQL. The
 // libpq plumbing and the pool are postgres_connection.{hpp,cpp}. See docs/bso-storage.md.
 #include <libpq-fe.h>
@@ -51,11 +53,56 @@ class PgTransaction final : public StoreTransaction {
   // Whether a write statement ran (for the store's health).
   bool wrote() const { return wrote_; }
 
+  // Sends the deferred writes and COMMIT (with BEGIN, when nothing was sent yet): one round trip.
+  // A connection lost here may or may not have committed: StoreError(kUnavailable), never a
+  // rerun of the body.
+  void commit() {
+    if (!begun_ && deferred_.empty()) {
+      return;  // nothing ran in the transaction
+    }
+    std::vector<Session::Statement> statements = take_pending();
+    statements.push_back({"COMMIT", Params(), "committing"});
+    try {
+      session_.pipeline(statements);
+    } catch (const PgError& error) {
+      if (error.connection_lost()) {
+        throw StoreError(
+            StoreFailure::kUnavailable,
+            std::string(error.what()) + " (the transaction may or may not have been committed)");
+      }
+      throw;
+    }
+  }
+
   std::optional<JobRecord> lock_job(const std::string& job_id) override {
     return select_job(job_id, true);
   }
   std::optional<JobRecord> get_job(const std::string& job_id) override {
     return select_job(job_id, false);
+  }
+  // Both statements in one round trip (with BEGIN and the deferred writes, if any).
+  std::optional<JobRecord> lock_job_with_trial(const std::string& job_id, int trial_number,
+                                               std::optional<TrialRecord>& trial) override {
+    const std::string what =
+        "locking job '" + job_id + "' and reading its trial " + std::to_string(trial_number);
+    std::vector<Session::Statement> statements = take_pending();
+    statements.push_back(
+        {std::string("SELECT ") + rows::kJobColumns + " FROM bso_job WHERE job_id = $1 FOR UPDATE",
+         Params().text(job_id), what});
+    statements.push_back({std::string("SELECT ") + rows::kTrialColumns +
+                              " FROM bso_trial WHERE job_id = $1 AND trial_number = $2",
+                          Params().text(job_id).integer(trial_number), what});
+    const std::vector<Result> results = session_.pipeline(statements);
+    const Result& job = results[results.size() - 2];
+    const Result& found = results.back();
+    if (PQntuples(job.get()) == 0) {
+      trial.reset();
+      return std::nullopt;
+    }
+    trial = PQntuples(found.get()) == 0
+                ? std::nullopt
+                : std::optional<TrialRecord>(rows::trial_from_row(Row(found.get(), 0, what)));
+    return rows::job_from_row(Row(job.get(), 0, what));
   }
 
   bool insert_job(const JobRecord& job) override {
@@ -65,20 +112,20 @@ class PgTransaction final : public StoreTransaction {
     const std::string& job_id = *job.spec.job_id;
     const std::string what = "inserting job '" + job_id + "'";
     wrote_ = true;
-    const Result inserted = session_.exec(
-        "INSERT INTO bso_job (job_id, job_id_prefix, spec, policy_state, stage, min_cost, "
-        "min_cost_batch_size, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
-        "ON CONFLICT (job_id) DO NOTHING",
-        Params()
-            .text(job_id)
-            .text(job.spec.job_id_prefix)
-            .text(rows::spec_to_text(job.spec))
-            .text(job.policy_state)
-            .text(job.stage)
-            .optional_real(job.min_cost)
-            .integer(job.min_cost_batch_size)
-            .integer(job.created_ms),
-        what);
+    const Result inserted =
+        run("INSERT INTO bso_job (job_id, job_id_prefix, spec, policy_state, stage, min_cost, "
+            "min_cost_batch_size, created_ms) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) "
+            "ON CONFLICT (job_id) DO NOTHING",
+            Params()
+                .text(job_id)
+                .text(job.spec.job_id_prefix)
+                .text(rows::spec_to_text(job.spec))
+                .text(job.policy_state)
+                .text(job.stage)
+                .optional_real(job.min_cost)
+                .integer(job.min_cost_batch_size)
+                .integer(job.created_ms),
+            what);
     if (std::string_view(PQcmdTuples(inserted.get())) != "1") {
       return false;
     }
@@ -92,8 +139,7 @@ class PgTransaction final : public StoreTransaction {
       array += std::to_string(job.spec.batch_sizes[i]);
     }
     array += "}";
-    session_.exec(
-        "INSERT INTO bso_batch_size (job_id, batch_size) "
+    run("INSERT INTO bso_batch_size (job_id, batch_size) "
         "SELECT $1, unnest($2::integer[]) ON CONFLICT DO NOTHING",
         Params().text(job_id).text(array), "inserting the batch sizes of job '" + job_id + "'");
     return true;
@@ -102,7 +148,7 @@ class PgTransaction final : public StoreTransaction {
   void update_job(const JobRecord& job) override {
     wrote_ = true;
     const std::string job_id = job.spec.job_id.value_or("");
-    session_.exec(
+    defer(
         "UPDATE bso_job SET policy_state = $2, stage = $3, min_cost = $4, "
         "min_cost_batch_size = $5 WHERE job_id = $1",
         Params()
@@ -117,8 +163,8 @@ class PgTransaction final : public StoreTransaction {
   bool delete_job(const std::string& job_id) override {
     wrote_ = true;
     // The foreign keys cascade to bso_batch_size and bso_trial.
-    const Result result = session_.exec("DELETE FROM bso_job WHERE job_id = $1",
-                                        Params().text(job_id), "deleting job '" + job_id + "'");
+    const Result result = run("DELETE FROM bso_job WHERE job_id = $1", Params().text(job_id),
+                              "deleting job '" + job_id + "'");
     return std::string_view(PQcmdTuples(result.get())) == "1";
   }
 
@@ -145,10 +191,9 @@ class PgTransaction final : public StoreTransaction {
   std::optional<TrialRecord> get_trial(const std::string& job_id, int trial_number) override {
     const std::string what =
         "reading trial " + std::to_string(trial_number) + " of job '" + job_id + "'";
-    const Result result = session_.exec((std::string("SELECT ") + rows::kTrialColumns +
-                                         " FROM bso_trial WHERE job_id = $1 AND trial_number = $2")
-                                            .c_str(),
-                                        Params().text(job_id).integer(trial_number), what);
+    const Result result = read(std::string("SELECT ") + rows::kTrialColumns +
+                                   " FROM bso_trial WHERE job_id = $1 AND trial_number = $2",
+                               Params().text(job_id).integer(trial_number), what);
     if (PQntuples(result.get()) == 0) {
       return std::nullopt;
     }
@@ -156,8 +201,7 @@ class PgTransaction final : public StoreTransaction {
   }
 
   void insert_trial(const TrialRecord& trial) override {
-    wrote_ = true;
-    session_.exec(
+    defer(
         "INSERT INTO bso_trial (job_id, trial_number, batch_size, type, status, start_ms, end_ms, "
         "time_s, energy_j, metric, epochs, converged) "
         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
@@ -178,8 +222,7 @@ class PgTransaction final : public StoreTransaction {
   }
 
   void update_trial(const TrialRecord& trial) override {
-    wrote_ = true;
-    session_.exec(
+    defer(
         "UPDATE bso_trial SET status = $3, end_ms = $4, time_s = $5, energy_j = $6, metric = $7, "
         "epochs = $8, converged = $9 WHERE job_id = $1 AND trial_number = $2",
         Params()
@@ -197,10 +240,9 @@ class PgTransaction final : public StoreTransaction {
 
   std::vector<TrialRecord> list_trials(const std::string& job_id) override {
     const std::string what = "listing the trials of job '" + job_id + "'";
-    const Result result = session_.exec((std::string("SELECT ") + rows::kTrialColumns +
-                                         " FROM bso_trial WHERE job_id = $1 ORDER BY trial_number")
-                                            .c_str(),
-                                        Params().text(job_id), what);
+    const Result result = read(std::string("SELECT ") + rows::kTrialColumns +
+                                   " FROM bso_trial WHERE job_id = $1 ORDER BY trial_number",
+                               Params().text(job_id), what);
     std::vector<TrialRecord> trials;
     for (int row = 0; row < PQntuples(result.get()); ++row) {
       trials.push_back(rows::trial_from_row(Row(result.get(), row, what)));
@@ -213,15 +255,68 @@ class PgTransaction final : public StoreTransaction {
     const std::string what = (lock ? "locking job '" : "reading job '") + job_id + "'";
     const std::string sql = std::string("SELECT ") + rows::kJobColumns +
                             " FROM bso_job WHERE job_id = $1" + (lock ? " FOR UPDATE" : "");
-    const Result result = session_.exec(sql.c_str(), Params().text(job_id), what);
+    const Result result =
+        lock ? run(sql, Params().text(job_id), what) : read(sql, Params().text(job_id), what);
     if (PQntuples(result.get()) == 0) {
       return std::nullopt;
     }
     return rows::job_from_row(Row(result.get(), 0, what));
   }
 
+  // A statement whose result is read now: sent with BEGIN (the transaction's first) and the
+  // deferred writes before it, in one round trip. (A statement sent straight through session_
+  // as the transaction's first runs on its own, outside it: only a lone read may.)
+  // A read that takes no lock, run before anything else, goes alone and opens no transaction:
+  // under READ COMMITTED each statement reads its own snapshot anyway, so it reads the same; a
+  // body that stops there costs no BEGIN and no COMMIT.
+  Result read(const std::string& sql, Params params, const std::string& what) {
+    if (!begun_ && deferred_.empty()) {
+      return session_.exec(sql.c_str(), params, what);
+    }
+    return run(sql, std::move(params), what);
+  }
+  Result run(const std::string& sql, Params params, const std::string& what) {
+    if (begun_ && deferred_.empty()) {
+      return session_.exec(sql.c_str(), params, what);
+    }
+    std::vector<Session::Statement> statements = take_pending();
+    statements.push_back({sql, std::move(params), what});
+    std::vector<Result> results = session_.pipeline(statements);
+    return std::move(results.back());
+  }
+  // A write whose outcome (beyond success) nobody reads: sent with the next statement or COMMIT.
+  // Its failure fails the transaction then.
+  void defer(const char* sql, Params params, std::string what) {
+    wrote_ = true;
+    deferred_.push_back({sql, std::move(params), std::move(what)});
+    if (deferred_.size() >= kMaxDeferred) {
+      flush();
+    }
+  }
+  // Sends the deferred writes now (a long transaction's memory stays bounded).
+  void flush() { session_.pipeline(take_pending()); }
+  // BEGIN when not sent yet, then the deferred writes: what goes before the next statement.
+  std::vector<Session::Statement> take_pending() {
+    std::vector<Session::Statement> statements;
+    if (!begun_) {
+      statements.push_back({kBegin, Params(), "starting a transaction"});
+      begun_ = true;
+    }
+    for (Session::Statement& statement : deferred_) {
+      statements.push_back(std::move(statement));
+    }
+    deferred_.clear();
+    return statements;
+  }
+
+  static constexpr std::size_t kMaxDeferred = 64;
+
+  static constexpr const char* kBegin = "BEGIN ISOLATION LEVEL READ COMMITTED";
+
   Session& session_;
   bool wrote_ = false;
+  bool begun_ = false;
+  std::vector<Session::Statement> deferred_;
 };
 
 class PostgresStore final : public Store {
@@ -376,7 +471,6 @@ class PostgresStore final : public Store {
 
   // True when the transaction wrote.
   static bool run_once(Session& session, const std::function<void(StoreTransaction&)>& body) {
-    session.exec("BEGIN ISOLATION LEVEL READ COMMITTED", "starting a transaction");
     PgTransaction transaction(session);
     body(transaction);
     if (PQtransactionStatus(session.connection()) == PQTRANS_INERROR) {
@@ -385,17 +479,7 @@ class PostgresStore final : public Store {
                            ": a statement of the transaction failed and the error was caught "
                            "inside the transaction; nothing was committed");
     }
-    try {
-      session.exec("COMMIT", "committing");
-    } catch (const PgError& error) {
-      if (error.connection_lost()) {
-        // The COMMIT may or may not have reached the server: never rerun the body.
-        throw StoreError(
-            StoreFailure::kUnavailable,
-            std::string(error.what()) + " (the transaction may or may not have been committed)");
-      }
-      throw;
-    }
+    transaction.commit();
     return transaction.wrote();
   }
 

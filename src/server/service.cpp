@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <list>
 #include <mutex>
 #include <random>
 #include <unordered_map>
@@ -40,32 +41,75 @@ BatchSizePolicyConfig policy_config(const bso::JobSpec& spec, std::uint64_t seed
   return config;
 }
 
-// Policies saved or restored lately, by their saved text, shared by the request threads: the
-// next request for a job usually finds the state the previous one left (unless another server
-// process changed the row, when the text differs and the policy is restored from it). Either
-// policy; each caller gets its own copy.
+// Policies saved or restored lately, one per job, shared by the request threads: the next
+// request for a job usually finds the state the previous one left, and takes a copy of the
+// policy instead of parsing the saved text. An entry is used only when its text is the row's
+// (another server process may have changed the row since; then the policy is restored from the
+// row's text). Bounded in bytes (kPolicyCacheBytes, estimated from each state's text), least
+// recently used first out, so that neither many jobs nor large states hold memory for good.
+constexpr std::size_t kPolicyCacheBytes = BsoService::kPolicyCacheBytes;
+
 class RecentPolicies {
  public:
-  std::unique_ptr<BatchSizeSearch> find(const std::string& state) {
+  std::unique_ptr<BatchSizeSearch> find(const std::string& job_id, const std::string& state) {
     std::lock_guard lock(mutex_);
-    const auto found = policies_.find(state);
-    if (found == policies_.end()) {
+    const auto found = entries_.find(job_id);
+    if (found == entries_.end() || found->second.state != state) {
       return nullptr;
     }
-    return found->second->clone();
+    order_.splice(order_.begin(), order_, found->second.position);
+    return found->second.policy->clone();
   }
-  void remember(const std::string& state, const BatchSizeSearch& policy) {
+  void remember(const std::string& job_id, const std::string& state,
+                const BatchSizeSearch& policy) {
+    // The text, the parsed policy (about as large again) and the bookkeeping.
+    const std::size_t bytes = 2 * state.size() + job_id.size() + 512;
+    if (bytes > kPolicyCacheBytes / 4) {
+      forget(job_id);
+      return;
+    }
     std::unique_ptr<BatchSizeSearch> copy = policy.clone();
     std::lock_guard lock(mutex_);
-    if (policies_.size() >= 1024) {
-      policies_.clear();
+    auto found = entries_.find(job_id);
+    if (found == entries_.end()) {
+      order_.push_front(job_id);
+      found = entries_.emplace(job_id, Entry{{}, nullptr, 0, order_.begin()}).first;
+    } else {
+      order_.splice(order_.begin(), order_, found->second.position);
+      bytes_ -= found->second.bytes;
     }
-    policies_.insert_or_assign(state, std::move(copy));
+    found->second.state = state;
+    found->second.policy = std::move(copy);
+    found->second.bytes = bytes;
+    bytes_ += bytes;
+    while (bytes_ > kPolicyCacheBytes && order_.size() > 1) {
+      const auto oldest = entries_.find(order_.back());
+      bytes_ -= oldest->second.bytes;
+      entries_.erase(oldest);
+      order_.pop_back();
+    }
+  }
+  void forget(const std::string& job_id) {
+    std::lock_guard lock(mutex_);
+    const auto found = entries_.find(job_id);
+    if (found != entries_.end()) {
+      bytes_ -= found->second.bytes;
+      order_.erase(found->second.position);
+      entries_.erase(found);
+    }
   }
 
  private:
+  struct Entry {
+    std::string state;
+    std::unique_ptr<BatchSizeSearch> policy;
+    std::size_t bytes = 0;
+    std::list<std::string>::iterator position;
+  };
   std::mutex mutex_;
-  std::unordered_map<std::string, std::unique_ptr<BatchSizeSearch>> policies_;
+  std::unordered_map<std::string, Entry> entries_;  // by job id
+  std::list<std::string> order_;                    // job ids, most recently used first
+  std::size_t bytes_ = 0;
 };
 
 RecentPolicies& recent_policies() {
@@ -73,30 +117,56 @@ RecentPolicies& recent_policies() {
   return recent;
 }
 
-// Copies the policy's outcome into the job row.
+// Copies the policy's outcome into the job row (spec.job_id set).
 void store_policy(JobRecord& job, const BatchSizeSearch& policy) {
   job.policy_state = policy.save();
   job.stage = policy.exploring() ? "Pruning" : "MAB";
   job.min_cost = policy.min_cost();
   job.min_cost_batch_size = policy.best_batch_size();
-  recent_policies().remember(job.policy_state, policy);
+  if (job.spec.job_id) {
+    recent_policies().remember(*job.spec.job_id, job.policy_state, policy);
+  }
 }
 
 // A state saved before there were two policies has no "policy" member: the paper's.
 std::unique_ptr<BatchSizeSearch> load_policy(const JobRecord& job) {
-  if (auto found = recent_policies().find(job.policy_state)) {
+  const std::string job_id = job.spec.job_id.value_or("");
+  if (auto found = recent_policies().find(job_id, job.policy_state)) {
     return found;
   }
   try {
     std::unique_ptr<BatchSizeSearch> policy =
         optimizer::restore_batch_size_search(job.policy_state);
-    recent_policies().remember(job.policy_state, *policy);
+    recent_policies().remember(job_id, job.policy_state, *policy);
     return policy;
   } catch (const Error& error) {
     throw StoreError(StoreFailure::kCorrupt, "the stored policy state of job " +
                                                  job.spec.job_id.value_or("?") +
                                                  " is unreadable: " + error.what());
   }
+}
+
+// A trial still Dispatched in its row that the policy gave up as abandoned (more than
+// optimizer::kMaxRunningTrials ran at once): its row is marked failed now, as PATCH /trials would
+// have, and the policy is left as it is.
+bool given_up(const BatchSizeSearch& policy, TrialRecord& trial, std::int64_t now_ms) {
+  if (policy.running(trial.trial_number)) {
+    return false;
+  }
+  trial.status = "Failed";
+  trial.end_ms = now_ms;
+  trial.time_s.reset();
+  trial.energy_j.reset();
+  trial.metric.reset();
+  trial.epochs.reset();
+  return true;
+}
+
+std::string failed_trial_message(const TrialRecord& trial) {
+  return fmt::format(
+      "Trial({}) of job {} was marked failed (its run ended before reporting); it takes no more "
+      "reports",
+      trial.trial_number, trial.job_id);
 }
 
 std::string trial_repr(const bso::TrialId& trial) {
@@ -291,12 +361,14 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
   bso::ReportResponse response;
   const std::string& job_id = result.trial.job_id;
   check_lookup_id(job_id, "body");
+  std::optional<TrialRecord> abandoned;
   store_.transact([&](StoreTransaction& tx) {
-    std::optional<JobRecord> job = tx.lock_job(job_id);
+    abandoned.reset();
+    std::optional<TrialRecord> trial;
+    std::optional<JobRecord> job = tx.lock_job_with_trial(job_id, result.trial.trial_number, trial);
     if (!job) {
       throw ServiceError(ErrorKind::kNotFound, "Unknown job " + job_id);
     }
-    std::optional<TrialRecord> trial = tx.get_trial(job_id, result.trial.trial_number);
     if (!trial || trial->batch_size != result.trial.batch_size) {
       throw ServiceError(
           ErrorKind::kNotFound,
@@ -307,10 +379,7 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
     }
     if (trial->status != "Dispatched") {
       if (!trial->converged) {
-        throw ServiceError(ErrorKind::kConflict,
-                           fmt::format("Trial({}) of job {} was marked failed (its run "
-                                       "ended before reporting); it takes no more reports",
-                                       trial->trial_number, job_id));
+        throw ServiceError(ErrorKind::kConflict, failed_trial_message(*trial));
       }
       response = {
           true, *trial->converged,
@@ -319,6 +388,11 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
     }
     const bso::JobSpec& spec = job->spec;
     const std::unique_ptr<BatchSizeSearch> policy = load_policy(*job);
+    if (given_up(*policy, *trial, now_ms())) {
+      tx.update_trial(*trial);
+      abandoned = trial;  // refused once the row's change is committed
+      return;
+    }
     const double cost =
         optimizer::zeus_cost(result.energy_j, result.time_s, spec.eta_knob, spec.max_power_w);
     check_cost(cost, result, spec);
@@ -384,17 +458,23 @@ bso::ReportResponse BsoService::report(const bso::TrainingResult& result) {
     store_policy(*job, *policy);
     tx.update_job(*job);
   });
+  if (abandoned) {
+    throw ServiceError(ErrorKind::kConflict, failed_trial_message(*abandoned));
+  }
   return response;
 }
 
 void BsoService::end_trial(const bso::TrialId& trial_id) {
   check_lookup_id(trial_id.job_id, "body");
   store_.transact([&](StoreTransaction& tx) {
-    std::optional<JobRecord> job = tx.lock_job(trial_id.job_id);
-    std::optional<TrialRecord> trial;
-    if (job) {
-      trial = tx.get_trial(trial_id.job_id, trial_id.trial_number);
+    // Most ends come after the final report: a finished trial needs no lock on its job (a
+    // trial row exists only with its job's).
+    std::optional<TrialRecord> trial = tx.get_trial(trial_id.job_id, trial_id.trial_number);
+    if (trial && trial->batch_size == trial_id.batch_size && trial->status != "Dispatched") {
+      return;  // finished trials stay as they are
     }
+    std::optional<JobRecord> job =
+        tx.lock_job_with_trial(trial_id.job_id, trial_id.trial_number, trial);
     if (!trial || trial->batch_size != trial_id.batch_size) {
       throw ServiceError(ErrorKind::kNotFound, "Could not find the trial: " + trial_repr(trial_id));
     }
@@ -402,6 +482,10 @@ void BsoService::end_trial(const bso::TrialId& trial_id) {
       return;  // finished trials stay as they are
     }
     const std::unique_ptr<BatchSizeSearch> policy = load_policy(*job);
+    if (given_up(*policy, *trial, now_ms())) {
+      tx.update_trial(*trial);
+      return;
+    }
     policy->fail(trial->trial_number);
     trial->status = "Failed";
     trial->end_ms = now_ms();

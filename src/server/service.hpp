@@ -7,6 +7,7 @@
 // HTTP layer maps to a status.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -130,6 +131,9 @@ class BsoService {
   // The largest cost a report may make: far above any real training run (1e100 J), and low
   // enough that the bandit's sums of squared costs cannot overflow.
   static constexpr double kMaxCost = 1e100;
+  // The policies kept parsed between requests (one per job, least recently used out first): at
+  // most this many bytes, estimated from their saved states.
+  static constexpr std::size_t kPolicyCacheBytes = std::size_t{32} << 20;
 
   Store& store() { return store_; }
   const std::string& default_policy() const { return default_policy_; }

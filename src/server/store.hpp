@@ -73,6 +73,14 @@ class StoreTransaction {
   virtual std::optional<JobRecord> lock_job(const std::string& job_id) = 0;
   // The job without a lock (for reads).
   virtual std::optional<JobRecord> get_job(const std::string& job_id) = 0;
+  // lock_job, then get_trial of that job into `trial` (nullopt: no job, or no such trial). A
+  // store may send both at once (PostgreSQL: one round trip).
+  virtual std::optional<JobRecord> lock_job_with_trial(const std::string& job_id, int trial_number,
+                                                       std::optional<TrialRecord>& trial) {
+    std::optional<JobRecord> job = lock_job(job_id);
+    trial = job ? get_trial(job_id, trial_number) : std::nullopt;
+    return job;
+  }
   // Inserts a new job (spec.job_id set) with its batch sizes; false when the id is taken.
   virtual bool insert_job(const JobRecord& job) = 0;
   // Writes policy_state, stage, min_cost and min_cost_batch_size.

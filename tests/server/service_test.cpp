@@ -6,9 +6,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "server/store.hpp"
 #include "zeus/common/clock.hpp"
+#include "zeus/optimizer/batch_size_search.hpp"
 
 namespace {
 
@@ -92,6 +94,35 @@ TEST(BsoService, TimestampsComeFromTheInjectedClock) {
   EXPECT_EQ(state->trials[0].record.status, "Failed");
   EXPECT_FALSE(state->trials[0].cost.has_value());
   EXPECT_FALSE(f.service.job_state("nope").has_value());
+}
+
+// Issue 27: trials whose clients crashed without a word are given up past
+// optimizer::kMaxRunningTrials; their rows are marked failed when their clients come back.
+TEST(BsoService, TrialsGivenUpAsAbandonedAreMarkedFailedWhenTheirClientsComeBack) {
+  Fixture f;
+  f.service.register_job(job("svc-3"));
+  std::vector<zeus::bso::TrialId> trials;
+  for (int i = 0; i < zeus::optimizer::kMaxRunningTrials + 2; ++i) {
+    trials.push_back(f.service.next_batch_size("svc-3"));
+  }
+  zeus::bso::TrainingResult late;
+  late.trial = trials[0];
+  late.time_s = 1.0;
+  late.energy_j = 1.0;
+  late.metric = 1.0;
+  late.current_epoch = 1;
+  EXPECT_EQ(kind_of([&] { f.service.report(late); }), ErrorKind::kConflict);
+  f.service.end_trial(trials[1]);
+  EXPECT_EQ(kind_of([&] { f.service.report(late); }), ErrorKind::kConflict);
+  const auto state = f.service.job_state("svc-3");
+  ASSERT_TRUE(state.has_value());
+  ASSERT_EQ(state->trials.size(), trials.size());
+  EXPECT_EQ(state->trials[0].record.status, "Failed");
+  EXPECT_EQ(state->trials[1].record.status, "Failed");
+  EXPECT_EQ(state->trials[2].record.status, "Dispatched");
+  // The trials still running take their reports as before.
+  late.trial = trials.back();
+  EXPECT_NO_THROW(f.service.report(late));
 }
 
 }  // namespace

@@ -49,6 +49,7 @@ class BatchSizePolicy final : public BatchSizeSearch {
   void report(int trial_id, const TrialResult& result) override;
   // A run that crashed before reporting: forgotten, so that pruning explores it again.
   void fail(int trial_id) override;
+  bool running(int trial_id) const override;
 
   std::string_view policy_name() const override { return "zeus"; }
   // beta x the lowest cost of a converged run so far; nullopt before one, or without beta. The
@@ -69,9 +70,11 @@ class BatchSizePolicy final : public BatchSizeSearch {
   const GaussianTs* mab() const { return mab_.get(); }
   // The bandit once pruning is over.
   const GaussianTs* bandit() const override { return mab(); }
-  // The trials the policy still needs: all of them during pruning; once the bandit exists, only
-  // those still running (finished ones live on as the arms' observations), so that the state
-  // stays small however long a job recurs.
+  // The trials the policy still needs: those running (at most kMaxRunningTrials) and, during
+  // pruning, the explorations that finished with a result (at most one per batch size and
+  // round); once the bandit exists, only those running (finished ones live on as the arms'
+  // observations). Failed trials and finished concurrent ones are forgotten, so that the state
+  // stays small however long a job recurs and however many of its runs crash.
   const std::map<int, Trial>& trials() const { return trials_; }
   int next_trial_id() const { return next_trial_id_; }
   const BatchSizePolicyConfig& config() const override { return config_; }
@@ -93,7 +96,8 @@ class BatchSizePolicy final : public BatchSizeSearch {
   Trial& find(int trial_id);
 
   BatchSizePolicyConfig config_;
-  void forget_finished();
+  // Drops the trials the policy no longer needs (see trials()).
+  void forget_unneeded();
 
   std::map<int, Trial> trials_;  // by id
   int next_trial_id_ = 1;

@@ -88,6 +88,12 @@ struct ArmView {
   double mean_cost = 0.0;  // the policy's current estimate of one run's cost
 };
 
+// The most trials a policy keeps running at once. A trial whose client crashed is never reported
+// nor failed; past this many, dispatching another gives up the oldest running trial as if it had
+// failed (its batch size may be explored again), so that a job's saved state and the work of
+// each request stay bounded however many runs were abandoned.
+inline constexpr int kMaxRunningTrials = 64;
+
 class BatchSizeSearch {
  public:
   virtual ~BatchSizeSearch() = default;
@@ -104,6 +110,10 @@ class BatchSizeSearch {
   }
   // A run that crashed before reporting: forgotten, so that its batch size can be tried again.
   virtual void fail(int trial_id) = 0;
+  // Whether the trial is still running as far as the policy knows: dispatched, and neither
+  // reported, failed, nor given up as abandoned (see kMaxRunningTrials). A host answers a report
+  // for a trial the policy gave up as it answers one for a failed trial.
+  virtual bool running(int trial_id) const = 0;
 
   // The cost at which a running trial is stopped early; nullopt: never (or unknown trial).
   virtual std::optional<double> cost_threshold(int trial_id) const = 0;

@@ -73,6 +73,7 @@ class LowRegretPolicy final : public BatchSizeSearch {
   using BatchSizeSearch::report;
   void report(int trial_id, const TrialResult& result) override;
   void fail(int trial_id) override;
+  bool running(int trial_id) const override { return pending_.count(trial_id) != 0; }
 
   std::optional<double> cost_threshold(int trial_id) const override;
   ThresholdRule threshold_rule() const override { return ThresholdRule::kPerTrial; }
@@ -136,7 +137,7 @@ class LowRegretPolicy final : public BatchSizeSearch {
 
   BatchSizePolicyConfig config_;
   std::map<int, Candidate> candidates_;  // every batch size, ascending
-  std::map<int, PendingTrial> pending_;  // trials in flight, by id
+  std::map<int, PendingTrial> pending_;  // trials in flight, by id (kMaxRunningTrials at most)
   int anchor_ = 0;                       // where the walk starts: b0, then the best after drift
   int next_trial_id_ = 1;
   std::optional<double> min_cost_;
