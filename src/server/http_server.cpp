@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -83,6 +84,25 @@ std::string query_param(const http::Request& req, const std::string& name) {
                       "value_error.str.utf8");
   }
   return *value;
+}
+
+// An optional whole-number query parameter from `low` to `high` (`fallback` when absent), or a
+// 422 naming the range and `what` it is.
+long long whole_number_param(const http::Request& req, const std::string& name, long long low,
+                             long long high, long long fallback, const std::string& what) {
+  if (!req.has_param(name)) {
+    return fallback;
+  }
+  const std::string text = query_param(req, name);
+  long long parsed = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed);
+  if (error != std::errc() || end != text.data() + text.size() || parsed < low || parsed > high) {
+    throw query_error(name,
+                      "ensure " + name + " is a whole number from " + std::to_string(low) + " to " +
+                          std::to_string(high) + " " + what,
+                      "value_error.number.not_le");
+  }
+  return parsed;
 }
 
 // The status of a refusal by the service. The kind's usual status, except where the reference's
@@ -209,6 +229,9 @@ nlohmann::ordered_json to_json(const JobState& state) {
     list.push_back(std::move(entry));
   }
   out["trials"] = std::move(list);
+  if (state.trials_next) {
+    out["trials_next"] = *state.trials_next;
+  }
   return out;
 }
 
@@ -291,20 +314,8 @@ void HttpServer::add_routes() {
     }
   });
   router_.add("GET", "/jobs", [this](const http::Request& req, http::Response& res) {
-    std::size_t limit = kMaxJobsPage;
-    if (req.has_param("limit")) {
-      const std::string text = query_param(req, "limit");
-      long long parsed = 0;
-      const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), parsed);
-      if (error != std::errc() || end != text.data() + text.size() || parsed < 1 ||
-          parsed > static_cast<long long>(kMaxJobsPage)) {
-        throw query_error("limit",
-                          "ensure limit is a whole number from 1 to " +
-                              std::to_string(kMaxJobsPage) + " (the largest page)",
-                          "value_error.number.not_le");
-      }
-      limit = static_cast<std::size_t>(parsed);
-    }
+    const auto limit = static_cast<std::size_t>(
+        whole_number_param(req, "limit", 1, kMaxJobsPage, kMaxJobsPage, "(the largest page)"));
     const std::string after = req.has_param("after") ? query_param(req, "after") : "";
     const JobIdPage page = service_.job_ids(after, limit);
     ordered_json body{{"jobs", page.ids}};
@@ -324,26 +335,33 @@ void HttpServer::add_routes() {
     service_.end_trial(bso::trial_id_from_json(body_of(req)));
     send_json(res, 200, "null");
   });
-  router_.add("GET", "/jobs/{job_id}",
-              [this](const http::Request&, http::Response& res, const http::PathParams& params) {
-                // Decoded once, here (the host leaves paths as sent).
-                const auto job_id = http::percent_decode(params.front().second, false);
-                if (!job_id) {
-                  send_detail(res, 400, "malformed percent-encoding in the job id of the path");
-                  return;
-                }
-                if (!is_valid_utf8(*job_id)) {
-                  throw bso::ValidationError({{{"path", "job_id"},
-                                               "the job id is not valid UTF-8",
-                                               "value_error.str.utf8",
-                                               nullptr}});
-                }
-                if (auto state = service_.job_state(*job_id)) {
-                  send_json(res, 200, dump(to_json(*state)));
-                } else {
-                  send_message(res, 404, "Unknown job(" + *job_id + ")");
-                }
-              });
+  router_.add(
+      "GET", "/jobs/{job_id}",
+      [this](const http::Request& req, http::Response& res, const http::PathParams& params) {
+        // Decoded once, here (the host leaves paths as sent).
+        const auto job_id = http::percent_decode(params.front().second, false);
+        if (!job_id) {
+          send_detail(res, 400, "malformed percent-encoding in the job id of the path");
+          return;
+        }
+        if (!is_valid_utf8(*job_id)) {
+          throw bso::ValidationError({{{"path", "job_id"},
+                                       "the job id is not valid UTF-8",
+                                       "value_error.str.utf8",
+                                       nullptr}});
+        }
+        const auto limit = static_cast<std::size_t>(
+            whole_number_param(req, "trials_limit", 1, BsoService::kMaxTrialsPage,
+                               BsoService::kMaxTrialsPage, "(the largest page of trials)"));
+        const auto after = static_cast<int>(
+            whole_number_param(req, "trials_after", 0, std::numeric_limits<int>::max(), 0,
+                               "(a trial number: the trials_next of the previous page)"));
+        if (auto state = service_.job_state(*job_id, after, limit)) {
+          send_json(res, 200, dump(to_json(*state)));
+        } else {
+          send_message(res, 404, "Unknown job(" + *job_id + ")");
+        }
+      });
 }
 
 void HttpServer::handle(const http::Request& req, http::Response& res) {

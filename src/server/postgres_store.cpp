@@ -238,11 +238,17 @@ class PgTransaction final : public StoreTransaction {
         "updating trial " + std::to_string(trial.trial_number) + " of job '" + trial.job_id + "'");
   }
 
-  std::vector<TrialRecord> list_trials(const std::string& job_id) override {
+  using StoreTransaction::list_trials;
+  std::vector<TrialRecord> list_trials(const std::string& job_id, int after,
+                                       std::size_t limit) override {
     const std::string what = "listing the trials of job '" + job_id + "'";
-    const Result result = read(std::string("SELECT ") + rows::kTrialColumns +
-                                   " FROM bso_trial WHERE job_id = $1 ORDER BY trial_number",
-                               Params().text(job_id), what);
+    const Result result =
+        read(std::string("SELECT ") + rows::kTrialColumns +
+                 " FROM bso_trial WHERE job_id = $1 AND trial_number > $2 ORDER BY trial_number "
+                 "LIMIT $3",
+             Params().text(job_id).integer(after).integer(static_cast<std::int64_t>(
+                 std::min<std::size_t>(limit, std::numeric_limits<std::int64_t>::max()))),
+             what);
     std::vector<TrialRecord> trials;
     for (int row = 0; row < PQntuples(result.get()); ++row) {
       trials.push_back(rows::trial_from_row(Row(result.get(), row, what)));

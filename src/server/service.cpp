@@ -508,14 +508,16 @@ bool BsoService::delete_job(const std::string& job_id) {
   return deleted;
 }
 
-std::optional<JobState> BsoService::job_state(const std::string& job_id) {
+std::optional<JobState> BsoService::job_state(const std::string& job_id, int trials_after,
+                                              std::size_t trials_limit) {
   check_lookup_id(job_id, "path");
   std::optional<JobRecord> job;
   std::vector<TrialRecord> trials;
   store_.transact([&](StoreTransaction& tx) {
     job = tx.get_job(job_id);
     if (job) {
-      trials = tx.list_trials(job_id);
+      // One more than asked: whether there is a next page.
+      trials = tx.list_trials(job_id, trials_after, trials_limit + 1);
     }
   });
   if (!job) {
@@ -533,6 +535,10 @@ std::optional<JobState> BsoService::job_state(const std::string& job_id) {
   state.min_cost_batch_size = job->min_cost_batch_size;
   state.created_ms = job->created_ms;
   state.cost_threshold = policy->shared_cost_threshold();
+  if (trials.size() > trials_limit) {
+    trials.resize(trials_limit);
+    state.trials_next = trials.empty() ? trials_after : trials.back().trial_number;
+  }
   // A Gaussian bandit's arms as they are (the paper's, as before); another policy's own view.
   if (const optimizer::GaussianTs* bandit = policy->bandit()) {
     for (const auto& [batch_size, arm] : bandit->arms()) {

@@ -83,7 +83,9 @@ struct JobState {
   std::vector<ArmSummary> arms;
   // A policy without one (low-regret): every batch size as it sees it (observations, mean cost).
   std::vector<optimizer::ArmView> arm_views;
-  std::vector<TrialSummary> trials;
+  std::vector<TrialSummary> trials;  // one page: see BsoService::job_state
+  // The trial number to ask the next page after (`?trials_after=`); unset on the last page.
+  std::optional<int> trials_next;
 };
 
 class BsoService {
@@ -119,7 +121,13 @@ class BsoService {
   // DELETE /jobs: false when there was no such job.
   bool delete_job(const std::string& job_id);
   // GET /jobs/{id}: spec, stage, min cost, arms and trials. nullopt when unknown.
-  std::optional<JobState> job_state(const std::string& job_id);
+  // Its trials one page at a time: those numbered above `trials_after`, at most `trials_limit`
+  // (a job's history may be 100k trials long; JobState::trials_next says where the next page
+  // starts).
+  std::optional<JobState> job_state(const std::string& job_id, int trials_after = 0,
+                                    std::size_t trials_limit = kMaxTrialsPage);
+  // GET /jobs/{id} pages of trials: `?trials_limit=` defaults to and may not exceed this.
+  static constexpr std::size_t kMaxTrialsPage = 1000;
   // GET /jobs: up to `limit` job ids after `after` (from the first when empty), in byte order.
   JobIdPage job_ids(const std::string& after, std::size_t limit);
   // The most jobs the store may hold; a registration of a new job beyond it is a QuotaError.

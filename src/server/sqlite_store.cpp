@@ -33,7 +33,8 @@ const std::string kJobById =
     std::string("SELECT ") + rows::kJobColumns + " FROM bso_job WHERE job_id = ?1";
 const std::string kTrialColumns = std::string("SELECT ") + rows::kTrialColumns + " FROM bso_trial";
 const std::string kTrialByNumber = kTrialColumns + " WHERE job_id = ?1 AND trial_number = ?2";
-const std::string kTrialsOfJob = kTrialColumns + " WHERE job_id = ?1 ORDER BY trial_number";
+const std::string kTrialsOfJob =
+    kTrialColumns + " WHERE job_id = ?1 AND trial_number > ?2 ORDER BY trial_number LIMIT ?3";
 
 class SqliteTransaction final : public StoreTransaction {
  public:
@@ -151,9 +152,14 @@ class SqliteTransaction final : public StoreTransaction {
         .bind(9, trial.converged);
     update.step();
   }
-  std::vector<TrialRecord> list_trials(const std::string& job_id) override {
+  using StoreTransaction::list_trials;
+  std::vector<TrialRecord> list_trials(const std::string& job_id, int after_trial_number,
+                                       std::size_t limit) override {
     Statement query(db_, cache_, kTrialsOfJob);
     query.bind(1, job_id);
+    query.bind(2, after_trial_number);
+    query.bind(3, static_cast<std::int64_t>(
+                      std::min<std::size_t>(limit, std::numeric_limits<std::int64_t>::max())));
     std::vector<TrialRecord> trials;
     while (query.step()) {
       trials.push_back(rows::trial_from_row(query));

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -96,8 +97,13 @@ class StoreTransaction {
   virtual void insert_trial(const TrialRecord& trial) = 0;
   // Writes status, end_ms, time_s, energy_j, metric, epochs and converged.
   virtual void update_trial(const TrialRecord& trial) = 0;
-  // All trials of a job, by trial number.
-  virtual std::vector<TrialRecord> list_trials(const std::string& job_id) = 0;
+  // A job's trials numbered above `after_trial_number`, by trial number, at most `limit` of them.
+  virtual std::vector<TrialRecord> list_trials(const std::string& job_id, int after_trial_number,
+                                               std::size_t limit) = 0;
+  // All trials of a job, by trial number (tests and small jobs; GET /jobs/{id} pages).
+  std::vector<TrialRecord> list_trials(const std::string& job_id) {
+    return list_trials(job_id, 0, std::numeric_limits<std::size_t>::max());
+  }
 };
 
 // Whether the database can serve requests now (GET /healthz).

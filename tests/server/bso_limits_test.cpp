@@ -163,4 +163,59 @@ TEST(BsoLimits, PeerRateRefillsOverAMinuteAndKeepsItsTableBounded) {
   EXPECT_TRUE(zeus::server::PeerRate(0).take("anyone", start));
 }
 
+// A job's trials, put straight into the store (the policy's state does not list them).
+void add_trials(ServerHarness& server, const std::string& job_id, int count) {
+  server.store().transact([&](zeus::server::StoreTransaction& tx) {
+    for (int number = 1; number <= count; ++number) {
+      zeus::server::TrialRecord trial;
+      trial.job_id = job_id;
+      trial.trial_number = number;
+      trial.batch_size = 32;
+      trial.type = "Exploration";
+      trial.status = "Failed";
+      trial.start_ms = number;
+      trial.end_ms = number + 1;
+      tx.insert_trial(trial);
+    }
+  });
+}
+
+TEST(BsoLimits, AJobsTrialsComeInBoundedPages) {
+  ServerHarness server;
+  ASSERT_EQ(server.request("POST", "/jobs", peer_job_spec("peer-long").dump())->status, 201);
+  add_trials(server, "peer-long", 2500);
+  std::vector<int> seen;
+  std::string after;
+  for (int page = 0; page < 10; ++page) {
+    const auto answer =
+        server.request("GET", "/jobs/peer-long" + (after.empty() ? "" : "?trials_after=" + after));
+    ASSERT_EQ(answer->status, 200);
+    const json body = json::parse(answer->body);
+    EXPECT_LE(body.at("trials").size(), zeus::server::BsoService::kMaxTrialsPage);
+    EXPECT_EQ(body.at("job_id"), "peer-long");
+    for (const auto& trial : body.at("trials")) {
+      seen.push_back(trial.at("trial_number").get<int>());
+    }
+    if (!body.contains("trials_next")) {
+      break;
+    }
+    after = std::to_string(body.at("trials_next").get<int>());
+  }
+  ASSERT_EQ(seen.size(), 2500u);
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    EXPECT_EQ(seen[i], static_cast<int>(i) + 1);
+  }
+  const json small = body_json(server.request("GET", "/jobs/peer-long?trials_limit=2"));
+  EXPECT_EQ(small.at("trials").size(), 2u);
+  EXPECT_EQ(small.at("trials_next"), 2);
+  const json last = body_json(server.request("GET", "/jobs/peer-long?trials_after=2499"));
+  EXPECT_EQ(last.at("trials").size(), 1u);
+  EXPECT_FALSE(last.contains("trials_next"));
+  for (const char* bad : {"trials_limit=0", "trials_limit=1001", "trials_after=-1",
+                          "trials_after=x", "trials_limit="}) {
+    const auto answer = server.request("GET", std::string("/jobs/peer-long?") + bad);
+    EXPECT_EQ(answer->status, 422) << bad;
+  }
+}
+
 }  // namespace

@@ -231,6 +231,17 @@ TEST_P(StoreTest, ListTrialsIsOrderedByTrialNumber) {
   EXPECT_EQ(trials[3].type, "Concurrent");
   EXPECT_EQ(list_trials("store-test-2").size(), 1u);
   EXPECT_TRUE(list_trials("store-test-absent").empty());
+  // A page: the trials numbered above `after`, at most `limit` of them, still in order.
+  std::vector<TrialRecord> page;
+  store_->transact([&](StoreTransaction& tx) { page = tx.list_trials("store-test-1", 1, 2); });
+  ASSERT_EQ(page.size(), 2u);
+  EXPECT_EQ(page[0].trial_number, 2);
+  EXPECT_EQ(page[1].trial_number, 3);
+  store_->transact([&](StoreTransaction& tx) { page = tx.list_trials("store-test-1", 3, 5); });
+  ASSERT_EQ(page.size(), 1u);
+  EXPECT_EQ(page[0].trial_number, 10);
+  store_->transact([&](StoreTransaction& tx) { page = tx.list_trials("store-test-1", 10, 5); });
+  EXPECT_TRUE(page.empty());
 }
 
 TEST_P(StoreTest, ATrialNeedsOneOfTheJobsBatchSizes) {
