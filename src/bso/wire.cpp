@@ -355,6 +355,12 @@ JobSpec job_spec_from_json(const nlohmann::json& body, const std::string& where,
     in.add_field("gpu_model", "ensure this value has at least 1 characters",
                  "value_error.any_str.min_length", {{"limit_value", 1}});
   }
+  if (check_job_ids && spec.window_size > kMaxWindowSize) {
+    in.add_field("window_size",
+                 "ensure this value is less than or equal to " + std::to_string(kMaxWindowSize) +
+                     " (the runs a batch size's window keeps; 0 keeps every run in statistics)",
+                 "value_error.number.not_le", {{"limit_value", kMaxWindowSize}});
+  }
   if (check_job_ids && spec.gpu_model.size() > kMaxGpuModelBytes) {
     in.add_field(
         "gpu_model",

@@ -398,9 +398,10 @@ void HttpServer::handle(const http::Request& req, http::Response& res) {
     send_message(res, 500, "internal error (the server's log has the details)");
     zeus::log().error("{} {}: {}", method, req.path, error.what());
   }
-  if (res.body.size() >= kTrimAfterAnswerBytes) {
-    // What building a large answer took (JSON nodes, rows) is free now, in pieces scattered
-    // over the heap that glibc would otherwise keep.
+  if (untrimmed_bytes_.fetch_add(res.body.size()) + res.body.size() >= kTrimAfterAnswerBytes) {
+    // What building large answers took (JSON nodes, rows) is free now, in pieces scattered over
+    // the heap that glibc would otherwise keep. One thread trims; the others count on.
+    untrimmed_bytes_ = 0;
     malloc_trim(0);
   }
   ++requests_;

@@ -39,8 +39,9 @@ struct HttpServerOptions {
 
 // GET /jobs pages: `?limit=` defaults to and may not exceed kMaxJobsPage ids.
 inline constexpr std::size_t kMaxJobsPage = 1000;
-// Answers at least this large are followed by malloc_trim, so that the memory they took goes
-// back to the system (docs/security.md, "BSO listings and quotas").
+// Each time the answers sent since the last trim add up to this many bytes, malloc_trim gives
+// what building them took back to the system (docs/security.md, "BSO listings and quotas"): a
+// few pages of a long job's trials count as one large answer did.
 inline constexpr std::size_t kTrimAfterAnswerBytes = 1 << 20;
 
 // GET /jobs/{id}'s body.
@@ -79,6 +80,7 @@ class HttpServer {
   int port_ = 0;
   bool bound_ = false;
   std::atomic<std::uint64_t> requests_{0};
+  std::atomic<std::size_t> untrimmed_bytes_{0};  // answered since the last malloc_trim
   PeerRate registrations_;
 };
 

@@ -105,6 +105,17 @@ TEST(BsoLimits, ASpecsListsAndTextAreBoundedWith422NamingTheFieldAndLimit) {
   ASSERT_EQ(answer->status, 422) << answer->body;
   EXPECT_EQ(body_json(answer).at("detail").at(0).at("loc"), json::parse(R"(["body","gpu_model"])"));
   EXPECT_NE(answer->body.find("at most 256 characters"), std::string::npos) << answer->body;
+
+  // The window is a list too: that many costs kept per batch size.
+  auto window = peer_job_spec("peer-window");
+  window["window_size"] = 1001;
+  answer = server.request("POST", "/jobs", window.dump());
+  ASSERT_EQ(answer->status, 422) << answer->body;
+  EXPECT_EQ(body_json(answer).at("detail").at(0).at("loc"),
+            json::parse(R"(["body","window_size"])"));
+  EXPECT_NE(answer->body.find("less than or equal to 1000"), std::string::npos) << answer->body;
+  window["window_size"] = 1000;
+  EXPECT_EQ(server.request("POST", "/jobs", window.dump())->status, 201);
 }
 
 TEST(BsoLimits, MaxJobsRefusesNewJobsWith429ButNotReRegistrations) {

@@ -97,9 +97,11 @@ inline constexpr std::size_t kMaxJobIdPrefixBytes = kMaxJobIdBytes - 9;
 
 // A spec's lists and free text are bounded too, so that a job's stored size is (a few tens of
 // KiB at most, docs/security.md): at most this many batch sizes, and this many bytes of
-// gpu_model.
+// gpu_model; and a window of at most this many runs per batch size (the policy keeps that many
+// costs per arm, so the window bounds a job's state as the list does).
 inline constexpr std::size_t kMaxBatchSizes = 4096;
 inline constexpr std::size_t kMaxGpuModelBytes = 256;
+inline constexpr int kMaxWindowSize = 1000;
 
 // Why `id` cannot be a job id (empty, longer than `max_bytes`, not UTF-8, a '/' or a control
 // character), as a sentence for an error message; empty when it can.
