@@ -166,8 +166,11 @@ class DeadlineWatch {
       auto earliest = std::min_element(
           armed_.begin(), armed_.end(),
           [](const auto& a, const auto& b) { return a.second.when < b.second.when; });
-      if (std::chrono::steady_clock::now() < earliest->second.when) {
-        wake_.wait_until(lock, earliest->second.when);
+      // A copy: wait_until reads its argument again after waking, when disarm() may have erased
+      // the entry in the meantime.
+      const SteadyTime when = earliest->second.when;
+      if (std::chrono::steady_clock::now() < when) {
+        wake_.wait_until(lock, when);
         continue;
       }
       // Run outside the lock: stopping a connection may wait for its connect to time out.
