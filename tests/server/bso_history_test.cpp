@@ -14,6 +14,7 @@
 
 #include "server/service.hpp"
 #include "server/store.hpp"
+#include "support/sanitizers.hpp"
 #include "support/temp_dir.hpp"
 #include "zeus/optimizer/batch_size_search.hpp"
 #if ZEUS_HISTORY_TEST_POSTGRES
@@ -156,6 +157,9 @@ void history_does_not_slow_a_cycle(Store& store) {
 }
 
 TEST(BsoHistory, ACycleOnAJobWith100kTrialsCostsWhatAFreshJobsDoesOnSqlite) {
+  if (zeus::testing::kSanitized) {
+    GTEST_SKIP() << zeus::testing::kMeasuredInReleaseOnly;
+  }
   zeus::testing::TempDir dir;
   const std::unique_ptr<Store> store =
       zeus::server::open_store("sqlite:///" + (dir.path() / "bso.db").string());
@@ -164,6 +168,9 @@ TEST(BsoHistory, ACycleOnAJobWith100kTrialsCostsWhatAFreshJobsDoesOnSqlite) {
 
 #if ZEUS_HISTORY_TEST_POSTGRES
 TEST(BsoHistory, ACycleOnAJobWith100kTrialsCostsWhatAFreshJobsDoesOnPostgres) {
+  if (zeus::testing::kSanitized) {
+    GTEST_SKIP() << zeus::testing::kMeasuredInReleaseOnly;
+  }
   std::string why;
   const auto postgres = zeus::test::PostgresServer::start_or_skip_reason(why);
   if (!postgres) {

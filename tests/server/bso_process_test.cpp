@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "server/server_harness.hpp"
+#include "support/sanitizers.hpp"
 
 namespace {
 
@@ -420,6 +421,9 @@ TEST(BsoProcess, AnUnknownPolicyIsRefusedBeforeTheDatabaseIsOpened) {
 // after 40 job-state answers of a 20,000-trial job, from many worker threads' arenas). A job's
 // trials now come in pages; the job is read whole, page by page, by 10 clients at once.
 TEST(BsoProcess, MemoryAfterManyLargeAnswersStaysNearItsLevelBefore) {
+  if (zeus::testing::kSanitized) {
+    GTEST_SKIP() << zeus::testing::kMeasuredInReleaseOnly;
+  }
   const auto dir = zeus::test::make_temp_dir("zeus-bso-rss");
   const std::string url = "sqlite:///" + (dir / "bso.db").string();
   {
