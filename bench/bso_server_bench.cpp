@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "bso_cycle.hpp"
 #include "server/postgres_fixture.hpp"
 #include "server/server_harness.hpp"
 
@@ -91,12 +92,8 @@ Result run(const zeus::test::ServerHarness& server, int clients, double seconds,
           if (!got || got->status != 200) {
             continue;
           }
-          json report = json::parse(got->body);
-          const json trial = report;
-          report["time"] = 100.0 + (i % 7);
-          report["energy"] = 30000.0 + 1000.0 * (i % 5);
-          report["metric"] = 0.95;
-          report["current_epoch"] = 10;
+          const json trial = json::parse(got->body);
+          const json report = zeus::bench::synthetic_report(trial, i);
           timed([&] { return client().Post("/report", report.dump(), ""); });
           timed([&] { return client().Patch("/trials", trial.dump(), ""); });
         }

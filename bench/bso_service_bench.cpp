@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <random>
 
+#include "bso_cycle.hpp"
 #include "server/service.hpp"
 #include "server/store.hpp"
 #include "zeus/optimizer/batch_size_policy.hpp"
@@ -34,15 +35,7 @@ std::filesystem::path temp_db() {
 }
 
 void cycle(server::BsoService& service, const std::string& job, int i) {
-  const bso::TrialId trial = service.next_batch_size(job);
-  bso::TrainingResult result;
-  result.trial = trial;
-  result.time_s = 100.0 + i % 7;
-  result.energy_j = 30000.0 + 1000.0 * (i % 5);
-  result.metric = 0.95;
-  result.current_epoch = 10;
-  service.report(result);
-  service.end_trial(trial);
+  bench::trial_cycle(service, job, i);
 }
 
 void BM_ServiceCycleSqlite(benchmark::State& state) {

@@ -29,6 +29,7 @@
 #include <thread>
 #include <vector>
 
+#include "bso_cycle.hpp"
 #include "server/postgres_fixture.hpp"
 #include "server/server_harness.hpp"
 #include "server/service.hpp"
@@ -102,15 +103,7 @@ Cost cycle_cost(zeus::server::Store& store, int cycles, int postmaster, const st
   service.register_job(job_spec(job));
   const auto run = [&](int count) {
     for (int i = 0; i < count; ++i) {
-      const zeus::bso::TrialId trial = service.next_batch_size(job);
-      zeus::bso::TrainingResult result;
-      result.trial = trial;
-      result.time_s = 100.0 + i % 7;
-      result.energy_j = 30000.0 + 1000.0 * (i % 5);
-      result.metric = 0.95;
-      result.current_epoch = 10;
-      service.report(result);
-      service.end_trial(trial);
+      zeus::bench::trial_cycle(service, job, i);
     }
   };
   run(50);  // through pruning, into the bandit
@@ -200,12 +193,8 @@ double cycles_per_s(const std::vector<int>& ports, int clients, double seconds, 
           }
           continue;
         }
-        json report = json::parse(got->body);
-        const json trial = report;
-        report["time"] = 100.0 + (i % 7);
-        report["energy"] = 30000.0 + 1000.0 * (i % 5);
-        report["metric"] = 0.95;
-        report["current_epoch"] = 10;
+        const json trial = json::parse(got->body);
+        const json report = zeus::bench::synthetic_report(trial, i);
         auto reported = client()->Post("/report", report.dump(), "");
         auto ended = client()->Patch("/trials", trial.dump(), "");
         if (!reported || reported->status != 200 || !ended || ended->status != 200) {
