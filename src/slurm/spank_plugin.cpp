@@ -1,0 +1,430 @@
+// zeus's SPANK plugin (docs/slurm.md): the Slurm side only. Options and site arguments are parsed
+// by site_config.hpp, caps and energy are step_session.hpp's, AdminComment's JSON is
+// step_record.hpp's; this file calls Slurm (spank.h, and the slurm.h API that srun, sbatch and
+// slurmstepd already carry) and nothing else.
+//
+// Where each thing happens (Slurm 22.05; context in brackets):
+// - slurm_spank_init [all]: the site's arguments; --zeus-power-limit and --zeus-energy registered.
+// - option callbacks [srun/sbatch/salloc, then slurmstepd]: values checked, a bad one refuses the
+//   job at submission.
+// - slurm_spank_user_init [slurmstepd, root, before the tasks]: the step's GPUs (checked against
+//   the job's allocation from slurmctld), caps through zeusd (ledger owner: this slurmstepd),
+//   counters read.
+// - slurm_spank_task_init [each task, before exec]: task 0 prints why a step is not capped.
+// - slurm_spank_exit [slurmstepd]: counters read, caps put back, the record merged into
+//   AdminComment; a batch step's summary appended to its stderr file. [srun]: the summary of the
+//   step, read back from AdminComment, printed to srun's stderr.
+// - slurm_spank_job_epilog [slurmd's epilog, root]: the backstop for steps that did not end.
+#include <fcntl.h>
+#include <grp.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/text.hpp"
+#include "device/zeusd_connection.hpp"
+#include "slurm/gres.hpp"
+#include "slurm/site_config.hpp"
+#include "slurm/step_record.hpp"
+#include "slurm/step_session.hpp"
+#include "zeus/common/error.hpp"
+
+extern "C" {
+#include <slurm/slurm.h>
+#include <slurm/spank.h>
+}
+
+extern "C" {
+extern const char plugin_name[];
+extern const char plugin_type[];
+extern const unsigned int plugin_version;
+extern const unsigned int spank_plugin_version;
+const char plugin_name[] = "zeus";
+const char plugin_type[] = "spank";
+const unsigned int plugin_version = SLURM_VERSION_NUMBER;
+const unsigned int spank_plugin_version = 1;
+}
+
+namespace {
+
+using zeus::slurm::SiteConfig;
+
+struct PluginState {
+  std::optional<SiteConfig> site;
+  std::string site_error;  // why the site's arguments were refused
+  std::optional<zeus::slurm::PowerLimitRequest> requested;
+  bool print_energy = false;
+  std::unique_ptr<zeus::device::ZeusdConnection> daemon;
+  std::optional<zeus::slurm::StepState> step;
+  std::string user_note;  // printed by task 0 before it runs the user's program
+};
+
+PluginState& plugin() {
+  static PluginState state;
+  return state;
+}
+
+int power_limit_option(int /*val*/, const char* optarg, int /*remote*/) {
+  PluginState& p = plugin();
+  const std::string value = optarg ? optarg : "";
+  if (!p.site) {
+    slurm_error("zeus: --zeus-power-limit=%s cannot be used: the zeus plugin is misconfigured "
+                "(%s); ask your administrator",
+                value.c_str(), p.site_error.c_str());
+    return -1;
+  }
+  try {
+    p.requested = zeus::slurm::parse_power_limit_option(value, *p.site);
+  } catch (const zeus::Error& error) {
+    slurm_error("zeus: %s", error.what());
+    return -1;
+  }
+  return 0;
+}
+
+int energy_option(int /*val*/, const char* /*optarg*/, int /*remote*/) {
+  plugin().print_energy = true;
+  return 0;
+}
+
+struct spank_option power_limit_spec = {
+    const_cast<char*>("zeus-power-limit"), const_cast<char*>("W|off"),
+    const_cast<char*>("Cap each allocated GPU's power at W watts for this job (zeus), or off"), 1,
+    0, power_limit_option};
+struct spank_option energy_spec = {
+    const_cast<char*>("zeus-energy"), nullptr,
+    const_cast<char*>("Print each step's GPU energy (zeus) to the step's stderr"), 0, 0,
+    energy_option};
+
+std::string getenv_job(spank_t sp, const char* name) {
+  char buffer[4096];
+  if (spank_getenv(sp, name, buffer, sizeof buffer) != ESPANK_SUCCESS) {
+    return {};
+  }
+  return buffer;
+}
+
+// The job's GPU indices on `node`, from slurmctld (trusted, unlike the job's environment).
+std::optional<std::vector<int>> allocated_gpus(std::uint32_t job_id, const std::string& node,
+                                               std::string& why) {
+  job_info_msg_t* message = nullptr;
+  if (slurm_load_job(&message, job_id, SHOW_DETAIL) != SLURM_SUCCESS || !message ||
+      message->record_count < 1) {
+    why = std::string("cannot read the job's allocation from slurmctld: ") +
+          slurm_strerror(slurm_get_errno());
+    if (message) {
+      slurm_free_job_info_msg(message);
+    }
+    return std::nullopt;
+  }
+  const job_info_t& job = message->job_array[0];
+  std::optional<std::vector<int>> ids;
+  hostlist_t hosts = slurm_hostlist_create(job.nodes);
+  int index = hosts ? slurm_hostlist_find(hosts, node.c_str()) : -1;
+  if (index < 0 && hosts && slurm_hostlist_count(hosts) == 1) {
+    index = 0;  // a one-node job: whatever this node's name is, it is that node
+  }
+  if (hosts) {
+    slurm_hostlist_destroy(hosts);
+  }
+  if (index < 0) {
+    why = "node " + node + " is not in the job's node list";
+  } else if (static_cast<std::uint32_t>(index) >= job.gres_detail_cnt) {
+    ids = std::vector<int>{};
+  } else {
+    ids = zeus::slurm::gpus_in_gres_detail(job.gres_detail_str[index]);
+    if (!ids) {
+      why = std::string("cannot read the job's GRES detail '") + job.gres_detail_str[index] + "'";
+    }
+  }
+  slurm_free_job_info_msg(message);
+  return ids;
+}
+
+// This node's name as Slurm knows it: SLURMD_NODENAME where the step has it, else the short host
+// name (NodeName differs from it only on nodes started with `slurmd -N`).
+std::string node_name(spank_t sp) {
+  std::string name = getenv_job(sp, "SLURMD_NODENAME");
+  if (name.empty()) {
+    if (const char* own = std::getenv("SLURMD_NODENAME")) {
+      name = own;
+    }
+  }
+  if (name.empty()) {
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    name = host;
+    name = name.substr(0, name.find('.'));
+  }
+  return name;
+}
+
+std::unique_ptr<zeus::device::ZeusdConnection> connect(const SiteConfig& site) {
+  zeus::device::ZeusdConfig config = site.zeusd;
+  if (site.zeusd_token_file) {
+    config.token = std::string(zeus::text::trim(
+        zeus::text::read_file(*site.zeusd_token_file, "zeusd_token_file")));
+  }
+  return std::make_unique<zeus::device::ZeusdConnection>(config);
+}
+
+void begin(spank_t sp) {
+  PluginState& p = plugin();
+  std::uint32_t job_id = 0;
+  std::uint32_t step_id = 0;
+  uid_t uid = 0;
+  spank_get_item(sp, S_JOB_ID, &job_id);
+  spank_get_item(sp, S_JOB_STEPID, &step_id);
+  spank_get_item(sp, S_JOB_UID, &uid);
+  const std::string step = zeus::slurm::step_name(step_id);
+  // Slurm overwrites these for the steps that get GPUs; the batch step has the job's.
+  const std::string listed =
+      getenv_job(sp, step == "batch" ? "SLURM_JOB_GPUS" : "SLURM_STEP_GPUS");
+  if (listed.empty() || step == "extern") {
+    return;
+  }
+  const auto cap = zeus::slurm::effective_cap_w(p.requested, *p.site);
+  const std::string node = node_name(sp);
+  std::string why;
+  const auto gpus = zeus::slurm::parse_gpu_list(listed);
+  const auto allowed = gpus ? allocated_gpus(job_id, node, why) : std::nullopt;
+  if (!gpus) {
+    why = "the step's GPU list '" + listed + "' cannot be read";
+  } else if (allowed) {
+    for (const int id : *gpus) {
+      if (std::find(allowed->begin(), allowed->end(), id) == allowed->end()) {
+        why = "GPU " + std::to_string(id) + " is not in the job's allocation on " + node;
+      }
+    }
+  }
+  if (!why.empty()) {
+    p.user_note = "zeus: GPUs not measured or capped: " + why;
+    slurm_info("zeus: job %u step %s: %s", job_id, step.c_str(), why.c_str());
+    return;
+  }
+  zeus::slurm::StepState identity;
+  identity.job_id = job_id;
+  identity.step = step;
+  identity.node = node;
+  identity.uid = uid;
+  identity.owner_pid = getpid();
+  identity.zeusd = p.site->zeusd.describe();
+  try {
+    p.daemon = connect(*p.site);
+    p.step = zeus::slurm::begin_step(*p.site, *p.daemon, identity, *gpus, cap);
+    if (p.step->note && (cap || p.print_energy)) {
+      p.user_note = "zeus: " + *p.step->note;
+    }
+  } catch (const std::exception& error) {
+    p.step.reset();
+    p.user_note = std::string("zeus: GPUs not ") + (cap ? "capped or " : "") +
+                  "measured: " + error.what();
+    slurm_info("zeus: job %u step %s: %s", job_id, step.c_str(), error.what());
+  }
+}
+
+void record_admin_comment(std::uint32_t job_id, const zeus::slurm::StepRecord& record) {
+  const SiteConfig& site = *plugin().site;
+  zeus::slurm::JobLock lock(site.state_dir, job_id);
+  job_info_msg_t* message = nullptr;
+  if (slurm_load_job(&message, job_id, SHOW_ALL) != SLURM_SUCCESS || !message ||
+      message->record_count < 1) {
+    slurm_error("zeus: job %u: cannot read its AdminComment: %s", job_id,
+                slurm_strerror(slurm_get_errno()));
+    return;
+  }
+  const char* existing = message->job_array[0].admin_comment;
+  const auto merged =
+      zeus::slurm::merge_admin_comment(existing ? existing : "", record, site.max_recorded_steps);
+  slurm_free_job_info_msg(message);
+  if (!merged) {
+    slurm_info("zeus: job %u: AdminComment holds text that is not a JSON object; left alone, "
+               "step %s not recorded there",
+               job_id, record.step.c_str());
+    return;
+  }
+  job_desc_msg_t update;
+  slurm_init_job_desc_msg(&update);
+  update.job_id = job_id;
+  std::string text = *merged;
+  update.admin_comment = text.data();
+  if (slurm_update_job(&update) != SLURM_SUCCESS) {
+    slurm_error("zeus: job %u: cannot update AdminComment: %s", job_id,
+                slurm_strerror(slurm_get_errno()));
+  }
+}
+
+// The batch step's summary, appended to the job's stderr file as the job's user.
+void append_to_batch_stderr(std::uint32_t job_id, const std::string& text) {
+  job_info_msg_t* message = nullptr;
+  if (slurm_load_job(&message, job_id, SHOW_ALL) != SLURM_SUCCESS || !message ||
+      message->record_count < 1) {
+    return;
+  }
+  job_info_t& job = message->job_array[0];
+  char path[4096] = "";
+  slurm_get_job_stderr(path, sizeof path, &job);
+  const uid_t uid = job.user_id;
+  const gid_t gid = job.group_id;
+  slurm_free_job_info_msg(message);
+  if (path[0] != '/') {
+    return;
+  }
+  const pid_t child = fork();
+  if (child == 0) {
+    if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) {
+      _exit(1);
+    }
+    const int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0 || write(fd, text.data(), text.size()) < 0) {
+      _exit(1);
+    }
+    _exit(0);
+  }
+  if (child > 0) {
+    waitpid(child, nullptr, 0);
+  }
+}
+
+void end_remote(spank_t sp) {
+  PluginState& p = plugin();
+  if (!p.step || !p.daemon) {
+    return;
+  }
+  const std::uint32_t job_id = p.step->job_id;
+  try {
+    const zeus::slurm::StepRecord record = zeus::slurm::end_step(*p.site, *p.daemon, *p.step);
+    if (p.site->admin_comment) {
+      record_admin_comment(job_id, record);
+    }
+    if (p.print_energy && record.step == "batch") {
+      append_to_batch_stderr(job_id, zeus::slurm::summary_text(job_id, record));
+    }
+  } catch (const std::exception& error) {
+    slurm_error("zeus: job %u step %s: %s (the epilog puts its caps back)", job_id,
+                p.step->step.c_str(), error.what());
+  }
+  (void)sp;
+  p.step.reset();
+  p.daemon.reset();
+}
+
+// srun: the step's summary from AdminComment, once the step's slurmstepds have written it.
+void print_summary_local() {
+  const char* job_text = std::getenv("SLURM_JOB_ID");
+  const char* step_text = std::getenv("SLURM_STEP_ID");
+  if (!job_text || !step_text) {
+    return;
+  }
+  const auto job_id = static_cast<std::uint32_t>(std::strtoul(job_text, nullptr, 10));
+  const std::string step = step_text;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    job_info_msg_t* message = nullptr;
+    if (slurm_load_job(&message, job_id, SHOW_ALL) == SLURM_SUCCESS && message &&
+        message->record_count >= 1) {
+      const job_info_t& job = message->job_array[0];
+      const std::string comment = job.admin_comment ? job.admin_comment : "";
+      std::string printed;
+      hostlist_t hosts = slurm_hostlist_create(job.nodes);
+      char* host = nullptr;
+      bool all = true;
+      while (hosts && (host = slurm_hostlist_shift(hosts)) != nullptr) {
+        if (const auto record = zeus::slurm::find_step_record(comment, step, host)) {
+          printed += zeus::slurm::summary_text(job_id, *record);
+        } else {
+          all = false;
+        }
+        free(host);
+      }
+      if (hosts) {
+        slurm_hostlist_destroy(hosts);
+      }
+      slurm_free_job_info_msg(message);
+      if (all && !printed.empty()) {
+        std::fputs(printed.c_str(), stderr);
+        return;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::fprintf(stderr, "zeus: no energy recorded for step %s.%s (no GPUs, or zeusd not "
+                       "reachable on its node)\n",
+               job_text, step_text);
+}
+
+}  // namespace
+
+extern "C" {
+
+int slurm_spank_init(spank_t sp, int ac, char** av) {
+  PluginState& p = plugin();
+  try {
+    p.site = zeus::slurm::parse_site_args(std::vector<std::string>(av, av + ac));
+  } catch (const zeus::Error& error) {
+    p.site_error = error.what();
+    slurm_error("zeus: %s; the plugin does nothing until plugstack.conf is fixed", error.what());
+  }
+  if (spank_option_register(sp, &power_limit_spec) != ESPANK_SUCCESS ||
+      spank_option_register(sp, &energy_spec) != ESPANK_SUCCESS) {
+    slurm_error("zeus: cannot register --zeus-power-limit and --zeus-energy");
+  }
+  return 0;
+}
+
+int slurm_spank_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
+  if (plugin().site && spank_remote(sp)) {
+    begin(sp);
+  }
+  return 0;
+}
+
+int slurm_spank_task_init(spank_t sp, int /*ac*/, char** /*av*/) {
+  int task = -1;
+  if (!plugin().user_note.empty() && spank_get_item(sp, S_TASK_ID, &task) == ESPANK_SUCCESS &&
+      task == 0) {
+    std::fprintf(stderr, "%s\n", plugin().user_note.c_str());
+  }
+  return 0;
+}
+
+int slurm_spank_exit(spank_t sp, int /*ac*/, char** /*av*/) {
+  if (!plugin().site) {
+    return 0;
+  }
+  if (spank_remote(sp)) {
+    end_remote(sp);
+  } else if (spank_context() == S_CTX_LOCAL && plugin().print_energy) {
+    print_summary_local();
+  }
+  return 0;
+}
+
+int slurm_spank_job_epilog(spank_t sp, int /*ac*/, char** /*av*/) {
+  PluginState& p = plugin();
+  if (!p.site) {
+    return 0;
+  }
+  std::uint32_t job_id = 0;
+  spank_get_item(sp, S_JOB_ID, &job_id);
+  try {
+    auto daemon = connect(*p.site);
+    for (const std::string& line : zeus::slurm::restore_leftovers(*p.site, *daemon, job_id)) {
+      slurm_info("zeus: epilog: %s", line.c_str());
+    }
+  } catch (const std::exception& error) {
+    slurm_error("zeus: epilog of job %u: cannot put caps back: %s", job_id, error.what());
+  }
+  return 0;
+}
+
+}  // extern "C"
