@@ -133,22 +133,21 @@ void SettingsLedger::record_change(int gpu_index, Setting setting,
         fmt::format("process {} has already exited; refusing a change it would own", owner_pid));
   }
   const Key key{gpu_index, setting};
-  auto entry_it = entries_.find(key);
-  if (entry_it == entries_.end()) {
-    entries_.emplace(key, Entry{original_value, owner_pid});
-    ++owner_entry_counts_[owner_pid];
+  Entry& layers = entries_[key];
+  if (!layers.empty() && layers.back().owner_pid == owner_pid) {
+    return;  // its layer already holds the value before its first change
+  }
+  layers.push_back(Layer{original_value, owner_pid});
+  ++owner_entry_counts_[owner_pid];
+  if (layers.size() == 1) {
     log().info("settings ledger: GPU {} {} changed by pid {}; original {} recorded", gpu_index,
                setting_name(setting), owner_pid, describe_setting_value(setting, original_value));
-  } else if (entry_it->second.owner_pid != owner_pid) {
-    const pid_t previous_pid = entry_it->second.owner_pid;
-    entry_it->second.owner_pid = owner_pid;
-    ++owner_entry_counts_[owner_pid];
-    release_owner_locked(previous_pid);
+  } else {
     log().info(
-        "settings ledger: GPU {} {} changed by pid {}; ownership passes from pid {}, "
-        "original stays {}",
-        gpu_index, setting_name(setting), owner_pid, previous_pid,
-        describe_setting_value(setting, entry_it->second.original));
+        "settings ledger: GPU {} {} changed by pid {} over pid {}'s {}; original stays {}",
+        gpu_index, setting_name(setting), owner_pid, layers[layers.size() - 2].owner_pid,
+        describe_setting_value(setting, original_value),
+        describe_setting_value(setting, layers.front().before));
   }
 }
 
@@ -161,13 +160,15 @@ bool SettingsLedger::record_reset(int gpu_index, Setting setting, pid_t requeste
   if (entry_it == entries_.end()) {
     return false;
   }
-  const pid_t owner_pid = entry_it->second.owner_pid;
+  const pid_t owner_pid = entry_it->second.back().owner_pid;
   log().info("settings ledger: GPU {} {} reset by pid {}{}; no longer restored", gpu_index,
              setting_name(setting), requester_pid,
              owner_pid == requester_pid ? std::string(" (its owner)")
                                         : fmt::format(" (owner was pid {})", owner_pid));
+  for (const Layer& layer : entry_it->second) {
+    release_owner_locked(layer.owner_pid);
+  }
   entries_.erase(entry_it);
-  release_owner_locked(owner_pid);
   return true;
 }
 
@@ -191,30 +192,60 @@ std::size_t SettingsLedger::restore_on_gpu(int gpu_index, std::optional<pid_t> o
                                            std::string_view why) {
   std::size_t restored = 0;
   serialize(gpu_index, [&] {
-    std::vector<std::pair<Key, Entry>> taken;
+    // What to write: the setting, its value, and the owner whose exit undoes it.
+    struct Write {
+      Setting setting;
+      SettingValue value;
+      pid_t owner_pid;
+    };
+    std::vector<Write> writes;
     {
       std::lock_guard lock(mutex_);
       for (auto it = entries_.begin(); it != entries_.end();) {
-        if (it->first.gpu_index == gpu_index &&
-            (!owner_pid || it->second.owner_pid == *owner_pid)) {
-          taken.emplace_back(*it);
-          release_owner_locked(it->second.owner_pid);
-          it = entries_.erase(it);
-        } else {
+        if (it->first.gpu_index != gpu_index) {
           ++it;
+          continue;
         }
+        Entry& layers = it->second;
+        if (!owner_pid) {
+          writes.push_back(Write{it->first.setting, layers.front().before,
+                                 layers.back().owner_pid});
+          for (const Layer& layer : layers) {
+            release_owner_locked(layer.owner_pid);
+          }
+          layers.clear();
+        } else {
+          // Top down: the top layer is undone; a lower one hands its "before" to the one above.
+          std::optional<SettingValue> undo;
+          for (std::size_t i = layers.size(); i-- > 0;) {
+            if (layers[i].owner_pid != *owner_pid) {
+              continue;
+            }
+            if (i + 1 == layers.size()) {
+              undo = layers[i].before;
+            } else {
+              layers[i + 1].before = layers[i].before;
+            }
+            layers.erase(layers.begin() + static_cast<std::ptrdiff_t>(i));
+            release_owner_locked(*owner_pid);
+          }
+          if (undo) {
+            writes.push_back(Write{it->first.setting, *undo, *owner_pid});
+          }
+        }
+        it = layers.empty() ? entries_.erase(it) : std::next(it);
       }
     }
-    for (const auto& [key, entry] : taken) {
-      const std::string value = describe_setting_value(key.setting, entry.original);
+    for (const Write& write : writes) {
+      const std::string value = describe_setting_value(write.setting, write.value);
       try {
-        apply_setting(*gpus_[static_cast<std::size_t>(key.gpu_index)], key.setting, entry.original);
+        apply_setting(*gpus_[static_cast<std::size_t>(gpu_index)], write.setting, write.value);
         ++restored;
-        log().info("settings ledger: restored GPU {} {} to {} ({}; owner pid {})", key.gpu_index,
-                   setting_name(key.setting), value, why, entry.owner_pid);
+        log().info("settings ledger: restored GPU {} {} to {} ({}; owner pid {})", gpu_index,
+                   setting_name(write.setting), value, why, write.owner_pid);
       } catch (const std::exception& error) {
         log().error("settings ledger: could not restore GPU {} {} to {} ({}; owner pid {}): {}",
-                    key.gpu_index, setting_name(key.setting), value, why, entry.owner_pid,
+                    gpu_index, setting_name(write.setting), value, why, write.owner_pid,
                     error.what());
       }
     }
@@ -251,8 +282,9 @@ std::vector<LedgerEntry> SettingsLedger::entries() const {
   std::lock_guard lock(mutex_);
   std::vector<LedgerEntry> result;
   result.reserve(entries_.size());
-  for (const auto& [key, entry] : entries_) {
-    result.push_back(LedgerEntry{key.gpu_index, key.setting, entry.original, entry.owner_pid});
+  for (const auto& [key, layers] : entries_) {
+    result.push_back(LedgerEntry{key.gpu_index, key.setting, layers.front().before,
+                                 layers.back().owner_pid, layers.size()});
   }
   return result;
 }
@@ -266,9 +298,11 @@ void SettingsLedger::on_owner_exit(pid_t pid) {
   std::set<int> gpu_indices;
   {
     std::lock_guard lock(mutex_);
-    for (const auto& [key, entry] : entries_) {
-      if (entry.owner_pid == pid) {
-        gpu_indices.insert(key.gpu_index);
+    for (const auto& [key, layers] : entries_) {
+      for (const Layer& layer : layers) {
+        if (layer.owner_pid == pid) {
+          gpu_indices.insert(key.gpu_index);
+        }
       }
     }
   }
@@ -286,12 +320,16 @@ void SettingsLedger::on_owner_exit(pid_t pid) {
           gpu_index, pid, error.what());
       std::lock_guard lock(mutex_);
       for (auto it = entries_.begin(); it != entries_.end();) {
-        if (it->first.gpu_index == gpu_index && it->second.owner_pid == pid) {
-          release_owner_locked(pid);
-          it = entries_.erase(it);
-        } else {
-          ++it;
+        if (it->first.gpu_index == gpu_index) {
+          Entry& layers = it->second;
+          for (std::size_t i = layers.size(); i-- > 0;) {
+            if (layers[i].owner_pid == pid) {
+              layers.erase(layers.begin() + static_cast<std::ptrdiff_t>(i));
+              release_owner_locked(pid);
+            }
+          }
         }
+        it = it->second.empty() ? entries_.erase(it) : std::next(it);
       }
     }
   }

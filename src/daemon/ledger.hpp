@@ -9,11 +9,16 @@
 // For an explicit reset request: reset under the lock, then call record_reset().
 //
 // Rules:
-// - The first change of a setting records its original value. Later changes of the same setting
-//   (by the same or another process) keep that original: restoring always returns the setting
-//   to its state before the daemon first touched it. Ownership passes to the latest writer: only
-//   the latest writer's exit restores it; an earlier owner's exit leaves it alone.
-// - An explicit reset (by any client) removes the entry: the setting is then at its driver
+// - Each setting keeps a stack of changes, one layer per writer in the order they wrote, each
+//   with the value in force before that writer's change. A writer that is already the top layer
+//   adds nothing (its layer keeps the value before its first change).
+// - When an owner exits, each of its layers goes: the top one is undone (the setting returns to
+//   the value before that owner's change, i.e. the value of the writer below, still alive), a
+//   lower one is dropped and the layer above it inherits its "before" value. So a setting always
+//   ends at its state before the daemon first touched it once every writer is gone, and while
+//   an earlier writer lives, a later writer's exit gives the setting back to it (a Slurm job's cap
+//   survives a training process inside the job that set and left its own limit).
+// - An explicit reset (by any client) removes the whole stack: the setting is then at its driver
 //   default by request, and nobody holds it changed any more.
 // - Owners are watched for their exit by a ProcessWatcher (process_watcher.hpp: a pidfd each, or
 //   /proc polling every `poll_interval_ms` without pidfd_open); their settings are restored as
@@ -80,11 +85,13 @@ std::string describe_setting_value(Setting setting, const SettingValue& value);
 // Writes `value` of `setting` to `gpu` through the Gpu interface.
 void apply_setting(device::Gpu& gpu, Setting setting, const SettingValue& value);
 
+// One changed setting: its value before the daemon first touched it, and its latest writer.
 struct LedgerEntry {
   int gpu_index = 0;
   Setting setting = Setting::kPowerLimit;
   SettingValue original;
   pid_t owner_pid = 0;
+  std::size_t layers = 1;  // how many writers hold it changed (the stack's depth)
 };
 
 // Runs `action` (a restore on GPU `gpu_index`) under the daemon's per-GPU write lock.
@@ -135,18 +142,19 @@ class SettingsLedger {
     Setting setting;
     auto operator<=>(const Key&) const = default;
   };
-  struct Entry {
-    SettingValue original;
+  struct Layer {
+    SettingValue before;  // in force before this owner's change
     pid_t owner_pid;
   };
+  using Entry = std::vector<Layer>;  // bottom (first writer) to top (latest writer)
 
   // On the watcher's thread: restores the settings `pid` owns.
   void on_owner_exit(pid_t pid);
-  // Under the GPU's serializer: restores the entries on `gpu_index` owned by `owner_pid` (all of
-  // them when nullopt). Returns how many were restored.
+  // Under the GPU's serializer: undoes the layers on `gpu_index` owned by `owner_pid` (every
+  // setting to its original when nullopt). Returns how many settings were written back.
   std::size_t restore_on_gpu(int gpu_index, std::optional<pid_t> owner_pid, std::string_view why);
   void serialize(int gpu_index, const std::function<void()>& action);
-  // With mutex_ held: one entry fewer for `pid`; its last one unwatches it.
+  // With mutex_ held: one layer fewer for `pid`; its last one unwatches it.
   void release_owner_locked(pid_t pid);
 
   const std::vector<std::shared_ptr<device::Gpu>> gpus_;
@@ -154,7 +162,7 @@ class SettingsLedger {
 
   mutable std::mutex mutex_;  // taken before the watcher's own lock, never after
   std::map<Key, Entry> entries_;
-  std::map<pid_t, std::size_t> owner_entry_counts_;  // the watched owners, with their entries
+  std::map<pid_t, std::size_t> owner_entry_counts_;  // the watched owners, with their layers
   std::size_t restored_count_ = 0;
   std::unique_ptr<ProcessWatcher> watcher_;  // null when disabled
 };

@@ -7,7 +7,7 @@
 // - slurm_spank_init [all]: the site's arguments; --zeus-power-limit and --zeus-energy registered.
 // - option callbacks [srun/sbatch/salloc, then slurmstepd]: values checked, a bad one refuses the
 //   job at submission.
-// - slurm_spank_user_init [slurmstepd, root, before the tasks]: the step's GPUs (checked against
+// - slurm_spank_init_post_opt [slurmstepd, root, before the tasks]: the step's GPUs (checked against
 //   the job's allocation from slurmctld), caps through zeusd (ledger owner: this slurmstepd),
 //   counters read.
 // - slurm_spank_task_init [each task, before exec]: task 0 prints why a step is not capped.
@@ -381,7 +381,8 @@ int slurm_spank_init(spank_t sp, int ac, char** av) {
   return 0;
 }
 
-int slurm_spank_user_init(spank_t sp, int /*ac*/, char** /*av*/) {
+// In slurmstepd after the options, still as root (user_init runs with the user's privileges).
+int slurm_spank_init_post_opt(spank_t sp, int /*ac*/, char** /*av*/) {
   if (plugin().site && spank_remote(sp)) {
     begin(sp);
   }

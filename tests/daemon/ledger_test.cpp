@@ -155,6 +155,52 @@ TEST_P(LedgerTest, TheLatestWriterOwnsTheSettingAndTheFirstOriginalStays) {
   EXPECT_EQ(ledger.restored_count(), 2u);
 }
 
+// A Slurm job's cap (the outer writer) outlives a process inside the job that set its own limit
+// and exited: the inner writer's exit gives the setting back to the outer one, not to the
+// original; once both are gone it is at its original.
+TEST_P(LedgerTest, ALaterWritersExitGivesTheSettingBackToAnEarlierWriterStillAlive) {
+  auto gpus = make_gpus(1);
+  SettingsLedger ledger(as_gpus(gpus), options());
+  Child job;
+  Child inner;
+  daemon_set_power_limit(ledger, *gpus[0], 0, 300'000, job.pid());
+  daemon_set_power_limit(ledger, *gpus[0], 0, 200'000, inner.pid());
+  daemon_set_power_limit(ledger, *gpus[0], 0, 180'000, inner.pid());  // same layer
+  ASSERT_EQ(ledger.entries().size(), 1u);
+  EXPECT_EQ(ledger.entries()[0].layers, 2u);
+  EXPECT_EQ(ledger.entries()[0].owner_pid, inner.pid());
+
+  inner.kill();
+  EXPECT_TRUE(wait_until([&] { return gpus[0]->power_limit_mw() == 300'000u; }));
+  EXPECT_TRUE(wait_until([&] { return ledger.entries().size() == 1 &&
+                                      ledger.entries()[0].layers == 1; }));
+  job.kill();
+  EXPECT_TRUE(wait_until([&] { return gpus[0]->power_limit_mw() == kA100DefaultMw; }));
+  EXPECT_TRUE(wait_until([&] { return ledger.entries().empty(); }));
+}
+
+// A writer in the middle of the stack that exits leaves the value alone and hands its "before"
+// up: A, then B, then A again over B; B's exit keeps A's value, A's exit restores the original.
+TEST_P(LedgerTest, AWriterInTheMiddleThatExitsHandsItsValueBeforeToTheLayerAbove) {
+  auto gpus = make_gpus(1);
+  SettingsLedger ledger(as_gpus(gpus), options());
+  Child first;
+  Child second;
+  daemon_set_power_limit(ledger, *gpus[0], 0, 300'000, first.pid());
+  daemon_set_power_limit(ledger, *gpus[0], 0, 250'000, second.pid());
+  daemon_set_power_limit(ledger, *gpus[0], 0, 220'000, first.pid());
+  EXPECT_EQ(ledger.entries()[0].layers, 3u);
+
+  first.kill();  // its top layer goes back to second's 250 W; its bottom layer hands down
+  EXPECT_TRUE(wait_until([&] { return gpus[0]->power_limit_mw() == 250'000u; }));
+  EXPECT_TRUE(wait_until([&] { return ledger.entries().size() == 1 &&
+                                      ledger.entries()[0].layers == 1; }));
+  EXPECT_EQ(ledger.entries()[0].original.power_limit_mw, kA100DefaultMw);
+  second.kill();
+  EXPECT_TRUE(wait_until([&] { return gpus[0]->power_limit_mw() == kA100DefaultMw; }));
+  EXPECT_TRUE(wait_until([&] { return ledger.entries().empty(); }));
+}
+
 TEST_P(LedgerTest, ResetByTheOwnerRemovesTheEntry) {
   auto gpus = make_gpus(1);
   SettingsLedger ledger(as_gpus(gpus), options());

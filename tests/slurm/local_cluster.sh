@@ -54,7 +54,8 @@ case "$cmd" in
     done
     dd if=/dev/urandom of="$dir/munge/munge.key" bs=1024 count=1 status=none
     chown -R munge:munge "$dir/munge" "$dir/mrun"
-    chmod 700 "$dir/munge" "$dir/mrun"
+    chmod 700 "$dir/munge"
+    chmod 755 "$dir/mrun"  # every user's srun and sbatch reach munged through it
     chmod 600 "$dir/munge/munge.key"
     su -s /bin/sh munge -c "exec munged --foreground -f --key-file=$dir/munge/munge.key \
       --socket=$dir/mrun/munge.socket --pid-file=$dir/mrun/munged.pid \
