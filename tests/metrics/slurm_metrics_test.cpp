@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -315,6 +316,31 @@ TEST_F(SlurmMetricsTest, MoreStateFilesThanTheBoundAreNotRead) {
   ASSERT_TRUE(metrics.last_failure());
   EXPECT_NE(metrics.last_failure()->find("more than 3 step state files"), std::string::npos)
       << *metrics.last_failure();
+}
+
+// At the default bound every step is read (one zeusd read for all of them); one more file and
+// none is. The time of a full collection is printed (docs/security.md quotes it).
+TEST_F(SlurmMetricsTest, DefaultBoundReadsEveryStepUpToIt) {
+  slurm::StepState state = start_step(1, "0", {0}, 250000);
+  for (std::uint32_t job = 2; job <= kMaxSlurmStateFiles; ++job) {
+    state.job_id = job;
+    slurm::write_step_state(state_dir(), state);
+  }
+  SlurmMetrics metrics = collector();
+  const double before = now_s();
+  metrics.collect_once();
+  const double took = now_s() - before;
+  std::string text;
+  metrics.render(text);
+  EXPECT_EQ(count_samples(text, std::string(kEnergy)), static_cast<int>(kMaxSlurmStateFiles));
+  std::cout << "[ figures  ] one collection of " << kMaxSlurmStateFiles << " step files: " << took
+            << " s, " << text.size() << " bytes rendered\n";
+  state.job_id = kMaxSlurmStateFiles + 1;
+  slurm::write_step_state(state_dir(), state);
+  metrics.collect_once();
+  text.clear();
+  metrics.render(text);
+  EXPECT_EQ(count_samples(text, "zeus_slurm_step_"), 0);
 }
 
 // The collecting thread: series appear without a scrape waiting for them, and stop() returns.
