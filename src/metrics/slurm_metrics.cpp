@@ -77,21 +77,24 @@ void read_energies(const std::string& body, const std::set<int>& ids,
   }
 }
 
-// The current energy counter of each of `wanted` that zeusd has and can count. Throws
-// zeus::Error when zeusd cannot be reached, refuses the reads, or answers what cannot be read.
-std::map<int, std::uint64_t> current_energies(device::ZeusdConnection& zeusd,
-                                              const std::set<int>& wanted) {
-  std::map<int, std::uint64_t> energies;
-  if (wanted.empty()) {
-    return energies;
-  }
-  // Only the GPUs zeusd lists with a counter: a state file naming another (stale, or not ours)
-  // must not make zeusd refuse the reads of every step.
+// zeusd's GPUs, and the current energy counter of each of `wanted` that it can count.
+struct ZeusdGpus {
+  std::set<int> known;
+  std::map<int, std::uint64_t> energy_mj;
+};
+
+// Throws zeus::Error when zeusd cannot be reached, refuses the reads, or answers what cannot be
+// read.
+ZeusdGpus read_zeusd_gpus(device::ZeusdConnection& zeusd, const std::set<int>& wanted) {
+  ZeusdGpus gpus;
+  // Only the GPUs zeusd lists (with a counter, for the energy): a state file naming another
+  // (stale, or not ours) must neither make zeusd refuse the reads of every step nor add series.
   std::set<int> ids;
   try {
     const json discovered = json::parse(zeusd.get("list zeusd's GPUs", "/discover"));
     for (const json& gpu : discovered.at("gpus")) {
       const int id = gpu.at("id").get<int>();
+      gpus.known.insert(id);
       if (wanted.count(id) && gpu.value("cumulative_energy_available", false)) {
         ids.insert(id);
       }
@@ -101,8 +104,9 @@ std::map<int, std::uint64_t> current_energies(device::ZeusdConnection& zeusd,
                                             "read ({})",
                                             zeusd.config().describe(), error.what()));
   }
+  std::map<int, std::uint64_t>& energies = gpus.energy_mj;
   if (ids.empty()) {
-    return energies;
+    return gpus;
   }
   const std::string operation = "read the energy counters";
   try {
@@ -133,7 +137,7 @@ std::map<int, std::uint64_t> current_energies(device::ZeusdConnection& zeusd,
       }
     }
   }
-  return energies;
+  return gpus;
 }
 
 }  // namespace
@@ -248,7 +252,8 @@ void SlurmMetrics::collect(Rendered& into) {
       }
     }
   }
-  const std::map<int, std::uint64_t> now_mj = current_energies(*zeusd_, counted);
+  const ZeusdGpus zeusd_gpus = read_zeusd_gpus(*zeusd_, counted);
+  const std::map<int, std::uint64_t>& now_mj = zeusd_gpus.energy_mj;
 
   const auto line = [](std::string& out, std::string_view name, const std::string& labels,
                        double value) {
@@ -261,7 +266,7 @@ void SlurmMetrics::collect(Rendered& into) {
     line(into.start, kStart, labels, step.start_unix_s);
     std::set<int> gpus_seen;
     for (const slurm::StepGpu& gpu : step.gpus) {
-      if (!gpus_seen.insert(gpu.index).second) {
+      if (!zeusd_gpus.known.count(gpu.index) || !gpus_seen.insert(gpu.index).second) {
         continue;
       }
       const std::string gpu_labels =

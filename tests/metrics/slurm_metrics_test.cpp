@@ -18,6 +18,7 @@
 #include "device/zeusd_connection.hpp"
 #include "exposition_check.hpp"
 #include "slurm/step_session.hpp"
+#include "support/fault_injecting_gpu.hpp"
 #include "support/running_daemon.hpp"
 #include "support/temp_dir.hpp"
 #include "zeus/metrics/metrics_server.hpp"
@@ -76,7 +77,8 @@ class SlurmMetricsTest : public ::testing::Test {
 
   // GPU `id`'s counter read through zeusd, as the plugin reads it at the step's start.
   std::uint64_t energy_mj(int id) {
-    const json body = json::parse(connection_.get(
+    device::ZeusdConnection connection(zeusd_config());
+    const json body = json::parse(connection.get(
         "read the counter", "/gpu/get_cumulative_energy?gpu_ids=" + std::to_string(id)));
     return body.at(std::to_string(id)).at("energy_mj").get<std::uint64_t>();
   }
@@ -130,7 +132,6 @@ class SlurmMetricsTest : public ::testing::Test {
   zeus::testing::TempDir dir_;
   std::unique_ptr<daemon::Running> zeusd_ =
       std::make_unique<daemon::Running>(daemon::DaemonConfig{}, 4);
-  device::ZeusdConnection connection_{zeusd_config()};
 };
 
 static_assert(kMaxSlurmStateFiles == 4096);
@@ -190,7 +191,7 @@ TEST_F(SlurmMetricsTest, ExportsEachRunningStepsGpusWithItsJobAndStep) {
 TEST_F(SlurmMetricsTest, SkipsDeadStepsBadFilesDuplicatesAndUnknownGpus) {
   start_step(12, "0", {0}, std::nullopt);
   start_step(14, "0", {1}, 300000, dead_pid());
-  start_step(15, "extern", {3, 99}, std::nullopt);
+  start_step(15, "extern", {3, 99}, 300000);
   write_file("job-77.step-0.json", "{\"job_id\": 77, \"step\": ");
   write_file("job-78.step-0.json", "{\"job_id\": 78}");
   write_file("job-79.step-0.json", "[1, 2, 3]");
@@ -212,7 +213,7 @@ TEST_F(SlurmMetricsTest, SkipsDeadStepsBadFilesDuplicatesAndUnknownGpus) {
     EXPECT_EQ(text.find("job_id=\"" + std::string(job) + "\""), std::string::npos) << text;
   }
   EXPECT_TRUE(sample(text, series(kEnergy, 15, "extern", 3))) << text;
-  EXPECT_EQ(sample(text, series(kEnergy, 15, "extern", 99)), std::nullopt) << text;
+  EXPECT_EQ(text.find("gpu=\"99\""), std::string::npos) << text;
 }
 
 // A counter below the step's start (GPU reset, zeusd restarted) gives no energy, not a wrapped
@@ -228,6 +229,38 @@ TEST_F(SlurmMetricsTest, CounterGoneBackGivesNoEnergySample) {
   EXPECT_TRUE(sample(text, series(kEnergy, 12, "0", 1))) << text;
   EXPECT_EQ(sample(text, series(kLimit, 12, "0", 0)), 250.0);
   EXPECT_EQ(sample(text, series(kStart, 12, "0", -1)), 1700000000.5);
+}
+
+// A GPU whose counter read fails on zeusd makes it refuse a read of several GPUs: the others
+// still count (each read alone), the failing one gives no energy.
+TEST_F(SlurmMetricsTest, OneGpuFailingOnZeusdLeavesOutOnlyItsEnergy) {
+  std::vector<std::shared_ptr<device::Gpu>> gpus;
+  std::shared_ptr<device::FaultInjectingGpu> broken;
+  for (int i = 0; i < 3; ++i) {
+    auto gpu = std::make_shared<device::SimulatedGpu>(device::simulated_gpu_model("h200"), i,
+                                                      steady_clock());
+    if (i == 1) {
+      broken = std::make_shared<device::FaultInjectingGpu>(gpu);
+      gpus.push_back(broken);
+    } else {
+      gpus.push_back(gpu);
+    }
+  }
+  zeusd_ = std::make_unique<daemon::Running>(device::Gpus(gpus, {0, 1, 2}), daemon::DaemonConfig{});
+  start_step(12, "0", {0, 1, 2}, 250000);
+  broken->set_hook([](std::string_view method) {
+    if (method == "total_energy_mj") {
+      throw Error(ErrorKind::kGpuLost, "fell off the bus");
+    }
+  });
+  SlurmMetrics metrics = collector();
+  metrics.collect_once();
+  const std::string text = rendered(metrics);
+  EXPECT_EQ(metrics.last_failure(), std::nullopt);
+  EXPECT_TRUE(sample(text, series(kEnergy, 12, "0", 0))) << text;
+  EXPECT_EQ(sample(text, series(kEnergy, 12, "0", 1)), std::nullopt) << text;
+  EXPECT_TRUE(sample(text, series(kEnergy, 12, "0", 2))) << text;
+  EXPECT_EQ(sample(text, series(kLimit, 12, "0", 1)), 250.0) << text;
 }
 
 // zeusd unreachable: no Slurm series at all (not stale ones), the reason kept and counted, and a
