@@ -1,9 +1,11 @@
 // `zeus exporter`: GPU, CPU and DRAM metrics for Prometheus to scrape (docs/prometheus.md).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "cli/arguments.hpp"
 #include "cli/carbon_spec.hpp"
@@ -11,8 +13,11 @@
 #include "cli/devices.hpp"
 #include "cli/price_spec.hpp"
 #include "common/signals.hpp"
+#include "metrics/slurm_metrics.hpp"
+#include "zeus/common/env.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
+#include "zeus/device/zeusd_config.hpp"
 #include "zeus/metrics/prometheus.hpp"
 
 namespace zeus::cli {
@@ -28,7 +33,28 @@ struct ExporterArgs {
   std::string port_file;
   std::string carbon_intensity;  // --carbon-intensity SPEC (carbon_spec.hpp); empty: none
   std::string price;             // --price SPEC (price_spec.hpp); empty: none
+  std::string slurm_state_dir;   // --slurm-state-dir DIR; empty: no Slurm series
+  std::string zeusd_socket;      // --zeusd-socket PATH (with --slurm-state-dir)
 };
+
+// The zeusd the Slurm series read the counters through: --zeusd-socket, else ZEUSD_SOCK_PATH /
+// ZEUSD_HOST_PORT, else the plugin's default socket; ZEUSD_TOKEN in every case.
+device::ZeusdConfig slurm_zeusd_config(const ExporterArgs& args) {
+  const EnvLookup env = process_env();
+  device::ZeusdConfig config;
+  if (auto from_env = device::zeusd_config_from_env(env)) {
+    config = std::move(*from_env);
+  } else {
+    config.socket_path = "/run/zeusd/zeusd.sock";
+    if (auto token = env("ZEUSD_TOKEN"); token && !token->empty()) {
+      config.token = std::move(token);
+    }
+  }
+  if (!args.zeusd_socket.empty()) {
+    config.socket_path = args.zeusd_socket;
+  }
+  return config;
+}
 
 int run(const ExporterArgs& args) {
   if (args.port < 0 || args.port > 65535) {
@@ -79,8 +105,22 @@ int run(const ExporterArgs& args) {
   block_stop_signals();
 
   metrics::DeviceMetrics devices(gpus, cpus, options);
-  metrics::MetricsServer server(args.host, args.port,
-                                {[&devices](std::string& out) { devices.render(out); }});
+  std::unique_ptr<metrics::SlurmMetrics> slurm;
+  std::string slurm_from;
+  std::vector<metrics::MetricsServer::Source> sources = {
+      [&devices](std::string& out) { devices.render(out); }};
+  if (!args.slurm_state_dir.empty()) {
+    metrics::SlurmMetricsOptions slurm_options;
+    slurm_options.state_dir = args.slurm_state_dir;
+    slurm_options.zeusd = slurm_zeusd_config(args);
+    slurm_from = fmt::format("; Slurm steps from {} through zeusd at {}", args.slurm_state_dir,
+                             slurm_options.zeusd.describe());
+    // Not faster than once a second: each collection is two requests to zeusd.
+    slurm_options.interval_s = std::max(options.interval_s, 1.0);
+    slurm = std::make_unique<metrics::SlurmMetrics>(std::move(slurm_options));
+    sources.emplace_back([&slurm](std::string& out) { slurm->render(out); });
+  }
+  metrics::MetricsServer server(args.host, args.port, std::move(sources));
   server.start();
   if (!args.port_file.empty()) {
     write_port_file(args.port_file, server.port());
@@ -92,6 +132,7 @@ int run(const ExporterArgs& args) {
   if (options.electricity_price) {
     priced += priced.empty() ? "; with electricity cost" : " and cost";
   }
+  priced += slurm_from;
   std::cerr << fmt::format(
       "zeus exporter: serving http://{}:{}/metrics ({} GPU(s), {} CPU package(s), read every "
       "{}{})\n",
@@ -100,6 +141,9 @@ int run(const ExporterArgs& args) {
 
   wait_for_stop_signal(duration_s);
   server.stop();
+  if (slurm) {
+    slurm->stop();
+  }
   devices.stop();
   std::cerr << "zeus exporter: stopped\n";
   return kExitOk;
@@ -136,11 +180,23 @@ void add_exporter(CLI::App& app, Action& action) {
       "Add electricity cost counters per device, from a price SPEC as zeus monitor "
       "--price takes (a price per kWh, a JSON tariff file or openei:LABEL@LAT,LON); "
       "docs/cost.md");
+  CLI::Option* slurm = command->add_option(
+      "--slurm-state-dir", args->slurm_state_dir,
+      "Add the running Slurm steps' GPU energy and caps, labelled by job and step, from the "
+      "zeus SPANK plugin's state files in DIR (its state_dir=, /run/zeus-slurm by default), "
+      "the counters read through zeusd; docs/prometheus.md");
+  command
+      ->add_option("--zeusd-socket", args->zeusd_socket,
+                   "With --slurm-state-dir: zeusd's Unix socket (default ZEUSD_SOCK_PATH or "
+                   "ZEUSD_HOST_PORT, else /run/zeusd/zeusd.sock)")
+      ->needs(slurm);
   command->footer(
       "Metrics (text format 0.0.4): zeus_gpu_energy_joules_total, power_monitor_gpu_power_watts, "
       "zeus_gpu_power_limit_watts, zeus_gpu_temperature_celsius, zeus_cpu_energy_joules_total, "
-      "zeus_dram_energy_joules_total, with --carbon-intensity zeus_gpu_carbon_emission_grams_total "
-      "and with --price zeus_gpu_energy_cost_total, ... (docs/prometheus.md). Stops on SIGINT or "
+      "zeus_dram_energy_joules_total, with --carbon-intensity "
+      "zeus_gpu_carbon_emission_grams_total, "
+      "with --price zeus_gpu_energy_cost_total, with --slurm-state-dir "
+      "zeus_slurm_step_gpu_energy_joules, ... (docs/prometheus.md). Stops on SIGINT or "
       "SIGTERM.");
   command->callback([&action, args] { action = [args] { return run(*args); }; });
 }
