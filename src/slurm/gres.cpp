@@ -63,7 +63,8 @@ std::optional<std::vector<int>> gpus_in_gres_detail(std::string_view detail) {
     }
     const std::string_view entry = detail.substr(position, end - position);
     position = end + 1;
-    if (entry.substr(0, 4) != "gpu:" && entry != "gpu") {
+    // The GRES name ends at the type's ':' or at the '(' of "gpu(CNT:2)".
+    if (entry.substr(0, entry.find_first_of(":(")) != "gpu") {
       continue;
     }
     const auto open = entry.find("(IDX:");

@@ -12,7 +12,38 @@ namespace {
 
 constexpr std::uint32_t kMaxWatts = 100000;  // no board draws 100 kW; catches mW typed as W
 
-Error invalid(const std::string& text) { return Error(ErrorKind::kInvalidArgument, text); }
+Error invalid(const std::string& text) {
+  return Error(ErrorKind::kInvalidArgument, text);
+}
+
+// A value as messages quote it: its first 64 bytes, printable (to_printable) and on one line, so
+// that neither a terminal nor a log line can be forged through it.
+std::string shown(std::string_view value) {
+  std::string out;
+  for (const char c : to_printable(value.substr(0, 64))) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// "zeus plugstack.conf argument key=value: "
+std::string argument(std::string_view key, std::string_view value) {
+  return "zeus plugstack.conf argument " + shown(key) + "=" + shown(value) + ": ";
+}
+
+// An absolute path, or an error naming the argument.
+std::string absolute_path(std::string_view key, const std::string& value, const char* what) {
+  if (value.empty() || value.front() != '/') {
+    throw invalid(argument(key, value) + "expected an absolute path" + what);
+  }
+  return value;
+}
 
 std::optional<std::uint64_t> parse_unsigned(std::string_view text) {
   std::uint64_t value = 0;
@@ -27,8 +58,8 @@ std::optional<std::uint64_t> parse_unsigned(std::string_view text) {
 std::uint32_t parse_watts_arg(std::string_view key, std::string_view value) {
   const auto watts = parse_unsigned(value);
   if (!watts || *watts == 0 || *watts > kMaxWatts) {
-    throw invalid("zeus plugstack.conf argument " + std::string(key) + "=" + std::string(value) +
-                  ": expected whole watts from 1 to " + std::to_string(kMaxWatts));
+    throw invalid(argument(key, value) + "expected whole watts from 1 to " +
+                  std::to_string(kMaxWatts));
   }
   return static_cast<std::uint32_t>(*watts);
 }
@@ -40,8 +71,7 @@ bool parse_yes_no(std::string_view key, std::string_view value) {
   if (value == "no" || value == "false" || value == "0") {
     return false;
   }
-  throw invalid("zeus plugstack.conf argument " + std::string(key) + "=" + std::string(value) +
-                ": expected yes or no");
+  throw invalid(argument(key, value) + "expected yes or no");
 }
 
 }  // namespace
@@ -59,7 +89,7 @@ SiteConfig parse_site_args(const std::vector<std::string>& args) {
   for (const std::string& arg : args) {
     const auto equals = arg.find('=');
     if (equals == std::string::npos || equals == 0) {
-      throw invalid("zeus plugstack.conf argument '" + arg +
+      throw invalid("zeus plugstack.conf argument '" + shown(arg) +
                     "': expected key=value (see docs/slurm.md for the keys)");
     }
     const std::string key = arg.substr(0, equals);
@@ -73,62 +103,50 @@ SiteConfig parse_site_args(const std::vector<std::string>& args) {
     } else if (key == "allow_off") {
       site.allow_off = parse_yes_no(key, value);
     } else if (key == "zeusd_socket") {
-      if (value.empty() || value.front() != '/') {
-        throw invalid("zeus plugstack.conf argument zeusd_socket=" + value +
-                      ": expected an absolute path to zeusd's Unix socket");
-      }
-      site.zeusd.socket_path = value;
+      site.zeusd.socket_path = absolute_path(key, value, " to zeusd's Unix socket");
     } else if (key == "zeusd_host_port") {
       const auto colon = value.rfind(':');
-      const auto port = colon == std::string::npos ? std::nullopt
-                                                   : parse_unsigned(value.substr(colon + 1));
+      const auto port =
+          colon == std::string::npos ? std::nullopt : parse_unsigned(value.substr(colon + 1));
       if (colon == 0 || !port || *port == 0 || *port > 65535) {
-        throw invalid("zeus plugstack.conf argument zeusd_host_port=" + value +
-                      ": expected HOST:PORT with a port from 1 to 65535");
+        throw invalid(argument(key, value) + "expected HOST:PORT with a port from 1 to 65535");
       }
       site.zeusd.socket_path.reset();
       site.zeusd.host = value.substr(0, colon);
       site.zeusd.port = static_cast<int>(*port);
     } else if (key == "zeusd_token_file") {
-      site.zeusd_token_file = value;
+      site.zeusd_token_file = absolute_path(key, value, " to the token file");
     } else if (key == "zeusd_timeout") {
       const auto ms = parse_unsigned(value);
       if (!ms || *ms < 10 || *ms > 60000) {
-        throw invalid("zeus plugstack.conf argument zeusd_timeout=" + value +
-                      ": expected milliseconds from 10 to 60000");
+        throw invalid(argument(key, value) + "expected milliseconds from 10 to 60000");
       }
       site.zeusd.timeout_s = static_cast<double>(*ms) / 1000.0;
     } else if (key == "state_dir") {
-      if (value.empty() || value.front() != '/') {
-        throw invalid("zeus plugstack.conf argument state_dir=" + value +
-                      ": expected an absolute path");
-      }
-      site.state_dir = value;
+      site.state_dir = absolute_path(key, value, "");
     } else if (key == "admin_comment") {
       site.admin_comment = parse_yes_no(key, value);
     } else if (key == "max_steps") {
       const auto steps = parse_unsigned(value);
       if (!steps || *steps == 0 || *steps > 100000) {
-        throw invalid("zeus plugstack.conf argument max_steps=" + value +
-                      ": expected a count from 1 to 100000");
+        throw invalid(argument(key, value) + "expected a count from 1 to 100000");
       }
       site.max_recorded_steps = static_cast<std::uint32_t>(*steps);
     } else {
-      throw invalid("zeus plugstack.conf: unknown argument '" + key +
+      throw invalid("zeus plugstack.conf: unknown argument '" + shown(key) +
                     "' (known: min_power_limit, max_power_limit, default_power_limit, allow_off, "
                     "zeusd_socket, zeusd_host_port, zeusd_token_file, zeusd_timeout, state_dir, "
                     "admin_comment, max_steps)");
     }
   }
   if (site.min_power_limit_w > site.max_power_limit_w) {
-    throw invalid("zeus plugstack.conf: min_power_limit=" +
-                  std::to_string(site.min_power_limit_w) + " is above max_power_limit=" +
-                  std::to_string(site.max_power_limit_w));
+    throw invalid("zeus plugstack.conf: min_power_limit=" + std::to_string(site.min_power_limit_w) +
+                  " is above max_power_limit=" + std::to_string(site.max_power_limit_w));
   }
   if (default_text && *default_text != "none") {
     const std::uint32_t watts = parse_watts_arg("default_power_limit", *default_text);
     if (watts < site.min_power_limit_w || watts > site.max_power_limit_w) {
-      throw invalid("zeus plugstack.conf: default_power_limit=" + *default_text +
+      throw invalid("zeus plugstack.conf: default_power_limit=" + shown(*default_text) +
                     " is outside the allowed range " + describe_range(site));
     }
     site.default_power_limit_w = watts;
@@ -137,13 +155,14 @@ SiteConfig parse_site_args(const std::vector<std::string>& args) {
 }
 
 PowerLimitRequest parse_power_limit_option(std::string_view value, const SiteConfig& site) {
-  const std::string shown = to_printable(value.substr(0, 64));
+  const std::string quoted = shown(value);
   const std::string range = describe_range(site);
   if (value == "off") {
     if (!site.allow_off) {
-      throw invalid("--zeus-power-limit=off: this cluster does not allow jobs without a GPU "
-                    "power limit; give whole watts in " +
-                    range);
+      throw invalid(
+          "--zeus-power-limit=off: this cluster does not allow jobs without a GPU "
+          "power limit; give whole watts in " +
+          range);
     }
     return PowerLimitRequest{.off = true};
   }
@@ -153,12 +172,12 @@ PowerLimitRequest parse_power_limit_option(std::string_view value, const SiteCon
   }
   const auto watts = parse_unsigned(number);
   if (!watts) {
-    throw invalid("--zeus-power-limit=" + shown + ": expected whole watts in " + range +
-                  (site.allow_off ? " or off" : "") + ", e.g. --zeus-power-limit=" +
-                  std::to_string(site.max_power_limit_w));
+    throw invalid("--zeus-power-limit=" + quoted + ": expected whole watts in " + range +
+                  (site.allow_off ? " or off" : "") +
+                  ", e.g. --zeus-power-limit=" + std::to_string(site.max_power_limit_w));
   }
   if (*watts < site.min_power_limit_w || *watts > site.max_power_limit_w) {
-    throw invalid("--zeus-power-limit=" + shown + ": " + std::to_string(*watts) +
+    throw invalid("--zeus-power-limit=" + quoted + ": " + std::to_string(*watts) +
                   " W is outside the range this cluster allows, " + range);
   }
   return PowerLimitRequest{.off = false, .watts = static_cast<std::uint32_t>(*watts)};

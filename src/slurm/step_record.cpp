@@ -18,8 +18,14 @@ constexpr std::uint32_t kExternStep = 0xfffffffc;
 constexpr std::uint32_t kBatchStep = 0xfffffffb;
 constexpr std::uint32_t kInteractiveStep = 0xfffffffa;
 
+// The deepest nesting below the top object of a comment this rewrites: a deeper one is left alone
+// (nlohmann's dump recurses once a level, and 100,000 levels overflow the stack).
+constexpr int kMaxCommentDepth = 100;
+
 // To a multiple of `unit` (0.001), so that JSON shows 1.015 rather than 1.0150000000000001.
-double rounded(double value, double unit) { return std::round(value / unit) / (1.0 / unit); }
+double rounded(double value, double unit) {
+  return std::round(value / unit) / (1.0 / unit);
+}
 
 json to_json(const StepRecord& record) {
   json gpus = json::object();
@@ -85,12 +91,16 @@ std::optional<std::string> merge_admin_comment(const std::string& existing,
                                                const StepRecord& record, std::uint32_t max_steps) {
   json comment = json::object();
   if (existing.find_first_not_of(" \t\r\n") != std::string::npos) {
+    bool too_deep = false;
     try {
-      comment = json::parse(existing);
+      comment = json::parse(existing, [&](int depth, json::parse_event_t, json&) {
+        too_deep = too_deep || depth > kMaxCommentDepth;
+        return true;
+      });
     } catch (const json::exception&) {
       return std::nullopt;
     }
-    if (!comment.is_object()) {
+    if (too_deep || !comment.is_object()) {
       return std::nullopt;
     }
   }
@@ -114,7 +124,11 @@ std::optional<std::string> merge_admin_comment(const std::string& existing,
     if (!other.is_object()) {
       other = json::object();
     }
-    other["count"] = number_or(other, "count", 0.0) + 1;
+    const auto count = other.find("count");
+    other["count"] =
+        (count != other.end() && count->is_number_unsigned() ? count->get<std::uint64_t>()
+                                                             : std::uint64_t{0}) +
+        1;
     other["energy_j"] = rounded(number_or(other, "energy_j", 0.0) + record.energy_j(), 0.001);
   }
   return comment.dump(-1, ' ', false, json::error_handler_t::replace);

@@ -27,8 +27,8 @@ struct StepRecord {
   std::string node;
   double start_unix_s = 0.0;
   double duration_s = 0.0;
-  std::string source = "counter";  // "counter": the GPUs' energy counters, read through zeusd
-  std::map<int, GpuUsage> gpus;    // by GPU index (zeusd's)
+  std::string source = "counter";   // "counter": the GPUs' energy counters, read through zeusd
+  std::map<int, GpuUsage> gpus;     // by GPU index (zeusd's)
   std::optional<std::string> note;  // why the step is not capped, when it asked to be
 
   double energy_j() const;

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "common/text.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus::slurm {
@@ -37,6 +38,16 @@ std::string id_list(const std::vector<int>& ids) {
   return out;
 }
 
+// A JSON answer of zeusd's to GET `route`; a zeus::Error when it is not JSON.
+json parse_answer(const std::string& route, const std::string& body) {
+  try {
+    return json::parse(body);
+  } catch (const json::exception& error) {
+    throw Error(ErrorKind::kIo, "zeusd's answer to " + route + " is not JSON (" +
+                                    std::string(text::json_error_text(error.what())) + ")");
+  }
+}
+
 // GET `route`?gpu_ids=... -> {"<id>": {<field>: value}} as a map.
 std::map<int, std::uint64_t> read_field(device::ZeusdConnection& daemon, const std::string& route,
                                         const std::string& field, const std::vector<int>& ids) {
@@ -44,13 +55,13 @@ std::map<int, std::uint64_t> read_field(device::ZeusdConnection& daemon, const s
   if (ids.empty()) {
     return values;
   }
-  const json body = json::parse(daemon.get("read " + field, route + "?gpu_ids=" + id_list(ids)));
+  const json body =
+      parse_answer(route, daemon.get("read " + field, route + "?gpu_ids=" + id_list(ids)));
   for (const int id : ids) {
     const auto gpu = body.find(std::to_string(id));
     if (gpu == body.end() || !gpu->contains(field) || !(*gpu)[field].is_number_unsigned()) {
-      throw Error(ErrorKind::kUnknown,
-                  "zeusd's answer to " + route + " has no " + field + " for GPU " +
-                      std::to_string(id));
+      throw Error(ErrorKind::kUnknown, "zeusd's answer to " + route + " has no " + field +
+                                           " for GPU " + std::to_string(id));
     }
     values[id] = (*gpu)[field].get<std::uint64_t>();
   }
@@ -58,10 +69,10 @@ std::map<int, std::uint64_t> read_field(device::ZeusdConnection& daemon, const s
 }
 
 void set_limit(device::ZeusdConnection& daemon, const std::vector<int>& ids, std::uint32_t mw) {
-  daemon.post("set the power limit of GPU " + id_list(ids) + " to " + std::to_string(mw / 1000) +
-                  " W",
-              "/gpu/set_power_limit?gpu_ids=" + id_list(ids) +
-                  "&power_limit_mw=" + std::to_string(mw) + "&block=true");
+  daemon.post(
+      "set the power limit of GPU " + id_list(ids) + " to " + std::to_string(mw / 1000) + " W",
+      "/gpu/set_power_limit?gpu_ids=" + id_list(ids) + "&power_limit_mw=" + std::to_string(mw) +
+          "&block=true");
 }
 
 // Puts back the GPUs `state` capped that still hold its cap; a line per GPU.
@@ -96,12 +107,12 @@ std::vector<std::string> put_back(device::ZeusdConnection& daemon, const StepSta
 json to_json(const StepState& state) {
   json gpus = json::array();
   for (const StepGpu& gpu : state.gpus) {
-    gpus.push_back({{"index", gpu.index},
-                    {"start_energy_mj",
-                     gpu.start_energy_mj ? json(*gpu.start_energy_mj) : json(nullptr)},
-                    {"prior_power_limit_mw", gpu.prior_power_limit_mw},
-                    {"cap_mw", gpu.cap_mw ? json(*gpu.cap_mw) : json(nullptr)},
-                    {"capped_here", gpu.capped_here}});
+    gpus.push_back(
+        {{"index", gpu.index},
+         {"start_energy_mj", gpu.start_energy_mj ? json(*gpu.start_energy_mj) : json(nullptr)},
+         {"prior_power_limit_mw", gpu.prior_power_limit_mw},
+         {"cap_mw", gpu.cap_mw ? json(*gpu.cap_mw) : json(nullptr)},
+         {"capped_here", gpu.capped_here}});
   }
   json out = {{"job_id", state.job_id},
               {"step", state.step},
@@ -159,7 +170,9 @@ double monotonic_s() {
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
 }
 
-bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+bool process_alive(pid_t pid) {
+  return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
+}
 
 std::string state_file_path(const std::string& state_dir, std::uint32_t job_id,
                             const std::string& step) {
@@ -176,15 +189,15 @@ void write_step_state(const std::string& state_dir, const StepState& state) {
     std::ofstream out(temporary, std::ios::trunc);
     out << to_json(state).dump() << '\n';
     if (!out) {
-      throw Error(ErrorKind::kIo, "cannot write the step state " + temporary + ": " +
-                                      std::strerror(errno));
+      throw Error(ErrorKind::kIo,
+                  "cannot write the step state " + temporary + ": " + std::strerror(errno));
     }
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     const int error = errno;
     std::remove(temporary.c_str());
-    throw Error(ErrorKind::kIo, "cannot write the step state " + path + ": " +
-                                    std::strerror(error));
+    throw Error(ErrorKind::kIo,
+                "cannot write the step state " + path + ": " + std::strerror(error));
   }
 }
 
@@ -214,21 +227,22 @@ std::vector<StepState> read_step_states(const std::string& state_dir) {
 StepState begin_step(const SiteConfig& site, device::ZeusdConnection& daemon, StepState identity,
                      const std::vector<int>& gpus, std::optional<std::uint32_t> cap_w) {
   StepState state = std::move(identity);
-  timespec wall{};
-  clock_gettime(CLOCK_REALTIME, &wall);
-  state.start_unix_s = static_cast<double>(wall.tv_sec) + static_cast<double>(wall.tv_nsec) * 1e-9;
-  state.start_monotonic_s = monotonic_s();
 
   // Which GPUs have an energy counter (zeusd's /discover).
-  const json discovered = json::parse(daemon.get("discover the GPUs", "/discover"));
+  const json discovered = parse_answer("/discover", daemon.get("discover the GPUs", "/discover"));
   std::set<int> with_counter;
   std::set<int> known;
-  for (const json& gpu : discovered.value("gpus", json::array())) {
-    const int id = gpu.value("id", -1);
-    known.insert(id);
-    if (gpu.value("cumulative_energy_available", false)) {
-      with_counter.insert(id);
+  try {
+    for (const json& gpu : discovered.at("gpus").get<std::vector<json>>()) {
+      const int id = gpu.at("id").get<int>();
+      known.insert(id);
+      if (gpu.value("cumulative_energy_available", false)) {
+        with_counter.insert(id);
+      }
     }
+  } catch (const json::exception& error) {
+    throw Error(ErrorKind::kIo, "zeusd's answer to /discover lists no GPUs this can read (" +
+                                    std::string(text::json_error_text(error.what())) + ")");
   }
   std::vector<int> present;
   std::vector<int> counted;
@@ -266,16 +280,16 @@ StepState begin_step(const SiteConfig& site, device::ZeusdConnection& daemon, St
   const bool capping = cap_w.has_value();
   const std::uint32_t cap_mw = cap_w.value_or(0) * 1000;
   if (capping && !present.empty()) {
-    const auto minimum = read_field(daemon, "/gpu/get_power_limit_constraints",
-                                    "min_power_limit_mw", present);
-    const auto maximum = read_field(daemon, "/gpu/get_power_limit_constraints",
-                                    "max_power_limit_mw", present);
+    const auto minimum =
+        read_field(daemon, "/gpu/get_power_limit_constraints", "min_power_limit_mw", present);
+    const auto maximum =
+        read_field(daemon, "/gpu/get_power_limit_constraints", "max_power_limit_mw", present);
     for (const int id : present) {
       const std::string gpu = "GPU " + std::to_string(id);
       if (cap_mw < minimum.at(id) || cap_mw > maximum.at(id)) {
         add_note(state.note, gpu + " cannot be capped at " + std::to_string(*cap_w) +
-                                 " W (its range is " + std::to_string(minimum.at(id) / 1000) +
-                                 "-" + std::to_string(maximum.at(id) / 1000) + " W)");
+                                 " W (its range is " + std::to_string(minimum.at(id) / 1000) + "-" +
+                                 std::to_string(maximum.at(id) / 1000) + " W)");
       } else if (const auto it = held.find(id); it != held.end()) {
         if (it->second.first != state.job_id) {
           add_note(state.note, gpu + " is capped by job " + std::to_string(it->second.first) +
@@ -290,8 +304,14 @@ StepState begin_step(const SiteConfig& site, device::ZeusdConnection& daemon, St
       }
     }
   }
-  const auto energies =
-      read_field(daemon, "/gpu/get_cumulative_energy", "energy_mj", counted);
+  // The step starts when the counters are read (the middle of that request), not before the
+  // requests above: their time is not in the energy, and would bias the average power low.
+  timespec wall{};
+  clock_gettime(CLOCK_REALTIME, &wall);
+  state.start_unix_s = static_cast<double>(wall.tv_sec) + static_cast<double>(wall.tv_nsec) * 1e-9;
+  const double before_read = monotonic_s();
+  const auto energies = read_field(daemon, "/gpu/get_cumulative_energy", "energy_mj", counted);
+  state.start_monotonic_s = (before_read + monotonic_s()) / 2.0;
   for (const int id : present) {
     StepGpu gpu;
     gpu.index = id;
@@ -336,7 +356,6 @@ StepRecord end_step(const SiteConfig& site, device::ZeusdConnection& daemon,
   record.step = state.step;
   record.node = state.node;
   record.start_unix_s = state.start_unix_s;
-  record.duration_s = monotonic_s() - state.start_monotonic_s;
   record.note = state.note;
   std::vector<int> counted;
   for (const StepGpu& gpu : state.gpus) {
@@ -344,7 +363,9 @@ StepRecord end_step(const SiteConfig& site, device::ZeusdConnection& daemon,
       counted.push_back(gpu.index);
     }
   }
+  const double before_read = monotonic_s();
   const auto energies = read_field(daemon, "/gpu/get_cumulative_energy", "energy_mj", counted);
+  record.duration_s = (before_read + monotonic_s()) / 2.0 - state.start_monotonic_s;
   const double duration = record.duration_s;
   for (const StepGpu& gpu : state.gpus) {
     GpuUsage usage;
