@@ -41,6 +41,7 @@ test_packages=(
   python3-httpx python3-pydantic python3-pytest
   pybind11-dev python3-pybind11 python3-numpy python3-torch python3-pip python3-venv patchelf
   prometheus prometheus-pushgateway chromium
+  slurmctld slurmd slurm-client munge libslurm-dev
 )
 packages=("${demo_packages[@]}")
 if [ "$purpose" = test ]; then

@@ -2,7 +2,8 @@
 # Every test: installs what is missing, checks formatting and file sizes (no source file over 600
 # lines), builds with AddressSanitizer and UndefinedBehaviorSanitizer (the `asan` preset) and runs
 # the whole CTest suite (with, for each suite that reads ../shared/data, a run without it), then
-# builds the optimised `release` preset too (benchmarks included), whose warnings differ. Between
+# builds the optimised `release` preset too (benchmarks included), whose warnings differ, and runs
+# its memory and timing figures and the Slurm suite (a real local Slurm). Between
 # the two, the BSO server's wire tests (tests/python, Debian's python3) run against the `asan`
 # build's `zeus`; the ones that drive the reference's own BSO and zeusd clients run only with
 # ZEUS_REFERENCE_SRC set (docs/bso-compatibility.md, docs/zeusd.md). Last, the Python package's
@@ -33,6 +34,10 @@ perf_tests='^(bso_history_test|BsoProcess\.MemoryAfterManyLargeAnswersStaysNearI
 perf_tests+='|CliMonitor\.AHostileServicePrintsTheSummaryWithinTheDeadlineInBoundedMemory'
 perf_tests+='|ExporterCli\.SigtermStopsItWithinFiveSecondsWhileALookupHangs|Startup\..*)$'
 ctest --preset release -R "$perf_tests"
+# The Slurm suite (tests/slurm/slurm_cluster_test, docs/slurm.md "Testing"): the SPANK plugin on a
+# real one-node Slurm started once for the suite; built only here, where the plugin is not
+# instrumented (srun and slurmstepd load it).
+ctest --preset release -L slurm --output-on-failure
 ZEUS_CPP_PYTHONPATH="$PWD/build/release/python" ZEUS_CLI="$PWD/build/release/src/cli/zeus" \
   PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/pybind
 # The self-contained wheel from the same build (scripts/wheel.sh), checked unpacked and installed

@@ -143,11 +143,10 @@ void SettingsLedger::record_change(int gpu_index, Setting setting,
     log().info("settings ledger: GPU {} {} changed by pid {}; original {} recorded", gpu_index,
                setting_name(setting), owner_pid, describe_setting_value(setting, original_value));
   } else {
-    log().info(
-        "settings ledger: GPU {} {} changed by pid {} over pid {}'s {}; original stays {}",
-        gpu_index, setting_name(setting), owner_pid, layers[layers.size() - 2].owner_pid,
-        describe_setting_value(setting, original_value),
-        describe_setting_value(setting, layers.front().before));
+    log().info("settings ledger: GPU {} {} changed by pid {} over pid {}'s {}; original stays {}",
+               gpu_index, setting_name(setting), owner_pid, layers[layers.size() - 2].owner_pid,
+               describe_setting_value(setting, original_value),
+               describe_setting_value(setting, layers.front().before));
   }
 }
 
@@ -208,8 +207,8 @@ std::size_t SettingsLedger::restore_on_gpu(int gpu_index, std::optional<pid_t> o
         }
         Entry& layers = it->second;
         if (!owner_pid) {
-          writes.push_back(Write{it->first.setting, layers.front().before,
-                                 layers.back().owner_pid});
+          writes.push_back(
+              Write{it->first.setting, layers.front().before, layers.back().owner_pid});
           for (const Layer& layer : layers) {
             release_owner_locked(layer.owner_pid);
           }

@@ -7,7 +7,8 @@
 // - slurm_spank_init [all]: the site's arguments; --zeus-power-limit and --zeus-energy registered.
 // - option callbacks [srun/sbatch/salloc, then slurmstepd]: values checked, a bad one refuses the
 //   job at submission.
-// - slurm_spank_init_post_opt [slurmstepd, root, before the tasks]: the step's GPUs (checked against
+// - slurm_spank_init_post_opt [slurmstepd, root, before the tasks]: the step's GPUs (checked
+// against
 //   the job's allocation from slurmctld), caps through zeusd (ledger owner: this slurmstepd),
 //   counters read.
 // - slurm_spank_task_init [each task, before exec]: task 0 prints why a step is not capped.
@@ -77,9 +78,10 @@ int power_limit_option(int /*val*/, const char* optarg, int /*remote*/) {
   PluginState& p = plugin();
   const std::string value = optarg ? optarg : "";
   if (!p.site) {
-    slurm_error("zeus: --zeus-power-limit=%s cannot be used: the zeus plugin is misconfigured "
-                "(%s); ask your administrator",
-                value.c_str(), p.site_error.c_str());
+    slurm_error(
+        "zeus: --zeus-power-limit=%s cannot be used: the zeus plugin is misconfigured "
+        "(%s); ask your administrator",
+        value.c_str(), p.site_error.c_str());
     return -1;
   }
   try {
@@ -97,12 +99,18 @@ int energy_option(int /*val*/, const char* /*optarg*/, int /*remote*/) {
 }
 
 struct spank_option power_limit_spec = {
-    const_cast<char*>("zeus-power-limit"), const_cast<char*>("W|off"),
-    const_cast<char*>("Cap each allocated GPU's power at W watts for this job (zeus), or off"), 1,
-    0, power_limit_option};
+    const_cast<char*>("zeus-power-limit"),
+    const_cast<char*>("W|off"),
+    const_cast<char*>("Cap each allocated GPU's power at W watts for this job (zeus), or off"),
+    1,
+    0,
+    power_limit_option};
 struct spank_option energy_spec = {
-    const_cast<char*>("zeus-energy"), nullptr,
-    const_cast<char*>("Print each step's GPU energy (zeus) to the step's stderr"), 0, 0,
+    const_cast<char*>("zeus-energy"),
+    nullptr,
+    const_cast<char*>("Print each step's GPU energy (zeus) to the step's stderr"),
+    0,
+    0,
     energy_option};
 
 std::string getenv_job(spank_t sp, const char* name) {
@@ -171,8 +179,8 @@ std::string node_name(spank_t sp) {
 std::unique_ptr<zeus::device::ZeusdConnection> connect(const SiteConfig& site) {
   zeus::device::ZeusdConfig config = site.zeusd;
   if (site.zeusd_token_file) {
-    config.token = std::string(zeus::text::trim(
-        zeus::text::read_file(*site.zeusd_token_file, "zeusd_token_file")));
+    config.token = std::string(
+        zeus::text::trim(zeus::text::read_file(*site.zeusd_token_file, "zeusd_token_file")));
   }
   return std::make_unique<zeus::device::ZeusdConnection>(config);
 }
@@ -187,8 +195,7 @@ void begin(spank_t sp) {
   spank_get_item(sp, S_JOB_UID, &uid);
   const std::string step = zeus::slurm::step_name(step_id);
   // Slurm overwrites these for the steps that get GPUs; the batch step has the job's.
-  const std::string listed =
-      getenv_job(sp, step == "batch" ? "SLURM_JOB_GPUS" : "SLURM_STEP_GPUS");
+  const std::string listed = getenv_job(sp, step == "batch" ? "SLURM_JOB_GPUS" : "SLURM_STEP_GPUS");
   if (listed.empty() || step == "extern") {
     return;
   }
@@ -226,8 +233,8 @@ void begin(spank_t sp) {
     }
   } catch (const std::exception& error) {
     p.step.reset();
-    p.user_note = std::string("zeus: GPUs not ") + (cap ? "capped or " : "") +
-                  "measured: " + error.what();
+    p.user_note =
+        std::string("zeus: GPUs not ") + (cap ? "capped or " : "") + "measured: " + error.what();
     slurm_info("zeus: job %u step %s: %s", job_id, step.c_str(), error.what());
   }
 }
@@ -247,9 +254,10 @@ void record_admin_comment(std::uint32_t job_id, const zeus::slurm::StepRecord& r
       zeus::slurm::merge_admin_comment(existing ? existing : "", record, site.max_recorded_steps);
   slurm_free_job_info_msg(message);
   if (!merged) {
-    slurm_info("zeus: job %u: AdminComment holds text that is not a JSON object; left alone, "
-               "step %s not recorded there",
-               job_id, record.step.c_str());
+    slurm_info(
+        "zeus: job %u: AdminComment holds text that is not a JSON object; left alone, "
+        "step %s not recorded there",
+        job_id, record.step.c_str());
     return;
   }
   job_desc_msg_t update;
@@ -357,8 +365,9 @@ void print_summary_local() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  std::fprintf(stderr, "zeus: no energy recorded for step %s.%s (no GPUs, or zeusd not "
-                       "reachable on its node)\n",
+  std::fprintf(stderr,
+               "zeus: no energy recorded for step %s.%s (no GPUs, or zeusd not "
+               "reachable on its node)\n",
                job_text, step_text);
 }
 

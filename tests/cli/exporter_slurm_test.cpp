@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "device/zeusd_connection.hpp"
+#include "metrics/exposition_check.hpp"
 #include "slurm/step_session.hpp"
 #include "support/spawned_process.hpp"
 #include "support/temp_dir.hpp"
@@ -25,6 +26,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using nlohmann::json;
+using zeus::metrics::sample;
 using zeus::testing::SpawnedProcess;
 using zeus::testing::TempDir;
 
@@ -32,18 +34,6 @@ constexpr double kH200IdleW = 75.0;  // src/device/gpu_models.cpp: the simulated
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// The value of the sample line `series` in `body`.
-std::optional<double> sample(const std::string& body, const std::string& series) {
-  std::istringstream lines(body);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.rfind(series + " ", 0) == 0) {
-      return std::stod(line.substr(series.size() + 1));
-    }
-  }
-  return std::nullopt;
 }
 
 std::size_t occurrences(const std::string& text, const std::string& what) {
@@ -73,15 +63,6 @@ Scrape scrape(int port) {
     out.body = response->body;
   }
   return out;
-}
-
-pid_t dead_pid() {
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::_exit(0);
-  }
-  ::waitpid(child, nullptr, 0);
-  return child;
 }
 
 const std::string kStep42 = R"(job_id="42",step="0",node="n1")";
@@ -131,7 +112,7 @@ TEST(ExporterSlurm, SeriesPerJobStepAndGpuThroughZeusdAndNoneOnceZeusdIsGone) {
   zeus::slurm::StepState dead = step;
   dead.job_id = 43;
   dead.step = "batch";
-  dead.owner_pid = dead_pid();
+  dead.owner_pid = zeus::testing::reaped_pid();
   dead.gpus.resize(1);
   dead.gpus[0].index = 0;
   dead.gpus[0].start_energy_mj = start.at("0").at("energy_mj").get<std::uint64_t>();

@@ -172,8 +172,8 @@ TEST_P(LedgerTest, ALaterWritersExitGivesTheSettingBackToAnEarlierWriterStillAli
 
   inner.kill();
   EXPECT_TRUE(wait_until([&] { return gpus[0]->power_limit_mw() == 300'000u; }));
-  EXPECT_TRUE(wait_until([&] { return ledger.entries().size() == 1 &&
-                                      ledger.entries()[0].layers == 1; }));
+  EXPECT_TRUE(
+      wait_until([&] { return ledger.entries().size() == 1 && ledger.entries()[0].layers == 1; }));
   job.kill();
   EXPECT_TRUE(wait_until([&] { return gpus[0]->power_limit_mw() == kA100DefaultMw; }));
   EXPECT_TRUE(wait_until([&] { return ledger.entries().empty(); }));
@@ -193,8 +193,8 @@ TEST_P(LedgerTest, AWriterInTheMiddleThatExitsHandsItsValueBeforeToTheLayerAbove
 
   first.kill();  // its top layer goes back to second's 250 W; its bottom layer hands down
   EXPECT_TRUE(wait_until([&] { return gpus[0]->power_limit_mw() == 250'000u; }));
-  EXPECT_TRUE(wait_until([&] { return ledger.entries().size() == 1 &&
-                                      ledger.entries()[0].layers == 1; }));
+  EXPECT_TRUE(
+      wait_until([&] { return ledger.entries().size() == 1 && ledger.entries()[0].layers == 1; }));
   EXPECT_EQ(ledger.entries()[0].original.power_limit_mw, kA100DefaultMw);
   second.kill();
   EXPECT_TRUE(wait_until([&] { return gpus[0]->power_limit_mw() == kA100DefaultMw; }));

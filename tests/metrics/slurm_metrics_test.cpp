@@ -20,6 +20,7 @@
 #include "slurm/step_session.hpp"
 #include "support/fault_injecting_gpu.hpp"
 #include "support/running_daemon.hpp"
+#include "support/spawned_process.hpp"
 #include "support/temp_dir.hpp"
 #include "zeus/metrics/metrics_server.hpp"
 
@@ -55,16 +56,6 @@ int count_samples(const std::string& text, const std::string& prefix) {
     count += line.rfind(prefix, 0) == 0 ? 1 : 0;
   }
   return count;
-}
-
-// A process id that is no longer running (a child reaped).
-pid_t dead_pid() {
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::_exit(0);
-  }
-  ::waitpid(child, nullptr, 0);
-  return child;
 }
 
 class SlurmMetricsTest : public ::testing::Test {
@@ -190,7 +181,7 @@ TEST_F(SlurmMetricsTest, ExportsEachRunningStepsGpusWithItsJobAndStep) {
 // step and a GPU zeusd does not have leave out only themselves.
 TEST_F(SlurmMetricsTest, SkipsDeadStepsBadFilesDuplicatesAndUnknownGpus) {
   start_step(12, "0", {0}, std::nullopt);
-  start_step(14, "0", {1}, 300000, dead_pid());
+  start_step(14, "0", {1}, 300000, zeus::testing::reaped_pid());
   start_step(15, "extern", {3, 99}, 300000);
   write_file("job-77.step-0.json", "{\"job_id\": 77, \"step\": ");
   write_file("job-78.step-0.json", "{\"job_id\": 78}");

@@ -49,7 +49,8 @@ SlurmCluster& SlurmCluster::get() {
 
 std::string SlurmCluster::plugstack_line() const {
   return std::string("required ") + ZEUS_SPANK_PLUGIN_PATH + " zeusd_socket=" + zeusd_socket() +
-         " state_dir=" + state_dir() + " min_power_limit=100 max_power_limit=700 zeusd_timeout=1000";
+         " state_dir=" + state_dir() +
+         " min_power_limit=100 max_power_limit=700 zeusd_timeout=1000";
 }
 
 void SlurmCluster::SetUp() {
@@ -72,8 +73,8 @@ void SlurmCluster::SetUp() {
   if (started.status == 77) {
     skip_reason_ = "Slurm cannot start here: " + started.output;
   } else if (started.status != 0) {
-    skip_reason_ = "local_cluster.sh start failed (" + std::to_string(started.status) +
-                   "): " + started.output;
+    skip_reason_ =
+        "local_cluster.sh start failed (" + std::to_string(started.status) + "): " + started.output;
     ADD_FAILURE() << skip_reason_;
   }
 }
@@ -97,8 +98,8 @@ void SlurmCluster::start_zeusd() {
                                "--socket-permissions", "666"},
       dir_ / "zeusd.log",
       std::vector<std::pair<std::string, std::string>>{{"ZEUS_SIMULATED_GPUS", "4:h200"}});
-  const auto up = seconds_until([&] { return fs::exists(zeusd_socket()); },
-                                std::chrono::seconds(10));
+  const auto up =
+      seconds_until([&] { return fs::exists(zeusd_socket()); }, std::chrono::seconds(10));
   ASSERT_TRUE(up.has_value()) << zeusd_process_->log();
   device::ZeusdConfig config;
   config.socket_path = zeusd_socket();
@@ -116,21 +117,22 @@ void SlurmCluster::stop_zeusd() {
   fs::remove(zeusd_socket(), ignored);
 }
 
-device::ZeusdConnection& SlurmCluster::zeusd() { return *zeusd_; }
+device::ZeusdConnection& SlurmCluster::zeusd() {
+  return *zeusd_;
+}
 
 std::vector<std::uint32_t> SlurmCluster::power_limits_w() {
   const auto body = nlohmann::json::parse(zeusd_->get("read limits", "/gpu/get_power_limit"));
   std::vector<std::uint32_t> limits;
   for (int gpu = 0; gpu < 4; ++gpu) {
-    limits.push_back(body.at(std::to_string(gpu)).at("power_limit_mw").get<std::uint32_t>() /
-                     1000);
+    limits.push_back(body.at(std::to_string(gpu)).at("power_limit_mw").get<std::uint32_t>() / 1000);
   }
   return limits;
 }
 
 double SlurmCluster::energy_j(int gpu) {
-  const auto body = nlohmann::json::parse(zeusd_->get(
-      "read energy", "/gpu/get_cumulative_energy?gpu_ids=" + std::to_string(gpu)));
+  const auto body = nlohmann::json::parse(
+      zeusd_->get("read energy", "/gpu/get_cumulative_energy?gpu_ids=" + std::to_string(gpu)));
   return body.at(std::to_string(gpu)).at("energy_mj").get<double>() / 1000.0;
 }
 

@@ -81,11 +81,11 @@ class SlurmCluster : public ::testing::Environment {
 };
 
 // In every test: GTEST_SKIP with the cluster's reason when it does not run.
-#define ZEUS_REQUIRE_SLURM()                                             \
-  do {                                                                   \
-    if (!SlurmCluster::get().skip_reason().empty()) {                    \
-      GTEST_SKIP() << SlurmCluster::get().skip_reason();                 \
-    }                                                                    \
+#define ZEUS_REQUIRE_SLURM()                             \
+  do {                                                   \
+    if (!SlurmCluster::get().skip_reason().empty()) {    \
+      GTEST_SKIP() << SlurmCluster::get().skip_reason(); \
+    }                                                    \
   } while (false)
 
 // Polls `condition` every 10 ms until true or `timeout`; the seconds it took, or nullopt.

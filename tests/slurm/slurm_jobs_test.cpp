@@ -16,19 +16,22 @@ using namespace std::chrono_literals;
 
 const auto* const kCluster = ::testing::AddGlobalTestEnvironment(&SlurmCluster::get());
 
-std::vector<std::uint32_t> limits() { return SlurmCluster::get().power_limits_w(); }
+std::vector<std::uint32_t> limits() {
+  return SlurmCluster::get().power_limits_w();
+}
 std::size_t count_at(const std::vector<std::uint32_t>& values, std::uint32_t watts) {
   return static_cast<std::size_t>(std::count(values.begin(), values.end(), watts));
 }
-bool all_default() { return count_at(limits(), 700) == 4; }
+bool all_default() {
+  return count_at(limits(), 700) == 4;
+}
 
 TEST(SlurmOptions, OutOfRangeOrMalformedPowerLimitsAreRefusedAtSubmission) {
   ZEUS_REQUIRE_SLURM();
   for (const std::string value : {"50", "701", "abc", "", "1e3", "-5", "99999999999999999999"}) {
     for (const std::string tail : {" echo job_ran", " --wrap 'echo job_ran'"}) {
       const std::string submit = tail[1] == 'e' ? "srun" : "sbatch -o /dev/null";
-      const CommandResult result =
-          run_shell(submit + " --zeus-power-limit='" + value + "'" + tail);
+      const CommandResult result = run_shell(submit + " --zeus-power-limit='" + value + "'" + tail);
       EXPECT_NE(result.status, 0) << submit << " " << value << ": " << result.output;
       EXPECT_NE(result.output.find("--zeus-power-limit=" + value), std::string::npos)
           << result.output;
@@ -101,8 +104,9 @@ TEST(SlurmEnergy, AStepsEnergyMatchesTheSimulatedGroundTruthWithinHalfAPercent) 
   const double idle_w = device::simulated_gpu_model("h200").idle_power_mw / 1000.0;
   for (const double seconds : {1.0, 3.0}) {
     const double before = SlurmCluster::get().energy_j(0);
-    const CommandResult result = run_shell("srun --gres=gpu:1 --zeus-energy sh -c 'echo job=$SLURM_JOB_ID; sleep " +
-                                           std::to_string(seconds) + "'");
+    const CommandResult result =
+        run_shell("srun --gres=gpu:1 --zeus-energy sh -c 'echo job=$SLURM_JOB_ID; sleep " +
+                  std::to_string(seconds) + "'");
     const double after = SlurmCluster::get().energy_j(0);
     ASSERT_EQ(result.status, 0) << result.output;
     const auto at = result.output.find("job=");

@@ -21,12 +21,16 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::vector<std::uint32_t> limits() { return SlurmCluster::get().power_limits_w(); }
+std::vector<std::uint32_t> limits() {
+  return SlurmCluster::get().power_limits_w();
+}
 std::size_t capped_count(std::uint32_t watts) {
   const auto now = limits();
   return static_cast<std::size_t>(std::count(now.begin(), now.end(), watts));
 }
-bool all_default() { return capped_count(700) == 4; }
+bool all_default() {
+  return capped_count(700) == 4;
+}
 
 int env_count(const char* name, int fallback) {
   const char* value = std::getenv(name);
@@ -93,10 +97,12 @@ std::optional<double> restore_trial(EndMode mode) {
     const std::string command = "srun" + cap + "sh -c '" + body + "'";
     foreground = std::thread([&srun, command] { srun = run_shell(command); });
   } else {
-    const std::string body = mode == EndMode::kJobKillsItsStepd ? "sleep 0.7; kill -9 $PPID; sleep 60"
+    const std::string body = mode == EndMode::kJobKillsItsStepd
+                                 ? "sleep 0.7; kill -9 $PPID; sleep 60"
                              : mode == EndMode::kSlurmdRestarted ? "sleep 3"
                                                                  : "sleep 60";
-    const CommandResult submitted = run_shell("sbatch -o /dev/null" + cap + "--wrap '" + body + "'");
+    const CommandResult submitted =
+        run_shell("sbatch -o /dev/null" + cap + "--wrap '" + body + "'");
     job_id = submitted_job_id(submitted.output);
     EXPECT_NE(job_id, 0u) << submitted.output;
   }
@@ -148,7 +154,9 @@ TEST(SlurmRestore, EveryEndModePutsTheLimitsBackWithinTwoSeconds) {
     const auto restored = restore_trial(mode);
     if (!restored || *restored > 2.0) {
       ++late;
-      ADD_FAILURE() << name(mode) << ": limits " << (restored ? "back only after " + std::to_string(*restored) + " s" : "not back");
+      ADD_FAILURE() << name(mode) << ": limits "
+                    << (restored ? "back only after " + std::to_string(*restored) + " s"
+                                 : "not back");
       ASSERT_TRUE(seconds_until(all_default, 10s));
     } else {
       seconds.push_back(*restored);
@@ -214,9 +222,10 @@ TEST(SlurmLatency, ThePluginAddsUnderFiftyMillisecondsToAnSrunLaunch) {
   }
   const double base = (without[0] + without[1]) / 2.0;
   const double plugin = (with[0] + with[1]) / 2.0;
-  std::printf("srun --gres=gpu:1 true, median of %d launches x2: %.1f ms without the plugin, "
-              "%.1f ms with it (+%.1f ms)\n",
-              launches, base * 1000.0, plugin * 1000.0, (plugin - base) * 1000.0);
+  std::printf(
+      "srun --gres=gpu:1 true, median of %d launches x2: %.1f ms without the plugin, "
+      "%.1f ms with it (+%.1f ms)\n",
+      launches, base * 1000.0, plugin * 1000.0, (plugin - base) * 1000.0);
   EXPECT_LT(plugin - base, 0.050);
 }
 

@@ -39,16 +39,6 @@ namespace fs = std::filesystem;
 constexpr std::uint32_t kDefaultMw = 700000;  // the H200's default and maximum
 constexpr double kIdleW = 75.0;               // the simulated H200's idle draw (gpu_models.cpp)
 
-// A pid that no process has: a child that has exited and been reaped.
-pid_t dead_pid() {
-  const pid_t child = ::fork();
-  if (child == 0) {
-    ::_exit(0);
-  }
-  ::waitpid(child, nullptr, 0);
-  return child;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -246,7 +236,7 @@ TEST_F(SlurmStepSession, AnotherJobsCapIsLeftAlone) {
 
 TEST_F(SlurmStepSession, ACapOfAJobWhoseStepIsGoneDoesNotBlock) {
   // Job 1's slurmstepd died (its state file stays for the epilog): job 2 may cap the GPU.
-  const StepState orphan = begin(1, "0", {0}, 300, dead_pid());
+  const StepState orphan = begin(1, "0", {0}, 300, zeus::testing::reaped_pid());
   const StepState second = begin(2, "0", {0}, 400);
   EXPECT_FALSE(second.note);
   EXPECT_EQ(limit_mw(0), 400000u);
@@ -301,7 +291,7 @@ TEST_F(SlurmStepSession, TheEnergyWindowStartsAtTheCounterRead) {
   // before the counters take tens of milliseconds: that time is not in the energy, so it must
   // not be in the duration either (it was: -3% on a 1 s step).
   fs::create_directories(site_.state_dir);
-  const pid_t gone = dead_pid();
+  const pid_t gone = zeus::testing::reaped_pid();
   for (int job = 1000; job < 2500; ++job) {
     std::ofstream(state_file_path(site_.state_dir, job, "0"))
         << R"({"job_id": )" << job << R"(, "step": "0", "node": "n1", "uid": 0, "owner_pid": )"
@@ -334,7 +324,7 @@ TEST_F(SlurmStepSession, StateFilesOfOthersAndJunkAreSkipped) {
 }
 
 TEST_F(SlurmStepSession, RestoreLeftoversPutsBackWhatDeadStepsCapped) {
-  const StepState dead = begin(5, "0", {0}, 300, dead_pid());
+  const StepState dead = begin(5, "0", {0}, 300, zeus::testing::reaped_pid());
   const StepState alive = begin(6, "0", {1}, 350);
   EXPECT_EQ(limit_mw(0), 300000u);
   EXPECT_EQ(limit_mw(1), 350000u);
@@ -358,7 +348,7 @@ TEST_F(SlurmStepSession, RestoreLeftoversPutsBackWhatDeadStepsCapped) {
 }
 
 TEST_F(SlurmStepSession, RestoreLeftoversLeavesALimitChangedSince) {
-  begin(5, "0", {0, 1}, 300, dead_pid());
+  begin(5, "0", {0, 1}, 300, zeus::testing::reaped_pid());
   set_limit_w(1, 450);  // someone else's since
   const std::vector<std::string> lines = restore_leftovers(site_, *daemon_, 5);
   ASSERT_EQ(lines.size(), 1u);

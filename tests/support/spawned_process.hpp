@@ -98,4 +98,15 @@ inline int wait_for_port_file(const std::filesystem::path& path,
   return 0;
 }
 
+// A process id that no process has: a child that has exited and been reaped (an owner that is
+// gone, for the ledger and the Slurm plugin's state files).
+inline pid_t reaped_pid() {
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::_exit(0);
+  }
+  ::waitpid(child, nullptr, 0);
+  return child;
+}
+
 }  // namespace zeus::testing
