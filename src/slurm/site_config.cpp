@@ -122,6 +122,13 @@ SiteConfig parse_site_args(const std::vector<std::string>& args) {
         throw invalid(argument(key, value) + "expected milliseconds from 10 to 60000");
       }
       site.zeusd.timeout_s = static_cast<double>(*ms) / 1000.0;
+    } else if (key == "poll_interval") {
+      const auto ms = parse_unsigned(value);
+      if (!ms || *ms < 10 || *ms > 10000) {
+        throw invalid("zeus plugstack.conf argument poll_interval=" + shown(value) +
+                      ": expected milliseconds from 10 to 10000");
+      }
+      site.poll_interval_s = static_cast<double>(*ms) / 1000.0;
     } else if (key == "state_dir") {
       site.state_dir = absolute_path(key, value, "");
     } else if (key == "admin_comment") {
@@ -133,10 +140,11 @@ SiteConfig parse_site_args(const std::vector<std::string>& args) {
       }
       site.max_recorded_steps = static_cast<std::uint32_t>(*steps);
     } else {
-      throw invalid("zeus plugstack.conf: unknown argument '" + shown(key) +
-                    "' (known: min_power_limit, max_power_limit, default_power_limit, allow_off, "
-                    "zeusd_socket, zeusd_host_port, zeusd_token_file, zeusd_timeout, state_dir, "
-                    "admin_comment, max_steps)");
+      throw invalid(
+          "zeus plugstack.conf: unknown argument '" + shown(key) +
+          "' (known: min_power_limit, max_power_limit, default_power_limit, allow_off, "
+          "zeusd_socket, zeusd_host_port, zeusd_token_file, zeusd_timeout, poll_interval, "
+          "state_dir, admin_comment, max_steps)");
     }
   }
   if (site.min_power_limit_w > site.max_power_limit_w) {

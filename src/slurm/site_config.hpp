@@ -39,6 +39,8 @@ struct SiteConfig {
   std::string state_dir = "/run/zeus-slurm";
   // Whether each step's energy goes into the job's AdminComment (admin_comment=yes|no).
   bool admin_comment = true;
+  // How often the power of a GPU without an energy counter is read (poll_interval=MS, 10-10000).
+  double poll_interval_s = 0.1;
   // The most steps recorded one by one in AdminComment; later ones are summed (max_steps=N).
   std::uint32_t max_recorded_steps = 256;
 };

@@ -12,8 +12,9 @@
 //   the job's allocation from slurmctld), caps through zeusd (ledger owner: this slurmstepd),
 //   counters read.
 // - slurm_spank_task_init [each task, before exec]: task 0 prints why a step is not capped.
-// - slurm_spank_exit [slurmstepd]: counters read, caps put back, the record merged into
-//   AdminComment; a batch step's summary appended to its stderr file. [srun]: the summary of the
+// - slurm_spank_task_exit [slurmstepd, after its last task]: counters read, caps put back, the
+//   record merged into AdminComment; a batch step's summary appended to its stderr file.
+// - slurm_spank_exit [slurmstepd]: the same if no task ran. [srun]: the summary of the
 //   step, read back from AdminComment, printed to srun's stderr.
 // - slurm_spank_job_epilog [slurmd's epilog, root]: the backstop for steps that did not end.
 #include <fcntl.h>
@@ -25,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,6 +36,7 @@
 #include "common/text.hpp"
 #include "device/zeusd_connection.hpp"
 #include "slurm/gres.hpp"
+#include "slurm/polled_energy.hpp"
 #include "slurm/site_config.hpp"
 #include "slurm/step_record.hpp"
 #include "slurm/step_session.hpp"
@@ -66,7 +69,9 @@ struct PluginState {
   bool print_energy = false;
   std::unique_ptr<zeus::device::ZeusdConnection> daemon;
   std::optional<zeus::slurm::StepState> step;
+  std::unique_ptr<zeus::slurm::PolledEnergy> polled;  // GPUs without an energy counter
   std::string user_note;  // printed by task 0 before it runs the user's program
+  std::uint32_t exited_tasks = 0;
 };
 
 PluginState& plugin() {
@@ -228,6 +233,17 @@ void begin(spank_t sp) {
   try {
     p.daemon = connect(*p.site);
     p.step = zeus::slurm::begin_step(*p.site, *p.daemon, identity, *gpus, cap);
+    if (const auto uncounted = zeus::slurm::uncounted_gpus(*p.step); !uncounted.empty()) {
+      try {
+        p.polled = std::make_unique<zeus::slurm::PolledEnergy>(p.daemon->config(), uncounted,
+                                                               p.site->poll_interval_s);
+      } catch (const std::exception& error) {
+        slurm_info(
+            "zeus: job %u step %s: cannot poll the power of its GPUs without an energy "
+            "counter: %s",
+            job_id, step.c_str(), error.what());
+      }
+    }
     if (p.step->note && (cap || p.print_energy)) {
       p.user_note = "zeus: " + *p.step->note;
     }
@@ -310,7 +326,10 @@ void end_remote(spank_t sp) {
   }
   const std::uint32_t job_id = p.step->job_id;
   try {
-    const zeus::slurm::StepRecord record = zeus::slurm::end_step(*p.site, *p.daemon, *p.step);
+    const auto polled = p.polled ? p.polled->finish() : std::map<int, double>{};
+    p.polled.reset();
+    const zeus::slurm::StepRecord record =
+        zeus::slurm::end_step(*p.site, *p.daemon, *p.step, polled);
     if (p.site->admin_comment) {
       record_admin_comment(job_id, record);
     }
@@ -326,6 +345,18 @@ void end_remote(spank_t sp) {
   p.daemon.reset();
 }
 
+// Whether slurmctld allocated the job GPUs on any node (so that srun --zeus-energy does not wait
+// for a record that never comes).
+bool job_has_gpus(const job_info_t& job) {
+  for (std::uint32_t i = 0; i < job.gres_detail_cnt; ++i) {
+    const auto gpus = zeus::slurm::gpus_in_gres_detail(job.gres_detail_str[i]);
+    if (!gpus || !gpus->empty()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 // srun: the step's summary from AdminComment, once the step's slurmstepds have written it.
 void print_summary_local() {
   const char* job_text = std::getenv("SLURM_JOB_ID");
@@ -338,9 +369,15 @@ void print_summary_local() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (std::chrono::steady_clock::now() < deadline) {
     job_info_msg_t* message = nullptr;
-    if (slurm_load_job(&message, job_id, SHOW_ALL) == SLURM_SUCCESS && message &&
+    if (slurm_load_job(&message, job_id, SHOW_ALL | SHOW_DETAIL) == SLURM_SUCCESS && message &&
         message->record_count >= 1) {
       const job_info_t& job = message->job_array[0];
+      if (!job_has_gpus(job)) {
+        slurm_free_job_info_msg(message);
+        std::fprintf(stderr, "zeus: step %s.%s has no GPUs: no GPU energy to show\n", job_text,
+                     step_text);
+        return;
+      }
       const std::string comment = job.admin_comment ? job.admin_comment : "";
       std::string printed;
       hostlist_t hosts = slurm_hostlist_create(job.nodes);
@@ -403,6 +440,21 @@ int slurm_spank_task_init(spank_t sp, int /*ac*/, char** /*av*/) {
   if (!plugin().user_note.empty() && spank_get_item(sp, S_TASK_ID, &task) == ESPANK_SUCCESS &&
       task == 0) {
     std::fprintf(stderr, "%s\n", plugin().user_note.c_str());
+  }
+  return 0;
+}
+
+// In slurmstepd as each task exits: after the last one, the step ends here, before slurmstepd
+// tells srun (which, for a job srun allocated, then ends the job: too late for AdminComment).
+int slurm_spank_task_exit(spank_t sp, int /*ac*/, char** /*av*/) {
+  PluginState& p = plugin();
+  if (!p.site || !spank_remote(sp) || !p.step) {
+    return 0;
+  }
+  std::uint32_t tasks = 0;
+  if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &tasks) != ESPANK_SUCCESS ||
+      ++p.exited_tasks >= tasks) {
+    end_remote(sp);
   }
   return 0;
 }

@@ -255,9 +255,6 @@ StepState begin_step(const SiteConfig& site, device::ZeusdConnection& daemon, St
     present.push_back(id);
     if (with_counter.count(id)) {
       counted.push_back(id);
-    } else {
-      add_note(state.note, "GPU " + std::to_string(id) +
-                               " has no energy counter: no energy is recorded for it");
     }
   }
   const auto limits = read_field(daemon, "/gpu/get_power_limit", "power_limit_mw", present);
@@ -350,8 +347,18 @@ StepState begin_step(const SiteConfig& site, device::ZeusdConnection& daemon, St
   return state;
 }
 
-StepRecord end_step(const SiteConfig& site, device::ZeusdConnection& daemon,
-                    const StepState& state) {
+std::vector<int> uncounted_gpus(const StepState& state) {
+  std::vector<int> ids;
+  for (const StepGpu& gpu : state.gpus) {
+    if (!gpu.start_energy_mj) {
+      ids.push_back(gpu.index);
+    }
+  }
+  return ids;
+}
+
+StepRecord end_step(const SiteConfig& site, device::ZeusdConnection& daemon, const StepState& state,
+                    const std::map<int, double>& polled_j) {
   StepRecord record;
   record.step = state.step;
   record.node = state.node;
@@ -367,6 +374,7 @@ StepRecord end_step(const SiteConfig& site, device::ZeusdConnection& daemon,
   const auto energies = read_field(daemon, "/gpu/get_cumulative_energy", "energy_mj", counted);
   record.duration_s = (before_read + monotonic_s()) / 2.0 - state.start_monotonic_s;
   const double duration = record.duration_s;
+  std::size_t polled = 0;
   for (const StepGpu& gpu : state.gpus) {
     GpuUsage usage;
     usage.power_limit_w =
@@ -375,6 +383,17 @@ StepRecord end_step(const SiteConfig& site, device::ZeusdConnection& daemon,
       usage.prior_power_limit_w = gpu.prior_power_limit_mw / 1000;
     }
     if (!gpu.start_energy_mj) {
+      const auto it = polled_j.find(gpu.index);
+      if (it == polled_j.end()) {
+        add_note(record.note, "GPU " + std::to_string(gpu.index) +
+                                  " has no energy counter and its power was not polled: no "
+                                  "figure for it");
+        continue;
+      }
+      usage.energy_j = it->second;
+      usage.average_power_w = duration > 0.0 ? usage.energy_j / duration : 0.0;
+      record.gpus[gpu.index] = usage;
+      ++polled;
       continue;
     }
     const std::uint64_t end = energies.at(gpu.index);
@@ -387,6 +406,9 @@ StepRecord end_step(const SiteConfig& site, device::ZeusdConnection& daemon,
     usage.energy_j = static_cast<double>(end - *gpu.start_energy_mj) / 1000.0;
     usage.average_power_w = duration > 0.0 ? usage.energy_j / duration : 0.0;
     record.gpus[gpu.index] = usage;
+  }
+  if (polled > 0) {
+    record.source = polled == record.gpus.size() ? "polled" : "counter+polled";
   }
   put_back(daemon, state);
   remove_step_state(site.state_dir, state);

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,10 +62,15 @@ StepState begin_step(const SiteConfig& site, device::ZeusdConnection& daemon, St
 // Ends the step: reads the counters again, puts back the limits this step changed (when they
 // still hold its cap) and removes the state file. The record has each GPU's energy and average
 // power over [start, now]; a counter that went backwards (GPU reset, daemon restarted) gives no
-// figure for that GPU and a note. Throws zeus::Error when the daemon cannot be reached (the state
-// file stays for the epilog).
-StepRecord end_step(const SiteConfig& site, device::ZeusdConnection& daemon,
-                    const StepState& state);
+// figure for that GPU and a note. A GPU without a counter takes its energy from `polled_j`
+// (PolledEnergy::finish(): the record's source is then "polled", or "counter+polled"), or has no
+// figure and a note. Throws zeus::Error when the daemon cannot be reached (the state file stays for
+// the epilog).
+StepRecord end_step(const SiteConfig& site, device::ZeusdConnection& daemon, const StepState& state,
+                    const std::map<int, double>& polled_j = {});
+
+// The step's GPUs without an energy counter (to poll with PolledEnergy).
+std::vector<int> uncounted_gpus(const StepState& state);
 
 // The running steps' state files under the site's state_dir (unreadable ones are skipped).
 std::vector<StepState> read_step_states(const std::string& state_dir);

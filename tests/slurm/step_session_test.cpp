@@ -19,12 +19,14 @@
 #include <vector>
 
 #include "device/zeusd_connection.hpp"
+#include "slurm/polled_energy.hpp"
 #include "slurm/step_session.hpp"
 #include "support/loopback_peers.hpp"
 #include "support/spawned_process.hpp"
 #include "support/temp_dir.hpp"
 #include "support/wait_until.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/device/simulated_gpu.hpp"
 
 namespace zeus::slurm {
 namespace {
@@ -45,12 +47,16 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 
 class SlurmStepSession : public ::testing::Test {
  protected:
+  // What zeusd serves (ZEUS_SIMULATED_GPUS).
+  virtual std::string simulated_gpus() const { return "4:h200"; }
+
   void SetUp() override {
     const std::string socket = (dir_.path() / "zeusd.sock").string();
     zeusd_ = std::make_unique<SpawnedProcess>(
         std::vector<std::string>{ZEUSD_PATH, "serve", "--socket-path", socket},
         dir_.path() / "zeusd.log",
-        std::vector<std::pair<std::string, std::string>>{{"ZEUS_SIMULATED_GPUS", "4:h200"}});
+        std::vector<std::pair<std::string, std::string>>{
+            {"ZEUS_SIMULATED_GPUS", simulated_gpus()}});
     ASSERT_TRUE(zeus::testing::wait_until(
         [&] { return zeusd_->log().find("listening on") != std::string::npos; }, 20s))
         << zeusd_->log();
@@ -428,6 +434,42 @@ TEST(SlurmJobLock, SerializesHoldersOfOneJob) {
   }
   EXPECT_TRUE(zeus::testing::wait_until([&] { return second_has_it.load(); }, 10s));
   second.join();
+}
+
+// Pre-Volta GPUs (the simulated P100) have no energy counter: their power is polled through
+// zeusd by the monitor layer's sampler, and the record says so.
+class SlurmStepSessionWithoutCounters : public SlurmStepSession {
+ protected:
+  std::string simulated_gpus() const override { return "2:p100"; }
+};
+
+TEST_F(SlurmStepSessionWithoutCounters, PolledPowerGivesTheEnergyOfGpusWithoutACounter) {
+  const double idle_w = device::simulated_gpu_model("p100").idle_power_mw / 1000.0;
+  const StepState state = begin(13, "0", {0, 1}, 200);
+  EXPECT_EQ(uncounted_gpus(state), (std::vector<int>{0, 1}));
+  EXPECT_EQ(limit_mw(0), 200000u);  // capped all the same
+  PolledEnergy polled(site_.zeusd, uncounted_gpus(state), 0.02);
+  std::this_thread::sleep_for(1s);
+  const StepRecord record = end_step(site_, *daemon_, state, polled.finish());
+  EXPECT_EQ(record.source, "polled");
+  EXPECT_FALSE(record.note) << *record.note;
+  ASSERT_EQ(record.gpus.size(), 2u);
+  for (const auto& [index, usage] : record.gpus) {
+    EXPECT_NEAR(usage.energy_j, idle_w * record.duration_s, 0.01 * idle_w * record.duration_s)
+        << "GPU " << index;
+    EXPECT_EQ(usage.power_limit_w, 200u);
+  }
+  EXPECT_EQ(limit_mw(0), 250000u);  // the P100's default, put back
+}
+
+TEST_F(SlurmStepSessionWithoutCounters, WithoutPollingTheRecordSaysWhyAGpuHasNoFigure) {
+  const StepState state = begin(14, "0", {1}, std::nullopt);
+  const StepRecord record = end_step(site_, *daemon_, state);
+  EXPECT_TRUE(record.gpus.empty());
+  ASSERT_TRUE(record.note);
+  EXPECT_NE(record.note->find("GPU 1 has no energy counter and its power was not polled"),
+            std::string::npos)
+      << *record.note;
 }
 
 }  // namespace
