@@ -233,8 +233,7 @@ void SlurmMetrics::collect(Rendered& into) {
   std::vector<slurm::StepState> steps;
   std::set<std::tuple<std::uint32_t, std::string, std::string>> seen;
   for (slurm::StepState& state : slurm::read_step_states(options_.state_dir)) {
-    if (slurm::process_alive(state.owner_pid) &&
-        seen.emplace(state.job_id, state.step, state.node).second) {
+    if (slurm::owner_alive(state) && seen.emplace(state.job_id, state.step, state.node).second) {
       steps.push_back(std::move(state));
     }
   }

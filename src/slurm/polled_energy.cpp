@@ -39,8 +39,12 @@ PolledEnergy::~PolledEnergy() {
 }
 
 std::map<int, double> PolledEnergy::finish() {
-  const std::int64_t now = steady_clock()->now_ns();
   sampler_->stop();
+  return so_far();
+}
+
+std::map<int, double> PolledEnergy::so_far() const {
+  const std::int64_t now = steady_clock()->now_ns();
   std::map<int, double> energy;
   for (const auto& [index, position] : sampler_index_) {
     if (const auto joules =

@@ -26,6 +26,8 @@ class PolledEnergy {
   PolledEnergy(const PolledEnergy&) = delete;
   PolledEnergy& operator=(const PolledEnergy&) = delete;
 
+  // Each GPU's energy (J) from its first sample to now, sampling on; a GPU never read is missing.
+  std::map<int, double> so_far() const;
   // Stops sampling and gives each GPU's energy (J) from its first sample to now; a GPU never
   // read is missing.
   std::map<int, double> finish();

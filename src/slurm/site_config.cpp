@@ -129,6 +129,13 @@ SiteConfig parse_site_args(const std::vector<std::string>& args) {
                       ": expected milliseconds from 10 to 10000");
       }
       site.poll_interval_s = static_cast<double>(*ms) / 1000.0;
+    } else if (key == "update_interval") {
+      const auto seconds = parse_unsigned(value);
+      if (!seconds || *seconds > 86400) {
+        throw invalid("zeus plugstack.conf argument update_interval=" + shown(value) +
+                      ": expected seconds from 0 (only at a step's end) to 86400");
+      }
+      site.update_interval_s = static_cast<double>(*seconds);
     } else if (key == "state_dir") {
       site.state_dir = absolute_path(key, value, "");
     } else if (key == "admin_comment") {
@@ -144,7 +151,7 @@ SiteConfig parse_site_args(const std::vector<std::string>& args) {
           "zeus plugstack.conf: unknown argument '" + shown(key) +
           "' (known: min_power_limit, max_power_limit, default_power_limit, allow_off, "
           "zeusd_socket, zeusd_host_port, zeusd_token_file, zeusd_timeout, poll_interval, "
-          "state_dir, admin_comment, max_steps)");
+          "update_interval, state_dir, admin_comment, max_steps)");
     }
   }
   if (site.min_power_limit_w > site.max_power_limit_w) {

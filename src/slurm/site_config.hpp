@@ -41,6 +41,9 @@ struct SiteConfig {
   bool admin_comment = true;
   // How often the power of a GPU without an energy counter is read (poll_interval=MS, 10-10000).
   double poll_interval_s = 0.1;
+  // How often a running step's record so far goes into AdminComment (update_interval=S, 0: only
+  // at its end). A job cancelled before its steps end keeps the last one.
+  double update_interval_s = 60.0;
   // The most steps recorded one by one in AdminComment; later ones are summed (max_steps=N).
   std::uint32_t max_recorded_steps = 256;
 };

@@ -17,27 +17,29 @@
 // - slurm_spank_exit [slurmstepd]: the same if no task ran. [srun]: the summary of the
 //   step, read back from AdminComment, printed to srun's stderr.
 // - slurm_spank_job_epilog [slurmd's epilog, root]: the backstop for steps that did not end.
-#include <fcntl.h>
-#include <grp.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/proc_stat.hpp"
 #include "common/text.hpp"
 #include "device/zeusd_connection.hpp"
 #include "slurm/gres.hpp"
 #include "slurm/polled_energy.hpp"
 #include "slurm/site_config.hpp"
+#include "slurm/slurm_calls.hpp"
 #include "slurm/step_record.hpp"
 #include "slurm/step_session.hpp"
 #include "zeus/common/error.hpp"
@@ -70,6 +72,23 @@ struct PluginState {
   std::unique_ptr<zeus::device::ZeusdConnection> daemon;
   std::optional<zeus::slurm::StepState> step;
   std::unique_ptr<zeus::slurm::PolledEnergy> polled;  // GPUs without an energy counter
+  // Writes the step's record so far into AdminComment every update_interval (the first after
+  // 2 s at most, once the tasks run), so that a job cancelled before its end keeps a figure.
+  std::thread updater;
+  std::mutex updater_mutex;
+  std::condition_variable updater_wake;
+  bool updater_stop = false;
+
+  ~PluginState() {
+    if (updater.joinable()) {
+      {
+        const std::lock_guard lock(updater_mutex);
+        updater_stop = true;
+      }
+      updater_wake.notify_all();
+      updater.join();
+    }
+  }
   std::string user_note;  // printed by task 0 before it runs the user's program
   std::uint32_t exited_tasks = 0;
 };
@@ -126,43 +145,6 @@ std::string getenv_job(spank_t sp, const char* name) {
   return buffer;
 }
 
-// The job's GPU indices on `node`, from slurmctld (trusted, unlike the job's environment).
-std::optional<std::vector<int>> allocated_gpus(std::uint32_t job_id, const std::string& node,
-                                               std::string& why) {
-  job_info_msg_t* message = nullptr;
-  if (slurm_load_job(&message, job_id, SHOW_DETAIL) != SLURM_SUCCESS || !message ||
-      message->record_count < 1) {
-    why = std::string("cannot read the job's allocation from slurmctld: ") +
-          slurm_strerror(slurm_get_errno());
-    if (message) {
-      slurm_free_job_info_msg(message);
-    }
-    return std::nullopt;
-  }
-  const job_info_t& job = message->job_array[0];
-  std::optional<std::vector<int>> ids;
-  hostlist_t hosts = slurm_hostlist_create(job.nodes);
-  int index = hosts ? slurm_hostlist_find(hosts, node.c_str()) : -1;
-  if (index < 0 && hosts && slurm_hostlist_count(hosts) == 1) {
-    index = 0;  // a one-node job: whatever this node's name is, it is that node
-  }
-  if (hosts) {
-    slurm_hostlist_destroy(hosts);
-  }
-  if (index < 0) {
-    why = "node " + node + " is not in the job's node list";
-  } else if (static_cast<std::uint32_t>(index) >= job.gres_detail_cnt) {
-    ids = std::vector<int>{};
-  } else {
-    ids = zeus::slurm::gpus_in_gres_detail(job.gres_detail_str[index]);
-    if (!ids) {
-      why = std::string("cannot read the job's GRES detail '") + job.gres_detail_str[index] + "'";
-    }
-  }
-  slurm_free_job_info_msg(message);
-  return ids;
-}
-
 // This node's name as Slurm knows it: SLURMD_NODENAME where the step has it, else the short host
 // name (NodeName differs from it only on nodes started with `slurmd -N`).
 std::string node_name(spank_t sp) {
@@ -190,6 +172,8 @@ std::unique_ptr<zeus::device::ZeusdConnection> connect(const SiteConfig& site) {
   return std::make_unique<zeus::device::ZeusdConnection>(config);
 }
 
+void start_updater(PluginState& p);
+
 void begin(spank_t sp) {
   PluginState& p = plugin();
   std::uint32_t job_id = 0;
@@ -208,7 +192,7 @@ void begin(spank_t sp) {
   const std::string node = node_name(sp);
   std::string why;
   const auto gpus = zeus::slurm::parse_gpu_list(listed);
-  const auto allowed = gpus ? allocated_gpus(job_id, node, why) : std::nullopt;
+  const auto allowed = gpus ? zeus::slurm::allocated_gpus(job_id, node, why) : std::nullopt;
   if (!gpus) {
     why = "the step's GPU list '" + listed + "' cannot be read";
   } else if (allowed) {
@@ -229,6 +213,9 @@ void begin(spank_t sp) {
   identity.node = node;
   identity.uid = uid;
   identity.owner_pid = getpid();
+  if (const auto stat = zeus::read_proc_stat(identity.owner_pid)) {
+    identity.owner_start_time = stat->start_time;
+  }
   identity.zeusd = p.site->zeusd.describe();
   try {
     p.daemon = connect(*p.site);
@@ -244,6 +231,7 @@ void begin(spank_t sp) {
             job_id, step.c_str(), error.what());
       }
     }
+    start_updater(p);
     if (p.step->note && (cap || p.print_energy)) {
       p.user_note = "zeus: " + *p.step->note;
     }
@@ -255,157 +243,73 @@ void begin(spank_t sp) {
   }
 }
 
-void record_admin_comment(std::uint32_t job_id, const zeus::slurm::StepRecord& record) {
-  const SiteConfig& site = *plugin().site;
-  zeus::slurm::JobLock lock(site.state_dir, job_id);
-  job_info_msg_t* message = nullptr;
-  if (slurm_load_job(&message, job_id, SHOW_ALL) != SLURM_SUCCESS || !message ||
-      message->record_count < 1) {
-    slurm_error("zeus: job %u: cannot read its AdminComment: %s", job_id,
-                slurm_strerror(slurm_get_errno()));
-    return;
-  }
-  const char* existing = message->job_array[0].admin_comment;
-  const auto merged =
-      zeus::slurm::merge_admin_comment(existing ? existing : "", record, site.max_recorded_steps);
-  slurm_free_job_info_msg(message);
-  if (!merged) {
-    slurm_info(
-        "zeus: job %u: AdminComment holds text that is not a JSON object; left alone, "
-        "step %s not recorded there",
-        job_id, record.step.c_str());
-    return;
-  }
-  job_desc_msg_t update;
-  slurm_init_job_desc_msg(&update);
-  update.job_id = job_id;
-  std::string text = *merged;
-  update.admin_comment = text.data();
-  if (slurm_update_job(&update) != SLURM_SUCCESS) {
-    slurm_error("zeus: job %u: cannot update AdminComment: %s", job_id,
-                slurm_strerror(slurm_get_errno()));
-  }
+// The record so far, as a partial one (on the updater's thread).
+zeus::slurm::StepRecord partial_record(PluginState& p) {
+  zeus::slurm::StepRecord record = zeus::slurm::measure_step(
+      *p.daemon, *p.step, p.polled ? p.polled->so_far() : std::map<int, double>{});
+  record.partial = true;
+  return record;
 }
 
-// The batch step's summary, appended to the job's stderr file as the job's user.
-void append_to_batch_stderr(std::uint32_t job_id, const std::string& text) {
-  job_info_msg_t* message = nullptr;
-  if (slurm_load_job(&message, job_id, SHOW_ALL) != SLURM_SUCCESS || !message ||
-      message->record_count < 1) {
+void start_updater(PluginState& p) {
+  if (!p.site->admin_comment || p.site->update_interval_s <= 0.0) {
     return;
   }
-  job_info_t& job = message->job_array[0];
-  char path[4096] = "";
-  slurm_get_job_stderr(path, sizeof path, &job);
-  const uid_t uid = job.user_id;
-  const gid_t gid = job.group_id;
-  slurm_free_job_info_msg(message);
-  if (path[0] != '/') {
-    return;
-  }
-  const pid_t child = fork();
-  if (child == 0) {
-    if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) {
-      _exit(1);
+  p.updater = std::thread([&p] {
+    const auto interval = std::chrono::duration<double>(p.site->update_interval_s);
+    auto wait = std::min<std::chrono::duration<double>>(interval, std::chrono::seconds(2));
+    std::unique_lock lock(p.updater_mutex);
+    while (!p.updater_wake.wait_for(lock, wait, [&] { return p.updater_stop; })) {
+      lock.unlock();
+      try {
+        zeus::slurm::record_admin_comment(*p.site, p.step->job_id, partial_record(p));
+      } catch (const std::exception& error) {
+        slurm_info("zeus: job %u step %s: no record so far: %s", p.step->job_id,
+                   p.step->step.c_str(), error.what());
+      }
+      lock.lock();
+      wait = interval;
     }
-    const int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0 || write(fd, text.data(), text.size()) < 0) {
-      _exit(1);
-    }
-    _exit(0);
-  }
-  if (child > 0) {
-    waitpid(child, nullptr, 0);
-  }
+  });
 }
 
-void end_remote(spank_t sp) {
+void stop_updater(PluginState& p) {
+  if (!p.updater.joinable()) {
+    return;
+  }
+  {
+    const std::lock_guard lock(p.updater_mutex);
+    p.updater_stop = true;
+  }
+  p.updater_wake.notify_all();
+  p.updater.join();
+}
+
+void end_remote() {
   PluginState& p = plugin();
   if (!p.step || !p.daemon) {
     return;
   }
+  stop_updater(p);
   const std::uint32_t job_id = p.step->job_id;
   try {
     const auto polled = p.polled ? p.polled->finish() : std::map<int, double>{};
     p.polled.reset();
     const zeus::slurm::StepRecord record =
         zeus::slurm::end_step(*p.site, *p.daemon, *p.step, polled);
-    if (p.site->admin_comment) {
-      record_admin_comment(job_id, record);
+    if (p.site->admin_comment && !zeus::slurm::record_admin_comment(*p.site, job_id, record)) {
+      // Not lost: slurmd's log keeps it (and a partial record may be in AdminComment).
+      slurm_info("zeus: job %u: %s", job_id, zeus::slurm::summary_text(job_id, record).c_str());
     }
     if (p.print_energy && record.step == "batch") {
-      append_to_batch_stderr(job_id, zeus::slurm::summary_text(job_id, record));
+      zeus::slurm::append_to_batch_stderr(job_id, zeus::slurm::summary_text(job_id, record));
     }
   } catch (const std::exception& error) {
     slurm_error("zeus: job %u step %s: %s (the epilog puts its caps back)", job_id,
                 p.step->step.c_str(), error.what());
   }
-  (void)sp;
   p.step.reset();
   p.daemon.reset();
-}
-
-// Whether slurmctld allocated the job GPUs on any node (so that srun --zeus-energy does not wait
-// for a record that never comes).
-bool job_has_gpus(const job_info_t& job) {
-  for (std::uint32_t i = 0; i < job.gres_detail_cnt; ++i) {
-    const auto gpus = zeus::slurm::gpus_in_gres_detail(job.gres_detail_str[i]);
-    if (!gpus || !gpus->empty()) {
-      return true;
-    }
-  }
-  return false;
-}
-
-// srun: the step's summary from AdminComment, once the step's slurmstepds have written it.
-void print_summary_local() {
-  const char* job_text = std::getenv("SLURM_JOB_ID");
-  const char* step_text = std::getenv("SLURM_STEP_ID");
-  if (!job_text || !step_text) {
-    return;
-  }
-  const auto job_id = static_cast<std::uint32_t>(std::strtoul(job_text, nullptr, 10));
-  const std::string step = step_text;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (std::chrono::steady_clock::now() < deadline) {
-    job_info_msg_t* message = nullptr;
-    if (slurm_load_job(&message, job_id, SHOW_ALL | SHOW_DETAIL) == SLURM_SUCCESS && message &&
-        message->record_count >= 1) {
-      const job_info_t& job = message->job_array[0];
-      if (!job_has_gpus(job)) {
-        slurm_free_job_info_msg(message);
-        std::fprintf(stderr, "zeus: step %s.%s has no GPUs: no GPU energy to show\n", job_text,
-                     step_text);
-        return;
-      }
-      const std::string comment = job.admin_comment ? job.admin_comment : "";
-      std::string printed;
-      hostlist_t hosts = slurm_hostlist_create(job.nodes);
-      char* host = nullptr;
-      bool all = true;
-      while (hosts && (host = slurm_hostlist_shift(hosts)) != nullptr) {
-        if (const auto record = zeus::slurm::find_step_record(comment, step, host)) {
-          printed += zeus::slurm::summary_text(job_id, *record);
-        } else {
-          all = false;
-        }
-        free(host);
-      }
-      if (hosts) {
-        slurm_hostlist_destroy(hosts);
-      }
-      slurm_free_job_info_msg(message);
-      if (all && !printed.empty()) {
-        std::fputs(printed.c_str(), stderr);
-        return;
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  std::fprintf(stderr,
-               "zeus: no energy recorded for step %s.%s (no GPUs, or zeusd not "
-               "reachable on its node)\n",
-               job_text, step_text);
 }
 
 }  // namespace
@@ -454,7 +358,7 @@ int slurm_spank_task_exit(spank_t sp, int /*ac*/, char** /*av*/) {
   std::uint32_t tasks = 0;
   if (spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &tasks) != ESPANK_SUCCESS ||
       ++p.exited_tasks >= tasks) {
-    end_remote(sp);
+    end_remote();
   }
   return 0;
 }
@@ -464,17 +368,24 @@ int slurm_spank_exit(spank_t sp, int /*ac*/, char** /*av*/) {
     return 0;
   }
   if (spank_remote(sp)) {
-    end_remote(sp);
+    end_remote();
   } else if (spank_context() == S_CTX_LOCAL && plugin().print_energy) {
-    print_summary_local();
+    zeus::slurm::print_summary_local();
   }
   return 0;
 }
 
-int slurm_spank_job_epilog(spank_t sp, int /*ac*/, char** /*av*/) {
+// Slurm calls it in a process of its own (`slurmstepd spank epilog`) without slurm_spank_init:
+// the site's arguments come with the call.
+int slurm_spank_job_epilog(spank_t sp, int ac, char** av) {
   PluginState& p = plugin();
   if (!p.site) {
-    return 0;
+    try {
+      p.site = zeus::slurm::parse_site_args(std::vector<std::string>(av, av + ac));
+    } catch (const zeus::Error& error) {
+      slurm_error("zeus: epilog: %s", error.what());
+      return 0;
+    }
   }
   std::uint32_t job_id = 0;
   spank_get_item(sp, S_JOB_ID, &job_id);

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 namespace zeus::slurm {
 
@@ -45,6 +46,9 @@ json to_json(const StepRecord& record) {
               {"gpus", std::move(gpus)}};
   if (record.note) {
     out["note"] = *record.note;
+  }
+  if (record.partial) {
+    out["partial"] = true;
   }
   return out;
 }
@@ -87,22 +91,38 @@ std::string step_name(std::uint32_t step_id) {
   }
 }
 
+namespace {
+
+// An AdminComment as a JSON object, or nullopt: not JSON, not an object, or nested deeper than
+// kMaxCommentDepth.
+std::optional<json> parse_comment(const std::string& text) {
+  bool too_deep = false;
+  json comment;
+  try {
+    comment = json::parse(text, [&](int depth, json::parse_event_t, json&) {
+      too_deep = too_deep || depth > kMaxCommentDepth;
+      return true;
+    });
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+  if (too_deep || !comment.is_object()) {
+    return std::nullopt;
+  }
+  return comment;
+}
+
+}  // namespace
+
 std::optional<std::string> merge_admin_comment(const std::string& existing,
                                                const StepRecord& record, std::uint32_t max_steps) {
   json comment = json::object();
   if (existing.find_first_not_of(" \t\r\n") != std::string::npos) {
-    bool too_deep = false;
-    try {
-      comment = json::parse(existing, [&](int depth, json::parse_event_t, json&) {
-        too_deep = too_deep || depth > kMaxCommentDepth;
-        return true;
-      });
-    } catch (const json::exception&) {
+    auto parsed = parse_comment(existing);
+    if (!parsed) {
       return std::nullopt;
     }
-    if (too_deep || !comment.is_object()) {
-      return std::nullopt;
-    }
+    comment = std::move(*parsed);
   }
   json& zeus = comment["zeus"];
   if (!zeus.is_object()) {
@@ -136,13 +156,11 @@ std::optional<std::string> merge_admin_comment(const std::string& existing,
 
 std::optional<StepRecord> find_step_record(const std::string& admin_comment,
                                            const std::string& step, const std::string& node) {
-  json comment;
-  try {
-    comment = json::parse(admin_comment);
-  } catch (const json::exception&) {
+  const auto comment = parse_comment(admin_comment);
+  if (!comment) {
     return std::nullopt;
   }
-  const json* found = &comment;
+  const json* found = &*comment;
   for (const std::string& key : {std::string("zeus"), std::string("steps"), step, node}) {
     if (!found->is_object() || !found->contains(key)) {
       return std::nullopt;
@@ -162,6 +180,9 @@ std::optional<StepRecord> find_step_record(const std::string& admin_comment,
   }
   if (const auto it = found->find("note"); it != found->end() && it->is_string()) {
     record.note = it->get<std::string>();
+  }
+  if (const auto it = found->find("partial"); it != found->end() && it->is_boolean()) {
+    record.partial = it->get<bool>();
   }
   if (const auto gpus = found->find("gpus"); gpus != found->end() && gpus->is_object()) {
     for (const auto& [key, gpu] : gpus->items()) {
@@ -184,9 +205,10 @@ std::optional<StepRecord> find_step_record(const std::string& admin_comment,
 }
 
 std::string summary_text(std::uint32_t job_id, const StepRecord& record) {
-  std::string out = fmt::format("zeus: step {}.{} on {}: {:.2f} s, {} GPU{}, {:.1f} J\n", job_id,
-                                record.step, record.node, record.duration_s, record.gpus.size(),
-                                record.gpus.size() == 1 ? "" : "s", record.energy_j());
+  std::string out =
+      fmt::format("zeus: step {}.{} on {}: {:.2f} s{}, {} GPU{}, {:.1f} J\n", job_id, record.step,
+                  record.node, record.duration_s, record.partial ? " so far (still running)" : "",
+                  record.gpus.size(), record.gpus.size() == 1 ? "" : "s", record.energy_j());
   for (const auto& [index, usage] : record.gpus) {
     out += fmt::format("  GPU {}: {:.1f} J, {:.1f} W average, ", index, usage.energy_j,
                        usage.average_power_w);

@@ -30,6 +30,9 @@ struct StepRecord {
   std::string source = "counter";   // "counter": the GPUs' energy counters, read through zeusd
   std::map<int, GpuUsage> gpus;     // by GPU index (zeusd's)
   std::optional<std::string> note;  // why the step is not capped, when it asked to be
+  // A record of a step still running (at start + duration_s), written so that a job cancelled
+  // before its steps end (AdminComment is refused after that) keeps a figure.
+  bool partial = false;
 
   double energy_j() const;
 };

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "common/proc_stat.hpp"
 #include "common/text.hpp"
 #include "zeus/common/error.hpp"
 
@@ -114,15 +115,17 @@ json to_json(const StepState& state) {
          {"cap_mw", gpu.cap_mw ? json(*gpu.cap_mw) : json(nullptr)},
          {"capped_here", gpu.capped_here}});
   }
-  json out = {{"job_id", state.job_id},
-              {"step", state.step},
-              {"node", state.node},
-              {"uid", state.uid},
-              {"owner_pid", state.owner_pid},
-              {"zeusd", state.zeusd},
-              {"start_unix_s", state.start_unix_s},
-              {"start_monotonic_s", state.start_monotonic_s},
-              {"gpus", std::move(gpus)}};
+  json out = {
+      {"job_id", state.job_id},
+      {"step", state.step},
+      {"node", state.node},
+      {"uid", state.uid},
+      {"owner_pid", state.owner_pid},
+      {"owner_start_time", state.owner_start_time ? json(*state.owner_start_time) : json(nullptr)},
+      {"zeusd", state.zeusd},
+      {"start_unix_s", state.start_unix_s},
+      {"start_monotonic_s", state.start_monotonic_s},
+      {"gpus", std::move(gpus)}};
   if (state.note) {
     out["note"] = *state.note;
   }
@@ -136,6 +139,9 @@ StepState from_json(const json& in) {
   state.node = in.at("node").get<std::string>();
   state.uid = in.at("uid").get<uid_t>();
   state.owner_pid = in.at("owner_pid").get<pid_t>();
+  if (const auto it = in.find("owner_start_time"); it != in.end() && it->is_number_unsigned()) {
+    state.owner_start_time = it->get<std::uint64_t>();
+  }
   state.zeusd = in.at("zeusd").get<std::string>();
   state.start_unix_s = in.at("start_unix_s").get<double>();
   state.start_monotonic_s = in.at("start_monotonic_s").get<double>();
@@ -170,8 +176,8 @@ double monotonic_s() {
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
 }
 
-bool process_alive(pid_t pid) {
-  return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
+bool owner_alive(const StepState& state) {
+  return state.owner_pid > 0 && process_alive(state.owner_pid, state.owner_start_time);
 }
 
 std::string state_file_path(const std::string& state_dir, std::uint32_t job_id,
@@ -262,8 +268,7 @@ StepState begin_step(const SiteConfig& site, device::ZeusdConnection& daemon, St
   // Caps already in force: this job's earlier steps keep theirs; another job's are not touched.
   std::map<int, std::pair<std::uint32_t, std::uint32_t>> held;  // gpu -> (job, cap_mw)
   for (const StepState& other : read_step_states(site.state_dir)) {
-    if ((other.job_id == state.job_id && other.step == state.step) ||
-        !process_alive(other.owner_pid)) {
+    if ((other.job_id == state.job_id && other.step == state.step) || !owner_alive(other)) {
       continue;
     }
     for (const StepGpu& gpu : other.gpus) {
@@ -357,8 +362,8 @@ std::vector<int> uncounted_gpus(const StepState& state) {
   return ids;
 }
 
-StepRecord end_step(const SiteConfig& site, device::ZeusdConnection& daemon, const StepState& state,
-                    const std::map<int, double>& polled_j) {
+StepRecord measure_step(device::ZeusdConnection& daemon, const StepState& state,
+                        const std::map<int, double>& polled_j) {
   StepRecord record;
   record.step = state.step;
   record.node = state.node;
@@ -410,6 +415,12 @@ StepRecord end_step(const SiteConfig& site, device::ZeusdConnection& daemon, con
   if (polled > 0) {
     record.source = polled == record.gpus.size() ? "polled" : "counter+polled";
   }
+  return record;
+}
+
+StepRecord end_step(const SiteConfig& site, device::ZeusdConnection& daemon, const StepState& state,
+                    const std::map<int, double>& polled_j) {
+  StepRecord record = measure_step(daemon, state, polled_j);
   put_back(daemon, state);
   remove_step_state(site.state_dir, state);
   return record;
@@ -419,7 +430,7 @@ std::vector<std::string> restore_leftovers(const SiteConfig& site, device::Zeusd
                                            std::uint32_t job_id) {
   std::vector<std::string> lines;
   for (const StepState& state : read_step_states(site.state_dir)) {
-    if (state.job_id != job_id && process_alive(state.owner_pid)) {
+    if (state.job_id != job_id && owner_alive(state)) {
       continue;
     }
     for (const std::string& line : put_back(daemon, state)) {

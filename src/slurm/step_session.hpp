@@ -5,8 +5,9 @@
 //
 // The state file, <state_dir>/job-<job>.step-<step>.json, written atomically by root:
 //   {"job_id": 12, "step": "0", "node": "n1", "uid": 1000, "owner_pid": 4242,
-//    "zeusd": "/run/zeusd/zeusd.sock" | "host:port", "start_unix_s": ..., "start_monotonic_s": ...,
-//    "gpus": [{"index": 0, "start_energy_mj": 123, "prior_power_limit_mw": 700000,
+//    "owner_start_time": 123456 | null, "zeusd": "unix socket /run/zeusd/zeusd.sock" | "host:port",
+//    "start_unix_s": ..., "start_monotonic_s": ..., "gpus": [{"index": 0, "start_energy_mj": 123,
+//    "prior_power_limit_mw": 700000,
 //              "cap_mw": 250000 | null, "capped_here": true}], "note": "..." (optional)}
 // The GPUs capped_here are the ones this step changed: it puts them back at its end, the epilog
 // puts back those of a step that did not (killed), and zeusd's ledger those of a step whose
@@ -41,7 +42,8 @@ struct StepState {
   std::string node;
   uid_t uid = 0;
   pid_t owner_pid = 0;  // the step's slurmstepd: zeusd's ledger owner of its caps
-  std::string zeusd;    // zeusd's address as the site configured it
+  std::optional<std::uint64_t> owner_start_time;  // its /proc start time (common/proc_stat.hpp)
+  std::string zeusd;                              // zeusd's address as the site configured it
   double start_unix_s = 0.0;
   double start_monotonic_s = 0.0;
   std::vector<StepGpu> gpus;
@@ -69,6 +71,11 @@ StepState begin_step(const SiteConfig& site, device::ZeusdConnection& daemon, St
 StepRecord end_step(const SiteConfig& site, device::ZeusdConnection& daemon, const StepState& state,
                     const std::map<int, double>& polled_j = {});
 
+// The step's record so far (counters read now), changing nothing: what end_step records, for a
+// step still running.
+StepRecord measure_step(device::ZeusdConnection& daemon, const StepState& state,
+                        const std::map<int, double>& polled_j = {});
+
 // The step's GPUs without an energy counter (to poll with PolledEnergy).
 std::vector<int> uncounted_gpus(const StepState& state);
 
@@ -79,8 +86,9 @@ std::string state_file_path(const std::string& state_dir, std::uint32_t job_id,
 void write_step_state(const std::string& state_dir, const StepState& state);
 void remove_step_state(const std::string& state_dir, const StepState& state);
 
-// Whether a process is alive (kill(pid, 0)).
-bool process_alive(pid_t pid);
+// Whether the step's owner (its slurmstepd) still runs: not exited, not a zombie, and not another
+// process that took its pid (its start time, when recorded, must match).
+bool owner_alive(const StepState& state);
 
 // The epilog's backstop: for every state file of `job_id` (and every file whose owner is gone),
 // puts back the limits it capped that still hold its cap, and removes the file. Returns a line

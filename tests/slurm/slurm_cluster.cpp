@@ -91,12 +91,13 @@ void SlurmCluster::TearDown() {
   }
 }
 
-void SlurmCluster::start_zeusd() {
+void SlurmCluster::start_zeusd(const std::vector<std::string>& extra) {
   stop_zeusd();
+  std::vector<std::string> args{
+      ZEUSD_PATH, "serve", "--socket-path", zeusd_socket(), "--socket-permissions", "666"};
+  args.insert(args.end(), extra.begin(), extra.end());
   zeusd_process_ = std::make_unique<SpawnedProcess>(
-      std::vector<std::string>{ZEUSD_PATH, "serve", "--socket-path", zeusd_socket(),
-                               "--socket-permissions", "666"},
-      dir_ / "zeusd.log",
+      args, dir_ / "zeusd.log",
       std::vector<std::pair<std::string, std::string>>{{"ZEUS_SIMULATED_GPUS", "4:h200"}});
   const auto up =
       seconds_until([&] { return fs::exists(zeusd_socket()); }, std::chrono::seconds(10));

@@ -50,8 +50,8 @@ class SlurmCluster : public ::testing::Environment {
   std::string state_dir() const { return (dir_ / "zeus-state").string(); }
   std::string plugstack_line() const;
 
-  // zeusd: (re)started on simulated GPUs, stopped, and read.
-  void start_zeusd();
+  // zeusd: (re)started on simulated GPUs (with `extra` arguments), stopped, and read.
+  void start_zeusd(const std::vector<std::string>& extra = {});
   void stop_zeusd();
   device::ZeusdConnection& zeusd();
   std::vector<std::uint32_t> power_limits_w();

@@ -88,6 +88,8 @@ std::optional<double> restore_trial(EndMode mode) {
   std::thread foreground;
   std::uint32_t job_id = 0;
   const std::string cap = " --gres=gpu:2 --zeus-power-limit=222 ";
+  const fs::path killed_at = cluster.dir() / "killed_at";
+  std::filesystem::remove(killed_at);
   if (mode == EndMode::kNormalExit || mode == EndMode::kTaskKilled ||
       mode == EndMode::kEpilogFails) {
     if (mode == EndMode::kEpilogFails) {
@@ -97,10 +99,11 @@ std::optional<double> restore_trial(EndMode mode) {
     const std::string command = "srun" + cap + "sh -c '" + body + "'";
     foreground = std::thread([&srun, command] { srun = run_shell(command); });
   } else {
-    const std::string body = mode == EndMode::kJobKillsItsStepd
-                                 ? "sleep 0.7; kill -9 $PPID; sleep 60"
-                             : mode == EndMode::kSlurmdRestarted ? "sleep 3"
-                                                                 : "sleep 60";
+    const std::string body =
+        mode == EndMode::kJobKillsItsStepd
+            ? "sleep 2; date +%s.%N > " + killed_at.string() + "; kill -9 $PPID; sleep 60"
+        : mode == EndMode::kSlurmdRestarted ? "sleep 3"
+                                            : "sleep 60";
     const CommandResult submitted =
         run_shell("sbatch -o /dev/null" + cap + "--wrap '" + body + "'");
     job_id = submitted_job_id(submitted.output);
@@ -119,9 +122,24 @@ std::optional<double> restore_trial(EndMode mode) {
     case EndMode::kStepdKilled:
       EXPECT_EQ(::kill(step_owner(job_id), SIGKILL), 0);
       break;
-    case EndMode::kJobKillsItsStepd:
-      seconds_until([] { return !capped_count(222); }, 5s);
+    case EndMode::kJobKillsItsStepd: {
+      // From the moment the job killed it (the time it wrote just before) to the limits back.
+      const auto back = seconds_until(all_default, 10s);
+      std::ifstream in(killed_at);
+      double killed_s = 0.0;
+      if (!back || !(in >> killed_s)) {
+        ADD_FAILURE() << "the job never killed its slurmstepd, or its GPUs never came back";
+      } else {
+        // Seen back just now (within one 10 ms poll).
+        const double back_s =
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
+        run_shell("scancel " + std::to_string(job_id));
+        EXPECT_TRUE(cluster.wait_queue_empty());
+        return std::max(0.0, back_s - killed_s);
+      }
       break;
+    }
     case EndMode::kSlurmdRestarted:
       cluster.restart_slurmd_mid_job();
       EXPECT_TRUE(capped()) << "the cap did not survive slurmd's restart";
@@ -167,6 +185,26 @@ TEST(SlurmRestore, EveryEndModePutsTheLimitsBackWithinTwoSeconds) {
               trials, seconds.empty() ? 0.0 : seconds[seconds.size() / 2],
               seconds.empty() ? 0.0 : seconds.back());
   EXPECT_EQ(late, 0);
+}
+
+// The backstop alone: with zeusd's ledger off (--no-restore), a step whose slurmstepd is killed
+// leaves its cap, and the job's epilog puts it back from the step's state file.
+TEST(SlurmRestore, TheEpilogPutsBackWhatAKilledStepLeftWhenZeusdCannot) {
+  ZEUS_REQUIRE_SLURM();
+  SlurmCluster& cluster = SlurmCluster::get();
+  cluster.start_zeusd({"--no-restore"});
+  const CommandResult submitted =
+      run_shell("sbatch -o /dev/null --gres=gpu:2 --zeus-power-limit=333 --wrap 'sleep 60'");
+  const std::uint32_t job_id = submitted_job_id(submitted.output);
+  ASSERT_TRUE(seconds_until([] { return capped_count(333) == 2; }, 15s)) << submitted.output;
+  ASSERT_EQ(::kill(step_owner(job_id), SIGKILL), 0);
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(capped_count(333), 2u) << "zeusd restored although --no-restore";
+  run_shell("scancel " + std::to_string(job_id));
+  EXPECT_TRUE(cluster.wait_queue_empty());
+  EXPECT_TRUE(seconds_until(all_default, 5s)) << "the epilog did not put the cap back";
+  EXPECT_TRUE(slurm::read_step_states(cluster.state_dir()).empty());
+  cluster.start_zeusd();
 }
 
 TEST(SlurmHostile, ZeusdDownOrSilentNeverHoldsAJobAndSaysWhyItIsNotCapped) {
