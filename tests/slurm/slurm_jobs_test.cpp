@@ -2,6 +2,7 @@
 // GPUs, per-step energy in AdminComment against the simulated ground truth (docs/slurm.md).
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -117,6 +118,8 @@ TEST(SlurmEnergy, AStepsEnergyMatchesTheSimulatedGroundTruthWithinHalfAPercent) 
     const double duration = record.at("duration_s").get<double>();
     EXPECT_GE(duration, seconds);
     EXPECT_NEAR(energy, idle_w * duration, 0.005 * idle_w * duration) << record.dump();
+    std::printf("step of %.0f s: %.3f J over %.3f s, %+.4f%% against %.1f W x duration\n", seconds,
+                energy, duration, (energy / (idle_w * duration) - 1.0) * 100.0, idle_w);
     EXPECT_LE(energy, after - before + 0.01);  // inside the test's own window
     EXPECT_EQ(record.at("source"), "counter");
     // --zeus-energy: the summary on srun's stderr.
