@@ -232,7 +232,8 @@ void SlurmMetrics::collect(Rendered& into) {
   // The running steps, each (job, step, node) once: a dead owner's file is the epilog's to clean.
   std::vector<slurm::StepState> steps;
   std::set<std::tuple<std::uint32_t, std::string, std::string>> seen;
-  for (slurm::StepState& state : slurm::read_step_states(options_.state_dir)) {
+  for (slurm::StepState& state :
+       slurm::read_step_states(options_.state_dir, options_.max_state_files)) {
     if (slurm::owner_alive(state) && seen.emplace(state.job_id, state.step, state.node).second) {
       steps.push_back(std::move(state));
     }

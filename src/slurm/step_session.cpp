@@ -211,14 +211,18 @@ void remove_step_state(const std::string& state_dir, const StepState& state) {
   std::remove(state_file_path(state_dir, state.job_id, state.step).c_str());
 }
 
-std::vector<StepState> read_step_states(const std::string& state_dir) {
+std::vector<StepState> read_step_states(const std::string& state_dir, std::size_t max_files) {
   std::vector<StepState> states;
   std::error_code error;
+  std::size_t files = 0;
   for (const auto& entry : fs::directory_iterator(state_dir, error)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind("job-", 0) != 0 || entry.path().extension() != ".json" ||
         !entry.is_regular_file(error)) {
       continue;
+    }
+    if (++files > max_files) {
+      break;
     }
     try {
       std::ifstream in(entry.path());

@@ -16,6 +16,7 @@
 
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -79,8 +80,10 @@ StepRecord measure_step(device::ZeusdConnection& daemon, const StepState& state,
 // The step's GPUs without an energy counter (to poll with PolledEnergy).
 std::vector<int> uncounted_gpus(const StepState& state);
 
-// The running steps' state files under the site's state_dir (unreadable ones are skipped).
-std::vector<StepState> read_step_states(const std::string& state_dir);
+// The running steps' state files under the site's state_dir (unreadable ones are skipped), at
+// most `max_files` of them (the exporter's bound).
+std::vector<StepState> read_step_states(const std::string& state_dir,
+                                        std::size_t max_files = SIZE_MAX);
 std::string state_file_path(const std::string& state_dir, std::uint32_t job_id,
                             const std::string& step);
 void write_step_state(const std::string& state_dir, const StepState& state);
