@@ -58,6 +58,10 @@ RetryResult with_retries(const Backoff& backoff, const Clock& clock,
     result.last = attempt(number, backoff.total_s > 0.0 ? std::max(left_s(), 0.001) : 0.0);
     result.attempts = number;
     if (!result.last.retry || number >= backoff.max_attempts) {
+      // An attempt cut short by the request deadline (its own deadline was what was left) ended
+      // the request: say so, whichever of its timeouts fired first.
+      result.out_of_time =
+          backoff.total_s > 0.0 && !result.last.outcome.response && left_s() < kShortestAttemptS;
       return result;
     }
     std::optional<double> server_delay_s;

@@ -44,7 +44,9 @@ struct Attempt {
 struct RetryResult {
   Attempt last;
   int attempts = 0;
-  bool out_of_time = false;  // stopped by backoff.total_s with attempts left
+  // Stopped by backoff.total_s: with attempts left, or by a last attempt that the request
+  // deadline cut short.
+  bool out_of_time = false;
 };
 
 // Calls `attempt` until it is not to be retried, `backoff.max_attempts` are spent or

@@ -184,6 +184,54 @@ TEST(HttpRetry, AnOverallDeadlineCutsThePausesAndHandsEachAttemptWhatIsLeft) {
   EXPECT_EQ(deadlines, (std::vector<double>{3.5, 2.5, 1.5, 0.5}));
 }
 
+// The last attempt, handed what was left of the request deadline, ran out on its own deadline
+// (not retried): the request ended on its deadline all the same, and says so. Under load this is
+// how a request deadline usually ends (the BSO client's "the 1 s request deadline").
+TEST(HttpRetry, ALastAttemptCutShortByTheRequestDeadlineIsOutOfTime) {
+  ManualClock clock;
+  Backoff backoff{10, 1.0, 1.0, 1.0};
+  backoff.total_s = 2.5;
+  int calls = 0;
+  const RetryResult result = with_retries(
+      backoff, clock,
+      [&](int, double timeout_s) {
+        ++calls;
+        Outcome outcome;
+        if (calls < 3) {
+          outcome.failure = Failure::kRead;
+          return Attempt{outcome, true, "timed out"};
+        }
+        clock.advance_s(timeout_s);  // all that was left
+        outcome.failure = Failure::kDeadline;
+        return Attempt{outcome, false, "past its deadline"};
+      },
+      nullptr);
+  EXPECT_EQ(result.attempts, 3);
+  EXPECT_TRUE(result.out_of_time);
+}
+
+TEST(HttpRetry, AnAnswerOrAnEarlyFailureIsNotOutOfTime) {
+  const ManualClock clock;
+  Backoff backoff{10, 1.0, 1.0, 1.0};
+  backoff.total_s = 2.5;
+  const RetryResult refused = with_retries(
+      backoff, clock,
+      [](int, double) {
+        return Attempt{answered(400), false, "bad"};
+      },
+      nullptr);
+  EXPECT_FALSE(refused.out_of_time);
+  const RetryResult broken = with_retries(
+      backoff, clock,
+      [](int, double) {
+        Outcome outcome;
+        outcome.failure = Failure::kDeadline;
+        return Attempt{outcome, false, "past its deadline"};
+      },
+      nullptr);
+  EXPECT_FALSE(broken.out_of_time);  // 2.5 s were left: its own deadline, not the request's
+}
+
 TEST(HttpRetry, AnExchangePastItsDeadlineIsNotRetried) {
   Outcome late;
   late.failure = Failure::kDeadline;
