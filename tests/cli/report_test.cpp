@@ -281,6 +281,14 @@ TEST_P(ReportBadInput, IsAUsageErrorNamingTheFile) {
                R"({"eta": 0.5, "cells": [{"workload": "cifar100", "gpu": "v100",
                    "policy": "zeus", "oracle_expected_cost": 1.0, "oracle_batch_size": 128,
                    "oracle_power_limit_w": 100}]})");
+  } else if (std::string(bad.content) == "HUGESIM") {
+    // A batch size no int holds (found by the fuzzer: get<int> of it was undefined behaviour).
+    fs::create_directories(path);
+    write_file(path / "summary.json",
+               R"({"eta": 0.5, "cells": [{"workload": "cifar100", "gpu": "v100",
+                   "policy": "zeus", "oracle_expected_cost": 1.0,
+                   "oracle_batch_size": 6466666666666666666666666666666666,
+                   "oracle_power_limit_w": 100}]})");
   } else if (std::string(bad.content) == "EMPTYSIM") {
     fs::create_directories(path);
     write_file(path / "summary.json", R"({"eta": 0.5, "cells": []})");
@@ -330,6 +338,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"DirectoryWithoutResults", "results", "DIR", "without summary.json"},
         BadInput{"MissingHistory", "results", "SIMDIR", "cifar100_v100_zeus.csv is missing"},
         BadInput{"NoCells", "results", "EMPTYSIM", "no results"},
+        BadInput{"BatchSizeOutOfRange", "results", "HUGESIM",
+                 "\"oracle_batch_size\" is out of range (6.46666666666666"},
         BadInput{"JsonWithoutMeasurements", "x.json", "{\"a\": 1}", "without \"measurements\""},
         BadInput{"BadProfile", "p.json", "{\"measurements\": []}", "p.json"},
         BadInput{"NotJson", "p.json", "{\"measurements\": ", "not valid JSON"},

@@ -3,6 +3,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -11,6 +13,7 @@
 #include <set>
 #include <string>
 #include <system_error>
+#include <type_traits>
 
 #include "cli/commands.hpp"
 #include "cli/report/report_model.hpp"
@@ -251,10 +254,30 @@ T json_value(const nlohmann::json& object, const char* key, const fs::path& path
                                       "--out`?",
                                       key));
   }
-  try {
-    return found->get<T>();
-  } catch (const nlohmann::json::exception&) {
-    throw bad_input(path, fmt::format("\"{}\" has the wrong type", key));
+  if constexpr (std::is_integral_v<T>) {
+    // A whole number that fits: nlohmann's get<int> of 6e33 (or of an int64 past int's range) is
+    // undefined behaviour, not an error.
+    const bool whole = found->is_number_integer() ||
+                       (found->is_number_float() && std::isfinite(found->get<double>()) &&
+                        std::trunc(found->get<double>()) == found->get<double>());
+    if (!whole) {
+      throw bad_input(path, fmt::format("\"{}\" is not a whole number", key));
+    }
+    const double value =
+        found->is_number_unsigned()  ? static_cast<double>(found->get<std::uint64_t>())
+        : found->is_number_integer() ? static_cast<double>(found->get<std::int64_t>())
+                                     : found->get<double>();
+    if (value < static_cast<double>(std::numeric_limits<T>::min()) ||
+        value > static_cast<double>(std::numeric_limits<T>::max())) {
+      throw bad_input(path, fmt::format("\"{}\" is out of range ({})", key, found->dump()));
+    }
+    return static_cast<T>(value);
+  } else {
+    try {
+      return found->get<T>();
+    } catch (const nlohmann::json::exception&) {
+      throw bad_input(path, fmt::format("\"{}\" has the wrong type", key));
+    }
   }
 }
 
