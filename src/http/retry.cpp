@@ -55,13 +55,17 @@ RetryResult with_retries(const Backoff& backoff, const Clock& clock,
   // Below this an attempt could not even connect: not worth starting.
   constexpr double kShortestAttemptS = 0.01;
   for (int number = 1;; ++number) {
-    result.last = attempt(number, backoff.total_s > 0.0 ? std::max(left_s(), 0.001) : 0.0);
+    const double handed_s = backoff.total_s > 0.0 ? std::max(left_s(), 0.001) : 0.0;
+    result.last = attempt(number, handed_s);
     result.attempts = number;
     if (!result.last.retry || number >= backoff.max_attempts) {
-      // An attempt cut short by the request deadline (its own deadline was what was left) ended
-      // the request: say so, whichever of its timeouts fired first.
-      result.out_of_time =
-          backoff.total_s > 0.0 && !result.last.outcome.response && left_s() < kShortestAttemptS;
+      // An attempt cut short by the request deadline ended the request: its exchange ran out of
+      // the time it was handed (what was left), or no time is left. Say so.
+      const Outcome& outcome = result.last.outcome;
+      const bool ran_out_of_handed_time =
+          outcome.failure == Failure::kDeadline && outcome.deadline_s >= handed_s * (1.0 - 1e-9);
+      result.out_of_time = backoff.total_s > 0.0 && !outcome.response &&
+                           (ran_out_of_handed_time || left_s() < kShortestAttemptS);
       return result;
     }
     std::optional<double> server_delay_s;
