@@ -79,16 +79,19 @@ struct PluginState {
   std::condition_variable updater_wake;
   bool updater_stop = false;
 
-  ~PluginState() {
-    if (updater.joinable()) {
-      {
-        const std::lock_guard lock(updater_mutex);
-        updater_stop = true;
-      }
-      updater_wake.notify_all();
-      updater.join();
+  // Stops the updater and waits for it (idempotent): before the step's end, and at exit.
+  void stop_updater() {
+    if (!updater.joinable()) {
+      return;
     }
+    {
+      const std::lock_guard lock(updater_mutex);
+      updater_stop = true;
+    }
+    updater_wake.notify_all();
+    updater.join();
   }
+  ~PluginState() { stop_updater(); }
   std::string user_note;  // printed by task 0 before it runs the user's program
   std::uint32_t exited_tasks = 0;
 };
@@ -273,24 +276,12 @@ void start_updater(PluginState& p) {
   });
 }
 
-void stop_updater(PluginState& p) {
-  if (!p.updater.joinable()) {
-    return;
-  }
-  {
-    const std::lock_guard lock(p.updater_mutex);
-    p.updater_stop = true;
-  }
-  p.updater_wake.notify_all();
-  p.updater.join();
-}
-
 void end_remote() {
   PluginState& p = plugin();
   if (!p.step || !p.daemon) {
     return;
   }
-  stop_updater(p);
+  p.stop_updater();
   const std::uint32_t job_id = p.step->job_id;
   try {
     const auto polled = p.polled ? p.polled->finish() : std::map<int, double>{};
