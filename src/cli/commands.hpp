@@ -37,6 +37,7 @@ void add_demo(CLI::App& app, Action& action);
 void add_report(CLI::App& app, Action& action);
 void add_exporter(CLI::App& app, Action& action);
 void add_profile(CLI::App& app, Action& action);
+void add_sensor_probe(CLI::App& app, Action& action);
 
 // A --selector value of `zeus plo show` and `zeus report`: zeus-cost[:ETA], energy, time or
 // max-slowdown[:FACTOR] (plo_command.cpp). Throws kInvalidArgument naming the syntax.

@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
   zeus::cli::add_report(app, action);
   zeus::cli::add_exporter(app, action);
   zeus::cli::add_profile(app, action);
+  zeus::cli::add_sensor_probe(app, action);
 
   try {
     app.parse(argc, argv);

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 
 #include "cli/commands.hpp"
 #include "device/privileges.hpp"
@@ -11,6 +12,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
 #include "zeus/device/discovery.hpp"
+#include "zeus/device/sensor_probe.hpp"
 #include "zeus/version.hpp"
 
 namespace zeus::cli {
@@ -22,6 +24,9 @@ struct GpuRow {
   std::string name, uuid, backend, pci_bus_id, architecture;
   std::optional<double> min_w, max_w, current_w, default_w;
   bool energy_counter = false;
+  // The counter's refresh period as measured now (probe_energy_counter), and in words.
+  std::optional<double> counter_refresh_s;
+  std::string counter_refresh;
   bool can_set_power_limit = false;
   std::vector<std::string> problems;  // fields that could not be read, and why
 };
@@ -65,6 +70,34 @@ GpuRow describe_gpu(const device::Gpus& gpus, int index, bool sys_admin) {
   return row;
 }
 
+// Measures every GPU's counter refresh period at once (one thread each): at most about a second
+// in all, however many GPUs. A GPU whose counter cannot be read says why.
+void probe_counters(const device::Gpus& gpus, std::vector<GpuRow>& rows) {
+  constexpr double kMaxProbeS = 1.2;   // a 100 ms counter shows 6 changes well within it
+  constexpr std::size_t kChanges = 6;  // 5 intervals: their median is the period
+  std::vector<std::thread> threads;
+  for (GpuRow& row : rows) {
+    if (!row.energy_counter) {
+      continue;
+    }
+    threads.emplace_back([&gpus, &row] {
+      try {
+        const device::CounterProbe probe = device::probe_energy_counter(
+            gpus.at(row.index), *steady_clock(), kMaxProbeS, 0.0005, kChanges);
+        if (probe.counter.period_s && !probe.counter.changed_every_poll) {
+          row.counter_refresh_s = probe.counter.period_s;
+        }
+        row.counter_refresh = device::describe_counter_probe(probe);
+      } catch (const Error& error) {
+        row.counter_refresh = std::string("not measured: ") + error.what();
+      }
+    });
+  }
+  for (std::thread& thread : threads) {
+    thread.join();
+  }
+}
+
 std::string watts(const std::optional<double>& value) {
   return value ? fmt::format("{:g}", *value) : std::string("?");
 }
@@ -73,7 +106,7 @@ nlohmann::json optional_json(const std::optional<double>& value) {
   return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
 
-int run(bool as_json, const std::string& powercap_root_option) {
+int run(bool as_json, bool probe_counter, const std::string& powercap_root_option) {
   const device::GpuDiscovery discovery = device::discover_gpus();
   const std::filesystem::path powercap_root = powercap_root_option.empty()
                                                   ? device::default_powercap_root()
@@ -84,6 +117,9 @@ int run(bool as_json, const std::string& powercap_root_option) {
   std::vector<GpuRow> rows;
   for (int i = 0; i < static_cast<int>(discovery.gpus.size()); ++i) {
     rows.push_back(describe_gpu(discovery.gpus, i, sys_admin));
+  }
+  if (probe_counter) {
+    probe_counters(discovery.gpus, rows);
   }
 
   if (as_json) {
@@ -120,6 +156,8 @@ int run(bool as_json, const std::string& powercap_root_option) {
                              {"power_limit_w", optional_json(row.current_w)},
                              {"default_power_limit_w", optional_json(row.default_w)},
                              {"energy_counter", row.energy_counter},
+                             {"counter_refresh_s", optional_json(row.counter_refresh_s)},
+                             {"counter_refresh", row.counter_refresh},
                              {"can_set_power_limit", row.can_set_power_limit},
                              {"problems", row.problems}});
     }
@@ -174,6 +212,9 @@ int run(bool as_json, const std::string& powercap_root_option) {
           row.energy_counter ? "yes" : "no",
           row.can_set_power_limit ? "yes"
                                   : "no (needs root or CAP_SYS_ADMIN, or the zeusd daemon)");
+      if (!row.counter_refresh.empty()) {
+        std::cout << "        energy counter refresh: " << row.counter_refresh << "\n";
+      }
       for (const std::string& problem : row.problems) {
         std::cout << "        ! " << problem << "\n";
       }
@@ -203,11 +244,16 @@ void add_show_env(CLI::App& app, Action& action) {
                          "whether this process may change power limits");
   auto as_json = std::make_shared<bool>(false);
   auto powercap_root = std::make_shared<std::string>();
+  auto no_probe = std::make_shared<bool>(false);
   command->add_flag("--json", *as_json, "Print one JSON object instead of text");
+  command->add_flag("--no-probe", *no_probe,
+                    "Do not measure each GPU's energy counter refresh period (about a second)");
   command->add_option("--powercap-root", *powercap_root,
                       "Powercap sysfs root to search for RAPL zones (default /sys/class/powercap)");
-  command->callback([&action, as_json, powercap_root] {
-    action = [as_json, powercap_root] { return run(*as_json, *powercap_root); };
+  command->callback([&action, as_json, no_probe, powercap_root] {
+    action = [as_json, no_probe, powercap_root] {
+      return run(*as_json, !*no_probe, *powercap_root);
+    };
   });
 }
 

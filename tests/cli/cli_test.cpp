@@ -140,6 +140,68 @@ TEST(Cli, ShowEnvThroughTheFakeNvml) {
   EXPECT_EQ(out["gpus"][0]["power_limit_w"], 250.0);
   EXPECT_EQ(out["gpus"][0]["energy_counter"], true);
   EXPECT_EQ(out["backends"][1]["driver_version"], "560.35.03");
+  // The fake counter stands still: the probe says so after its time instead of a period.
+  EXPECT_TRUE(out["gpus"][0]["counter_refresh_s"].is_null());
+  EXPECT_NE(out["gpus"][0]["counter_refresh"].get<std::string>().find("did not change"),
+            std::string::npos);
+}
+
+TEST(Cli, ShowEnvMeasuresTheCounterRefreshUnlessAskedNotTo) {
+  Result result = run_zeus("ZEUS_SIMULATED_GPUS=2:h200", "show-env");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_NE(result.output.find("energy counter refresh: changed at every read"), std::string::npos)
+      << result.output;
+  result = run_zeus("ZEUS_SIMULATED_GPUS=2:h200", "show-env --no-probe");
+  EXPECT_EQ(result.output.find("energy counter refresh"), std::string::npos) << result.output;
+  const json out = parse_json(run_zeus("ZEUS_SIMULATED_GPUS=1:p100", "show-env --json"));
+  EXPECT_EQ(out["gpus"][0]["counter_refresh"], "");  // no counter to measure
+}
+
+// A load command that logs the spans it claims to run (the simulated GPU draws what it draws).
+std::string write_load_script(const std::filesystem::path& dir, const std::string& rows) {
+  const auto script = dir / "load.sh";
+  std::ofstream(script) << "#!/bin/sh\nsleep 0.3\nprintf '" << rows << "' > \"$1\"\n";
+  std::filesystem::permissions(script, std::filesystem::perms::owner_all);
+  return script.string();
+}
+
+TEST(Cli, SensorProbeAloneAndWithALoadCommand) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("zeus-cli-sensor-probe-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  Result result = run_zeus("ZEUS_SIMULATED_GPUS=1:a100", "sensor-probe --duration 0.2s --json");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  json out = parse_json(result);
+  EXPECT_EQ(out["gpu"]["name"], "NVIDIA A100-SXM4-80GB");
+  EXPECT_TRUE(out["energy_counter"]["changed_every_poll"].get<bool>());
+  EXPECT_TRUE(out["sensor_parameters"]["counter_refresh_s"].is_null());
+
+  const std::string log = (dir / "load.csv").string();
+  const std::string script = write_load_script(dir, "kind,start_s,end_s,period_s\\nidle,0,1,0\\n");
+  result = run_zeus("ZEUS_SIMULATED_GPUS=1:a100",
+                    "sensor-probe --json --load-log " + log + " -- " + script + " " + log);
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  out = parse_json(result);
+  EXPECT_TRUE(out.contains("idle_w"));
+
+  // Bad input: each names what was wrong.
+  result = run_zeus("ZEUS_SIMULATED_GPUS=1:a100", "sensor-probe --load-log " + log);
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("give the command after --"), std::string::npos) << result.output;
+  result = run_zeus("ZEUS_SIMULATED_GPUS=1:a100", "sensor-probe --poll-interval 5s");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("--poll-interval"), std::string::npos) << result.output;
+  const std::string bad = write_load_script(dir, "kind,start_s\\nidle,zero\\n");
+  result = run_zeus("ZEUS_SIMULATED_GPUS=1:a100",
+                    "sensor-probe --load-log " + log + " -- " + bad + " " + log);
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_NE(result.output.find("load log"), std::string::npos) << result.output;
+  result = run_zeus("ZEUS_SIMULATED_GPUS=1:a100", "sensor-probe --duration 0.1s -- false");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_NE(result.output.find("ended with code 1"), std::string::npos) << result.output;
+  result = run_zeus("", "sensor-probe");
+  EXPECT_EQ(result.exit_code, 4);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
