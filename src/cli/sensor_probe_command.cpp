@@ -100,28 +100,29 @@ std::string period_text(const device::UpdateStats& stats, double poll_s) {
 // Everything the load log lets us estimate, into `out` (text lines and JSON).
 void analyze(const device::SensorTrace& trace, const std::vector<device::LoadSpan>& load,
              const device::UpdateStats& counter, const device::UpdateStats& instant,
-             nlohmann::json& out,
-             std::vector<std::string>& lines, nlohmann::json& parameters) {
+             nlohmann::json& out, std::vector<std::string>& lines, nlohmann::json& parameters) {
   const auto idle_w = mean_power_over(trace, load, "idle", 0.2);
   const auto busy_w = mean_power_over(trace, load, "step", 1.0);
   out["idle_w"] = optional_number(idle_w);
   out["busy_w"] = optional_number(busy_w);
   if (!idle_w || !busy_w) {
-    lines.push_back("load log: no idle span or no step span measured by the counter; "
-                    "nothing more to estimate");
+    lines.push_back(
+        "load log: no idle span or no step span measured by the counter; "
+        "nothing more to estimate");
     return;
   }
   lines.push_back(fmt::format("load: idle {:.1f} W, busy {:.1f} W (counter)", *idle_w, *busy_w));
   if (*busy_w - *idle_w < 0.2 * *idle_w) {
-    lines.push_back(fmt::format("the load raised the power by only {:.1f} W: bursts and steps "
-                                "cannot be told from idle; nothing more to estimate",
-                                *busy_w - *idle_w));
+    lines.push_back(
+        fmt::format("the load raised the power by only {:.1f} W: bursts and steps "
+                    "cannot be told from idle; nothing more to estimate",
+                    *busy_w - *idle_w));
     return;
   }
   const double refresh_s = counter.period_s.value_or(0.1);
   const double sampling_period_s = std::max(refresh_s, instant.period_s.value_or(0.0));
-  const device::BurstAnalysis bursts = device::analyze_bursts(
-      trace.energy_mj, load, refresh_s, *idle_w, *busy_w, sampling_period_s);
+  const device::BurstAnalysis bursts =
+      device::analyze_bursts(trace.energy_mj, load, refresh_s, *idle_w, *busy_w, sampling_period_s);
   out["bursts"] = {{"count", bursts.bursts},
                    {"missed", bursts.missed},
                    {"length_s", bursts.burst_length_s},
@@ -167,10 +168,10 @@ void analyze(const device::SensorTrace& trace, const std::vector<device::LoadSpa
   }
   for (const device::LoadSpan& span : load) {
     if (span.kind == "step") {
-      const auto fast = device::step_response(trace.instant_power_mw, span.start_s, span.end_s,
-                                              *idle_w, *busy_w);
-      const auto slow = device::step_response(trace.average_power_mw, span.start_s, span.end_s,
-                                              *idle_w, *busy_w);
+      const auto fast =
+          device::step_response(trace.instant_power_mw, span.start_s, span.end_s, *idle_w, *busy_w);
+      const auto slow =
+          device::step_response(trace.average_power_mw, span.start_s, span.end_s, *idle_w, *busy_w);
       out["step"] = {{"instant_delay_s", optional_number(fast.delay_s)},
                      {"instant_rise_s", optional_number(fast.rise_s)},
                      {"average_delay_s", optional_number(slow.delay_s)},
@@ -204,8 +205,7 @@ void analyze(const device::SensorTrace& trace, const std::vector<device::LoadSpa
     const double instant_w =
         device::integrate_power_j(trace.instant_power_mw, span.start_s, span.end_s) / length_s;
     const double naive_w =
-        device::integrate_power_j(trace.instant_power_mw, span.start_s, span.end_s, 0.1) /
-        length_s;
+        device::integrate_power_j(trace.instant_power_mw, span.start_s, span.end_s, 0.1) / length_s;
     const double average_w =
         device::integrate_power_j(trace.average_power_mw, span.start_s, span.end_s) / length_s;
     const auto off = [&](double watts) { return 100.0 * (watts - *counter_w) / *counter_w; };
@@ -214,10 +214,10 @@ void analyze(const device::SensorTrace& trace, const std::vector<device::LoadSpa
                        {"instant_polled_w", instant_w},
                        {"instant_every_100ms_w", naive_w},
                        {"average_polled_w", average_w}});
-    lines.push_back(fmt::format(
-        "square wave {:>6.0f} ms: counter {:7.1f} W; instant power polled {:+6.1f}%, "
-        "every 100 ms {:+6.1f}%; average power {:+6.1f}%",
-        span.period_s * 1e3, *counter_w, off(instant_w), off(naive_w), off(average_w)));
+    lines.push_back(
+        fmt::format("square wave {:>6.0f} ms: counter {:7.1f} W; instant power polled {:+6.1f}%, "
+                    "every 100 ms {:+6.1f}%; average power {:+6.1f}%",
+                    span.period_s * 1e3, *counter_w, off(instant_w), off(naive_w), off(average_w)));
   }
   out["square_waves"] = squares;
 }
@@ -226,8 +226,9 @@ int run(const SensorProbeArgs& args) {
   const double duration_s = parse_duration_s(args.duration, "--duration");
   const double poll_s = parse_duration_s(args.poll_interval, "--poll-interval");
   if (!(poll_s >= 1e-4 && poll_s <= 1.0)) {
-    throw Error(ErrorKind::kInvalidArgument,
-                fmt::format("--poll-interval \"{}\" must be from 0.1 ms to 1 s", args.poll_interval));
+    throw Error(
+        ErrorKind::kInvalidArgument,
+        fmt::format("--poll-interval \"{}\" must be from 0.1 ms to 1 s", args.poll_interval));
   }
   if (args.command.empty() && !args.load_log.empty()) {
     throw Error(ErrorKind::kInvalidArgument,
@@ -309,8 +310,7 @@ int run(const SensorProbeArgs& args) {
   lines.push_back(fmt::format("one read: energy {:.2f} us, power {:.2f} us", energy_read_s * 1e6,
                               power_read_s * 1e6));
   if (!args.load_log.empty()) {
-    analyze(trace, read_load_log(args.load_log), counter, instant, out, lines,
-            parameters);
+    analyze(trace, read_load_log(args.load_log), counter, instant, out, lines, parameters);
   }
   out["sensor_parameters"] = parameters;
   out["summary"] = lines;

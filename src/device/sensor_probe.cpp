@@ -72,9 +72,8 @@ UpdateStats update_stats(std::span<const TimedValue> trace) {
     }
     stats.period_s = median(std::move(intervals));
   }
-  stats.changed_every_poll =
-      stats.samples > 2 &&
-      static_cast<double>(stats.changes) >= 0.9 * static_cast<double>(stats.samples - 1);
+  stats.changed_every_poll = stats.samples > 2 && static_cast<double>(stats.changes) >=
+                                                      0.9 * static_cast<double>(stats.samples - 1);
   return stats;
 }
 
@@ -104,7 +103,8 @@ SensorTrace record_sensor_trace(Gpu& gpu, const Clock& clock, double duration_s,
       }
     }
     try {
-      trace.instant_power_mw.push_back({clock.now_s(), static_cast<double>(gpu.instant_power_mw())});
+      trace.instant_power_mw.push_back(
+          {clock.now_s(), static_cast<double>(gpu.instant_power_mw())});
     } catch (const Error&) {
       // a failed read leaves a gap in the series
     }
@@ -292,9 +292,9 @@ ReadingBurstAnalysis analyze_reading_bursts(std::span<const TimedValue> power_mw
     if (span.kind != "burst") {
       continue;
     }
-    const auto from = std::lower_bound(
-        power_mw.begin(), power_mw.end(), span.start_s,
-        [](const TimedValue& sample, double t) { return sample.t_s < t; });
+    const auto from =
+        std::lower_bound(power_mw.begin(), power_mw.end(), span.start_s,
+                         [](const TimedValue& sample, double t) { return sample.t_s < t; });
     if (from == power_mw.end() || power_mw.back().t_s < span.end_s + max_lag_s) {
       continue;  // the trace ends before the burst could show
     }

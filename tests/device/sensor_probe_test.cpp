@@ -25,8 +25,9 @@ constexpr double kBusyW = 700.0;
 struct Draw {
   std::vector<LoadSpan> bursts;
   double watts(double t) const {
-    const auto after = std::upper_bound(bursts.begin(), bursts.end(), t,
-                                        [](double at, const LoadSpan& b) { return at < b.start_s; });
+    const auto after =
+        std::upper_bound(bursts.begin(), bursts.end(), t,
+                         [](double at, const LoadSpan& b) { return at < b.start_s; });
     return after != bursts.begin() && t < std::prev(after)->end_s ? kBusyW : kIdleW;
   }
   // Exact energy over [a, b] in joules (1 ms steps are exact: bursts start and end on them).
