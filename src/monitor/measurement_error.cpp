@@ -8,6 +8,7 @@
 
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
+#include "zeus/monitor/power_sampler.hpp"
 
 namespace zeus::monitor {
 
@@ -115,12 +116,12 @@ std::vector<CounterPowerCheck> cross_check_counter_and_power(
     const std::vector<CrossCheckedGpu>& gpus, const Clock& clock,
     const CrossCheckOptions& options) {
   if (!std::isfinite(options.duration_s) || options.duration_s <= 0.0 ||
-      !std::isfinite(options.poll_period_s) || options.poll_period_s <= 0.0 ||
+      !std::isfinite(options.poll_period_s) || options.poll_period_s < kMinSamplingPeriodS ||
       options.poll_period_s > options.duration_s) {
     throw Error(ErrorKind::kInvalidArgument,
                 fmt::format("a counter-against-power check needs a duration > 0 and a polling "
-                            "period in (0, duration]; got {} s and {} s",
-                            options.duration_s, options.poll_period_s));
+                            "period from {} s to the duration; got {} s and {} s",
+                            kMinSamplingPeriodS, options.duration_s, options.poll_period_s));
   }
   const std::size_t count = gpus.size();
   std::vector<CounterPowerCheck> checks(count);

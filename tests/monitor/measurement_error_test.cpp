@@ -333,8 +333,9 @@ TEST(CrossCheck, AShortCheckSaysWhenTheDifferenceIsWithinTheCounterBound) {
 
 TEST(CrossCheck, RefusesAMeaninglessDurationOrPeriod) {
   SensorRig rig(sensor(0.1, 1.0));
-  for (const auto& [duration_s, period_s] : {std::pair{0.0, 0.01}, std::pair{1.0, 0.0},
-                                             std::pair{1.0, 2.0}, std::pair{std::nan(""), 0.01}}) {
+  for (const auto& [duration_s, period_s] :
+       {std::pair{0.0, 0.01}, std::pair{1.0, 0.0}, std::pair{1.0, 2.0},
+        std::pair{std::nan(""), 0.01}, std::pair{1.0, 1e-6}}) {
     EXPECT_THROW(rig.monitor->cross_check({.duration_s = duration_s, .poll_period_s = period_s}),
                  zeus::Error);
   }
