@@ -168,7 +168,16 @@ TEST(Cli, MonitorBoundsAndCrossChecksAnNvmlGpuWithAStuckCounter) {
   ASSERT_EQ(result.exit_code, 0) << result.output;
   std::ifstream file(dir / "s.json");
   const json summary = json::parse(file);
+  // A run under 5 refresh periods: the text summary says its figures may be off (no log line).
+  const Result text = run_zeus("ZEUS_NVML_LIBRARY=" + std::string(ZEUS_FAKE_NVML_PATH) +
+                                   " ZEUS_FAKE_NVML_CONFIG=" + (dir / "nvml.json").string(),
+                               "monitor --duration 0.1s");
   std::filesystem::remove_all(dir);
+  EXPECT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("± 70.001 J"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("note: the run lasted under 5 refresh periods"), std::string::npos)
+      << text.output;
+  EXPECT_EQ(text.output.find("window 'zeus.monitor' lasted"), std::string::npos) << text.output;
   EXPECT_EQ(summary["gpu_energy_j"]["0"], 0.0);
   EXPECT_DOUBLE_EQ(summary["gpu_energy_error_j"]["0"].get<double>(), 0.1 * 700.0 + 0.001);
   ASSERT_EQ(summary["cross_check"].size(), 1u) << summary.dump();
