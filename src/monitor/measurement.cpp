@@ -40,4 +40,15 @@ double EnergyByIndex::sum() const {
   return total;
 }
 
+EnergyByIndex Measurement::gpu_energy_error_j() const {
+  EnergyByIndex errors;
+  if (gpu_error_bounds != nullptr) {
+    errors.reserve(gpu_error_bounds->size());
+    for (const auto& [index, bound] : *gpu_error_bounds) {
+      errors.set(index, bound.at(time_s));
+    }
+  }
+  return errors;
+}
+
 }  // namespace zeus::monitor

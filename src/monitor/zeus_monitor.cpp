@@ -73,6 +73,8 @@ ZeusMonitor::ZeusMonitor(const device::Gpus& gpus, std::vector<std::shared_ptr<d
   }
 
   warned_zero_energy_ = std::vector<std::atomic<bool>>(gpus_.size());
+  init_error_bounds(options.sensor_parameters);
+  warned_short_window_ = !options.warn_short_windows;
 
   std::vector<int> available;
   for (const auto& cpu : cpus) {
@@ -135,6 +137,50 @@ ZeusMonitor::ZeusMonitor(const device::Gpus& gpus, std::vector<std::shared_ptr<d
 }
 
 ZeusMonitor::~ZeusMonitor() = default;
+
+void ZeusMonitor::init_error_bounds(const SensorSource& source) {
+  auto bounds = std::make_shared<GpuErrorBounds>();
+  double longest_lag_s = 0.0;
+  for (std::size_t i = 0; i < gpus_.size(); ++i) {
+    std::optional<device::SensorParameters> known = source ? source(*gpus_[i]) : std::nullopt;
+    sensors_.push_back(known ? std::move(*known) : default_sensor_parameters(*gpus_[i]));
+    peak_power_w_.push_back(peak_power_w(*gpus_[i]));
+    const device::SensorParameters& sensor = sensors_.back();
+    if (gpu_has_counter_[i]) {
+      bounds->emplace_back(gpu_indices_[i], counter_error_bound(sensor, peak_power_w_.back()));
+      longest_lag_s = std::max(longest_lag_s, sensor.counter_refresh_s + sensor.reading_delay_s);
+    } else {
+      bounds->emplace_back(gpu_indices_[i], polled_error_bound(peak_power_w_.back()));
+    }
+  }
+  std::sort(bounds->begin(), bounds->end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  error_bounds_ = std::move(bounds);
+  short_window_s_ = kShortWindowRefreshPeriods * longest_lag_s;
+}
+
+std::vector<CounterPowerCheck> ZeusMonitor::cross_check(const CrossCheckOptions& options) const {
+  std::vector<CrossCheckedGpu> checked;
+  for (std::size_t i = 0; i < gpus_.size(); ++i) {
+    if (gpu_has_counter_[i]) {
+      checked.push_back({.index = gpu_indices_[i],
+                         .gpu = gpus_[i],
+                         .bound = counter_error_bound(sensors_[i], peak_power_w_[i]),
+                         .peak_power_w = peak_power_w_[i]});
+    }
+  }
+  std::vector<CounterPowerCheck> checks = cross_check_counter_and_power(checked, *clock_, options);
+  for (const CounterPowerCheck& check : checks) {
+    if (check.disagrees) {
+      log().warn(
+          "GPU {}: its energy counter ({:.3f} J) and its polled power ({:.3f} J) disagree by "
+          "{:.0f}% over {:.3f} s; trust the {}: {}",
+          check.gpu_index, check.counter_energy_j, check.power_energy_j, check.difference * 100.0,
+          check.duration_s, trust_name(check.trust), check.reason);
+    }
+  }
+  return checks;
+}
 
 void ZeusMonitor::rethrow_device_error(const std::string& device, ErrorSubject subject,
                                        const std::exception& error,
@@ -312,7 +358,8 @@ Measurement ZeusMonitor::end_window(const std::string& name, EndWindowOptions op
           rethrow_device_error("GPU " + std::to_string(gpu_indices_[i]), ErrorSubject::kGpu, error,
                                name);
         }
-      } else if (!warned_zero_energy_[i].exchange(true)) {
+      } else if (!warned_zero_energy_[i].load(std::memory_order_relaxed) &&
+                 !warned_zero_energy_[i].exchange(true)) {
         log().warn(
             "GPU {} measured 0 J over window '{}' ({:.6f} s): its energy counter updates too "
             "rarely for so short a window; enable approx_instant_energy to estimate it from power "
@@ -321,6 +368,11 @@ Measurement ZeusMonitor::end_window(const std::string& name, EndWindowOptions op
       }
     }
     result.gpu_energy_j.set(gpu_indices_[i], energy_j);
+  }
+  result.gpu_error_bounds = error_bounds_;
+  if (result.time_s < short_window_s_ && !warned_short_window_.load(std::memory_order_relaxed) &&
+      !warned_short_window_.exchange(true)) {
+    warn_short_window(name, result);
   }
   for (std::size_t i = 0; i < cpus_.size(); ++i, ++slot) {
     result.cpu_energy_j.set(cpu_indices_[i],
@@ -340,6 +392,19 @@ Measurement ZeusMonitor::end_window(const std::string& name, EndWindowOptions op
     on_window_end_(name, result);
   }
   return result;
+}
+
+void ZeusMonitor::warn_short_window(const std::string& name, const Measurement& result) const {
+  double largest_j = 0.0;
+  for (const auto& [index, bound] : *error_bounds_) {
+    largest_j = std::max(largest_j, bound.at(result.time_s));
+  }
+  log().warn(
+      "window '{}' lasted {:.6f} s, under {:g} refresh periods of the GPU energy counters "
+      "({:.3f} s): each GPU's energy may be off by up to {:.3f} J (Measurement's "
+      "gpu_energy_error_j); measure longer windows for a smaller error (said once per monitor)",
+      name, result.time_s, kShortWindowRefreshPeriods, short_window_s_ / kShortWindowRefreshPeriods,
+      largest_j);
 }
 
 void ZeusMonitor::write_log_row(const std::string& name, const Snapshot& start,

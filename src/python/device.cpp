@@ -6,6 +6,7 @@
 // every other GPU's setters block.
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -97,6 +98,22 @@ void def_both(py::class_<device::Gpu, std::shared_ptr<device::Gpu>>& gpu_class,
       },
       py::arg("gpu_index"), extra..., doc);
 }
+
+// A clock that moves on by a fixed step each time it is read (benchmarks only).
+class BenchmarkTickingClock final : public Clock {
+ public:
+  explicit BenchmarkTickingClock(std::int64_t tick_ns) : tick_ns_(tick_ns) {}
+  std::int64_t now_ns() const override {
+    return now_ns_.fetch_add(tick_ns_, std::memory_order_relaxed) + tick_ns_;
+  }
+  void sleep_for_ns(std::int64_t duration_ns) const override {
+    now_ns_.fetch_add(duration_ns, std::memory_order_relaxed);
+  }
+
+ private:
+  std::int64_t tick_ns_;
+  mutable std::atomic<std::int64_t> now_ns_{1};
+};
 
 }  // namespace
 
@@ -360,14 +377,22 @@ void bind_device(py::module_& module) {
       "The CPU packages of this machine (RAPL).");
 
   // Simulated GPUs on a clock that never moves: reading them costs a mutex and no clock read
-  // (the benchmark's "zero-cost device"; their energy stays 0).
+  // (the benchmark's "zero-cost device"; their energy stays 0). With tick_s, each read of the
+  // clock moves it on by tick_s, so that every energy read finds more energy (the same cost and
+  // an atomic add: the benchmark's windows with energy).
   module.def(
       "_benchmark_gpus",
-      [](int count, const std::string& model) {
+      [](int count, const std::string& model, double tick_s) {
         if (count < 0) {
           throw py::value_error("count must be >= 0");
         }
-        const auto clock = std::make_shared<ManualClock>(1);
+        if (!(tick_s >= 0.0 && tick_s <= 1.0)) {
+          throw py::value_error("tick_s must be in [0, 1]");
+        }
+        const std::shared_ptr<Clock> clock =
+            tick_s > 0.0 ? std::static_pointer_cast<Clock>(std::make_shared<BenchmarkTickingClock>(
+                               units::nanoseconds_from_seconds(tick_s)))
+                         : std::make_shared<ManualClock>(1);
         std::vector<std::shared_ptr<device::Gpu>> list;
         std::vector<int> physical;
         for (int i = 0; i < count; ++i) {
@@ -380,7 +405,7 @@ void bind_device(py::module_& module) {
         gpus->backend = "simulated";
         return gpus;
       },
-      py::arg("count"), py::arg("model") = "h200");
+      py::arg("count"), py::arg("model") = "h200", py::arg("tick_s") = 0.0);
 
   module.def(
       "has_sys_admin", []() { return zeus::device::has_sys_admin(); },

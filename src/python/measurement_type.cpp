@@ -226,6 +226,15 @@ int set_dram(PyObject* object, PyObject* value, void*) {
 PyObject* get_soc(PyObject*, void*) {
   Py_RETURN_NONE;
 }
+// Not one of the reference's fields: a fresh dict on each read, from the monitor's bounds and
+// the window's time (None for a measurement made otherwise, whose error is unknown).
+PyObject* get_gpu_error(PyObject* object, void*) {
+  const monitor::Measurement& value = as_measurement(object)->value;
+  if (value.gpu_error_bounds == nullptr) {
+    Py_RETURN_NONE;
+  }
+  return to_dict(value.gpu_energy_error_j());
+}
 
 // Sum of the GPU energy (J): from the dict once Python has it (it may have been modified).
 PyObject* get_total(PyObject* object, void*) {
@@ -243,6 +252,7 @@ PyObject* get_total(PyObject* object, void*) {
 // The measurement with the dicts' current contents.
 bool current_value(MeasurementObject* self, monitor::Measurement& result) {
   result.time_s = self->value.time_s;
+  result.gpu_error_bounds = self->value.gpu_error_bounds;
   return from_dict(self->gpu != nullptr ? self->gpu : Py_None, "gpu_energy", result.gpu_energy_j) &&
          (self->gpu != nullptr || (result.gpu_energy_j = self->value.gpu_energy_j, true)) &&
          (self->cpu == nullptr ? (result.cpu_energy_j = self->value.cpu_energy_j, true)
@@ -316,6 +326,11 @@ PyGetSetDef measurement_getset[] = {
     {"soc_energy", get_soc, nullptr, "Always None (zeus_cpp measures no SoC).", nullptr},
     {"total_energy", get_total, nullptr,
      "Total GPU energy (J), as the reference (CPU and DRAM not included).", nullptr},
+    {"gpu_energy_error", get_gpu_error, nullptr,
+     "A zeus_cpp addition: the bound on each GPU energy's error (J) per GPU index, from the "
+     "GPU's sensor and the window's length (docs/monitor.md, \"Error bounds\"); None when the "
+     "Measurement was not made by a ZeusMonitor.",
+     nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 

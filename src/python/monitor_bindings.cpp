@@ -125,7 +125,35 @@ void bind_monitor(py::module_& module) {
           "The GPU indices measured, in order.")
       .def_property_readonly(
           "cpu_indices", [](const monitor::ZeusMonitor& self) { return self.cpu_indices(); },
-          "The CPU package indices measured, in order.");
+          "The CPU package indices measured, in order.")
+      .def(
+          "cross_check",
+          [](const monitor::ZeusMonitor& self, double duration_s, double poll_period_s) {
+            std::vector<monitor::CounterPowerCheck> checks;
+            {
+              py::gil_scoped_release release;
+              checks = self.cross_check({.duration_s = duration_s, .poll_period_s = poll_period_s});
+            }
+            py::list result;
+            for (const monitor::CounterPowerCheck& check : checks) {
+              py::dict entry;
+              entry["gpu_index"] = check.gpu_index;
+              entry["duration_s"] = check.duration_s;
+              entry["counter_energy_j"] = check.counter_energy_j;
+              entry["power_energy_j"] = check.power_energy_j;
+              entry["power_samples"] = check.power_samples;
+              entry["difference"] = check.difference;
+              entry["disagrees"] = check.disagrees;
+              entry["trust"] = monitor::trust_name(check.trust);
+              entry["reason"] = check.reason;
+              result.append(std::move(entry));
+            }
+            return result;
+          },
+          py::arg("duration_s") = 1.0, py::arg("poll_period_s") = 0.01,
+          "A zeus_cpp addition: compares each GPU's energy counter with its instant power polled "
+          "every poll_period_s for duration_s, and says which to trust (a list of dicts, one per "
+          "GPU with a counter; a disagreement over 10% is also logged as a warning).");
 
   // Drives any monitor through the C++ WindowMonitor interface, as the optimizers do (tests
   // use it to check the trampoline and window_monitor_from_python).

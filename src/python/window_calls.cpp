@@ -199,8 +199,61 @@ PyObject* begin_window_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs, 
 }
 
 // As the reference: a completed window in which a GPU measured exactly 0 J (its counter did not
-// tick) is a Python UserWarning, unless the monitor approximates such windows. Only looked at
-// when a zero is found, so the common path costs one pass over the GPU energies.
+// tick) calls warnings.warn with a UserWarning, each time (Python's filters decide whether it is
+// shown: once per calling line by default), unless the monitor approximates such windows.
+//
+// Windows shorter than the counter's refresh period read 0 J on real GPUs, so this is a hot path
+// too (docs/benchmarks.md): the attribute name and the message are made once (their hashes
+// cached), the attribute is looked up without raising AttributeError when it is absent (the
+// native class has none), and warnings.warn is called directly with the cached message (looked up
+// on the module each time, so that a patched warnings.warn sees it, as it sees the reference's).
+struct ZeroEnergyWarning {
+  PyObject* approx_name = nullptr;  // "approx_instant_energy", interned
+  PyObject* warn_name = nullptr;    // "warn", interned
+  PyObject* warnings = nullptr;     // the warnings module
+  PyObject* message = nullptr;
+};
+
+constexpr const char* kZeroEnergyMessage =
+    "The energy consumption of one or more GPUs was measured as zero: the measurement window was "
+    "shorter than the GPU's energy counter update period. Turn on approx_instant_energy in "
+    "ZeusMonitor to approximate a short window's energy as instant power x window duration.";
+
+// Made on first use and kept for the life of the process (the GIL is held). nullptr with an
+// error set when the warnings module cannot be imported.
+const ZeroEnergyWarning* zero_energy_warning() {
+  static ZeroEnergyWarning warning;
+  if (warning.message == nullptr) {
+    PyObject* module = PyImport_ImportModule("warnings");
+    if (module == nullptr) {
+      return nullptr;
+    }
+    warning.warnings = module;
+    warning.approx_name = PyUnicode_InternFromString("approx_instant_energy");
+    warning.warn_name = PyUnicode_InternFromString("warn");
+    warning.message = PyUnicode_FromString(kZeroEnergyMessage);
+    if (warning.approx_name == nullptr || warning.warn_name == nullptr ||
+        warning.message == nullptr) {
+      warning.message = nullptr;
+      return nullptr;
+    }
+    PyObject_Hash(warning.message);  // computed once, kept in the string
+  }
+  return &warning;
+}
+
+// The object's attribute `name` when it has one (a new reference), nullptr without raising when
+// it has none; nullptr with an error set when reading it failed otherwise.
+PyObject* optional_attribute(PyObject* object, PyObject* name) {
+  PyObject* value = nullptr;
+#if PY_VERSION_HEX >= 0x030D0000
+  static_cast<void>(PyObject_GetOptionalAttr(object, name, &value));
+#else
+  static_cast<void>(_PyObject_LookupAttr(object, name, &value));
+#endif
+  return value;
+}
+
 bool warn_if_zero_energy(PyObject* self, const monitor::Measurement& measurement) {
   if (measurement.time_s <= 0.0) {
     return true;
@@ -212,23 +265,27 @@ bool warn_if_zero_energy(PyObject* self, const monitor::Measurement& measurement
   if (!zero) {
     return true;
   }
-  PyObject* approx = PyObject_GetAttrString(self, "approx_instant_energy");
-  if (approx == nullptr) {
-    PyErr_Clear();
-  } else {
+  const ZeroEnergyWarning* warning = zero_energy_warning();
+  if (warning == nullptr) {
+    return false;
+  }
+  if (PyObject* approx = optional_attribute(self, warning->approx_name); approx != nullptr) {
     const int truth = PyObject_IsTrue(approx);
     Py_DECREF(approx);
     if (truth == 1) {
       return true;
     }
-    PyErr_Clear();
   }
-  return PyErr_WarnEx(PyExc_UserWarning,
-                      "The energy consumption of one or more GPUs was measured as zero: the "
-                      "measurement window was shorter than the GPU's energy counter update "
-                      "period. Turn on approx_instant_energy in ZeusMonitor to approximate a "
-                      "short window's energy as instant power x window duration.",
-                      1) == 0;
+  PyErr_Clear();  // an attribute that cannot be read or judged is not approximating
+  PyObject* warn = PyObject_GetAttr(warning->warnings, warning->warn_name);
+  if (warn == nullptr) {
+    return false;
+  }
+  PyObject* arguments[] = {warning->message, PyExc_UserWarning};
+  PyObject* result = PyObject_Vectorcall(warn, arguments, 2, nullptr);
+  Py_DECREF(warn);
+  Py_XDECREF(result);
+  return result != nullptr;
 }
 
 PyObject* end_window_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {

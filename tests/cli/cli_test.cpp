@@ -204,4 +204,53 @@ TEST(Cli, SensorProbeAloneAndWithALoadCommand) {
   std::filesystem::remove_all(dir);
 }
 
+// Issue 29: a real GPU model nobody has characterised gets the conservative sensor (a 100 ms
+// refresh at its highest power limit), and --cross-check trusts the power over a counter that
+// never moves.
+TEST(Cli, MonitorBoundsAndCrossChecksAnNvmlGpuWithAStuckCounter) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("zeus-cli-stuck-counter-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const nlohmann::json h100 = {{"name", "NVIDIA H100 80GB HBM3"},
+                               {"uuid", "GPU-11000000-0000-4000-8000-000000000000"},
+                               {"architecture", 9},
+                               {"power_limit_min_mw", 200000},
+                               {"power_limit_max_mw", 700000},
+                               {"power_limit_default_mw", 700000},
+                               {"power_limit_mw", 700000},
+                               {"power_usage_mw", 310000},
+                               {"power_fields", {{"186:0", 310000}, {"185:0", 300000}}},
+                               {"energy_mj", 123456},
+                               {"energy_step_mj", 0}};
+  std::ofstream(dir / "nvml.json") << json{{"devices", {h100}}}.dump();
+  const Result result =
+      run_zeus("ZEUS_NVML_LIBRARY=" + std::string(ZEUS_FAKE_NVML_PATH) +
+                   " ZEUS_FAKE_NVML_CONFIG=" + (dir / "nvml.json").string(),
+               "monitor --cross-check --duration 0.1s --json -o " + (dir / "s.json").string());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::ifstream file(dir / "s.json");
+  const json summary = json::parse(file);
+  // A run under 5 refresh periods: the text summary says its figures may be off (no log line).
+  const Result text = run_zeus("ZEUS_NVML_LIBRARY=" + std::string(ZEUS_FAKE_NVML_PATH) +
+                                   " ZEUS_FAKE_NVML_CONFIG=" + (dir / "nvml.json").string(),
+                               "monitor --duration 0.1s");
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("± 70.001 J"), std::string::npos) << text.output;
+  EXPECT_NE(text.output.find("note: the run lasted under 5 refresh periods"), std::string::npos)
+      << text.output;
+  EXPECT_EQ(text.output.find("window 'zeus.monitor' lasted"), std::string::npos) << text.output;
+  EXPECT_EQ(summary["gpu_energy_j"]["0"], 0.0);
+  EXPECT_DOUBLE_EQ(summary["gpu_energy_error_j"]["0"].get<double>(), 0.1 * 700.0 + 0.001);
+  ASSERT_EQ(summary["cross_check"].size(), 1u) << summary.dump();
+  const json& check = summary["cross_check"][0];
+  EXPECT_EQ(check["trust"], "power");
+  EXPECT_EQ(check["disagrees"], true);
+  EXPECT_EQ(check["counter_energy_j"], 0.0);
+  EXPECT_NEAR(check["power_energy_j"].get<double>() / check["duration_s"].get<double>(), 310.0,
+              1.0);
+  EXPECT_NE(check["reason"].get<std::string>().find("did not advance"), std::string::npos);
+  EXPECT_NE(summary["notes"].dump().find("trust the power"), std::string::npos) << summary["notes"];
+}
+
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -31,14 +32,30 @@ class EnergyByIndex {
   std::vector<value_type> values_;
 };
 
+// How far one GPU's window energy can be from the energy it drew: |error| <= fixed_j +
+// per_second_j x the window's length (monitor/measurement_error.hpp derives it from the GPU's
+// sensor; docs/monitor.md, "Error bounds").
+struct GpuErrorBound {
+  double fixed_j = 0.0;
+  double per_second_j = 0.0;
+  double at(double time_s) const { return fixed_j + per_second_j * time_s; }
+};
+// Per GPU index, sorted by index.
+using GpuErrorBounds = std::vector<std::pair<int, GpuErrorBound>>;
+
 struct Measurement {
   double time_s = 0.0;          // elapsed time from a monotonic clock
   EnergyByIndex gpu_energy_j;   // per monitored GPU
   EnergyByIndex cpu_energy_j;   // per monitored CPU package (empty when none)
   EnergyByIndex dram_energy_j;  // per package that has a DRAM zone (empty when none)
+  // The error bounds of the monitor that measured it (shared with it: a window allocates nothing
+  // for them); null for a measurement made otherwise (by hand, replayed from a log, cancelled).
+  std::shared_ptr<const GpuErrorBounds> gpu_error_bounds;
 
   // GPU energy only, as the reference's `total_energy`.
   double total_energy_j() const { return gpu_energy_j.sum(); }
+  // The bound on each GPU energy's error (J) at this window's length; empty when unknown.
+  EnergyByIndex gpu_energy_error_j() const;
 };
 
 }  // namespace zeus::monitor

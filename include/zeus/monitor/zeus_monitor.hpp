@@ -16,6 +16,8 @@
 #include "zeus/common/error.hpp"
 #include "zeus/device/cpu.hpp"
 #include "zeus/device/gpus.hpp"
+#include "zeus/device/sensor.hpp"
+#include "zeus/monitor/measurement_error.hpp"
 #include "zeus/monitor/power_sampler.hpp"
 #include "zeus/monitor/window_monitor.hpp"
 
@@ -32,6 +34,10 @@ using SyncHook = std::function<void(const std::vector<int>& gpu_indices)>;
 // Called after every completed (not cancelled) window with its name and measurement, on the
 // thread that ended it (e.g. WindowHistograms::observe for Prometheus). Exceptions propagate.
 using WindowObserver = std::function<void(const std::string& window, const Measurement&)>;
+
+// A GPU's sensor parameters (its counter's refresh period, resolution, reading delay), for the
+// error bounds; nullopt when unknown, and then conservative_sensor_parameters() is assumed.
+using SensorSource = std::function<std::optional<device::SensorParameters>(device::Gpu& gpu)>;
 
 struct ZeusMonitorOptions {
   // GPU indices (as the process sees them, after CUDA_VISIBLE_DEVICES); nullopt = all, {} = none.
@@ -51,6 +57,12 @@ struct ZeusMonitorOptions {
   std::optional<double> sampler_period_s;
   // Start the sampler thread for counter-less GPUs. Tests turn it off and drive sampler().
   bool start_sampler_thread = true;
+  // Where each GPU's sensor parameters come from (error bounds, the short-window warning); when
+  // unset, or nullopt for a GPU, default_sensor_parameters() (measurement_error.hpp).
+  SensorSource sensor_parameters;
+  // Log a warning (once) for the first window shorter than short_window_s(). `zeus monitor`
+  // says it in its summary instead.
+  bool warn_short_windows = true;
 };
 
 class ZeusMonitor final : public WindowMonitor {
@@ -74,6 +86,18 @@ class ZeusMonitor final : public WindowMonitor {
   // The sampler measuring GPUs without an energy counter, or nullptr when every GPU has one.
   PowerSampler* sampler() const { return sampler_.get(); }
 
+  // Each GPU's error bound (what Measurement::gpu_energy_error_j reports), by GPU index.
+  const GpuErrorBounds& gpu_error_bounds() const { return *error_bounds_; }
+  // Windows shorter than this are short for the GPUs' counters: kShortWindowRefreshPeriods x
+  // the longest refresh period plus delay (0 when every GPU's reads are current).
+  double short_window_s() const { return short_window_s_; }
+  // The sensor parameters assumed for each monitored GPU, in gpu_indices() order.
+  const std::vector<device::SensorParameters>& sensor_parameters() const { return sensors_; }
+  // Compares each counter GPU's energy counter with its polled power (measurement_error.hpp) and
+  // logs a warning for each disagreement over 10%, saying which to trust. GPUs without a counter
+  // are left out. Blocks for options.duration_s.
+  std::vector<CounterPowerCheck> cross_check(const CrossCheckOptions& options = {}) const;
+
  private:
   // Cumulative readings at one instant. Values are in the devices' units (mJ, µJ) or, for
   // sampled GPUs, joules of the sampler's virtual counter.
@@ -92,6 +116,8 @@ class ZeusMonitor final : public WindowMonitor {
   [[noreturn]] void rethrow_device_error(const std::string& device, ErrorSubject subject,
                                          const std::exception& error,
                                          const std::string& window) const;
+  void init_error_bounds(const SensorSource& source);
+  void warn_short_window(const std::string& name, const Measurement& result) const;
   void write_log_row(const std::string& name, const Snapshot& start, const Measurement& result);
 
   std::shared_ptr<Clock> clock_;
@@ -101,7 +127,12 @@ class ZeusMonitor final : public WindowMonitor {
   std::vector<int> gpu_indices_;
   std::vector<std::shared_ptr<device::Gpu>> gpus_;
   std::vector<bool> gpu_has_counter_;
-  std::vector<std::atomic<bool>> warned_zero_energy_;  // per GPU: the 0 J warning was given
+  std::vector<std::atomic<bool>> warned_zero_energy_;   // per GPU: the 0 J warning was given
+  std::vector<device::SensorParameters> sensors_;       // per GPU
+  std::shared_ptr<const GpuErrorBounds> error_bounds_;  // shared with every Measurement
+  std::vector<double> peak_power_w_;                    // per GPU
+  double short_window_s_ = 0.0;  // windows shorter than this are warned about, once
+  std::atomic<bool> warned_short_window_{false};
   std::vector<int> cpu_indices_;
   std::vector<std::shared_ptr<device::Cpu>> cpus_;
   std::vector<int> dram_indices_;  // packages (from cpu_indices_) with a DRAM zone

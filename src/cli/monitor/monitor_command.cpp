@@ -89,6 +89,10 @@ void add_monitor(CLI::App& app, Action& action) {
                       "celsius), and the measured window to "
                       "FILE.windows.csv (ZeusMonitor's log format)");
   command->add_flag("--json", args->as_json, "Print the summary as one JSON object");
+  command->add_flag("--cross-check", args->cross_check,
+                    "Before measuring, compare each GPU's energy counter with its power polled "
+                    "every 10 ms for 1 s, and say in the summary whether they agree within 10% "
+                    "and which to trust");
   command->add_option("--carbon-intensity", args->carbon_intensity,
                       "Add the carbon emissions (gCO2eq) to the summary, from gCO2eq/kWh given "
                       "as a number, a time series file (CSV timestamp,gco2eq_per_kwh or JSON), "

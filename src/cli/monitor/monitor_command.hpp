@@ -20,6 +20,7 @@
 #include "zeus/device/discovery.hpp"
 #include "zeus/monitor/carbon.hpp"
 #include "zeus/monitor/measurement.hpp"
+#include "zeus/monitor/measurement_error.hpp"
 #include "zeus/monitor/power_sampler.hpp"
 #include "zeus/monitor/price.hpp"
 
@@ -37,6 +38,7 @@ struct MonitorArgs {
   int metrics_port = -1;  // -1: no /metrics
   std::string metrics_host = "127.0.0.1";
   bool as_json = false;
+  bool cross_check = false;      // --cross-check: the GPUs' counters against their power, first
   std::string carbon_intensity;  // --carbon-intensity SPEC (carbon_spec.hpp); empty: none
   std::string price;             // --price SPEC (price_spec.hpp); empty: none
   std::vector<std::string> command;
@@ -94,6 +96,7 @@ struct Summary {
   const std::optional<monitor::CarbonEmissionMeasurement>& carbon;
   const std::optional<monitor::EnergyCostMeasurement>& cost;
   const std::vector<std::string>& notes;
+  const std::vector<monitor::CounterPowerCheck>& cross_checks;  // empty without --cross-check
 };
 void write_text_summary(std::ostream& out, const MonitorArgs& args, const Summary& summary,
                         const device::Gpus& gpus, const device::CpuDiscovery& cpus);

@@ -159,6 +159,7 @@ int run(const MonitorArgs& args, const Plan& plan) {
   options.gpu_indices = gpu_indices;
   options.cpu_indices = cpu_indices;
   options.sampler_period_s = interval_s;
+  options.warn_short_windows = false;  // a note in the summary says it
   if (!args.timeline.empty()) {
     // The measured window, for `zeus report` to shade on the timeline (ZeusMonitor's log format).
     options.log_file = monitor::timeline_csv::windows_path(args.timeline);
@@ -166,6 +167,23 @@ int run(const MonitorArgs& args, const Plan& plan) {
   monitor::ZeusMonitor monitor(gpus, cpus.cpus, options);
   if (output_file && !options.log_file.empty()) {
     output_file->refuse_inputs({options.log_file});  // it exists now
+  }
+
+  // --cross-check: the counters against the power, before anything is measured.
+  std::vector<monitor::CounterPowerCheck> cross_checks;
+  if (args.cross_check) {
+    cross_checks = monitor.cross_check();
+    if (cross_checks.empty()) {
+      notes.push_back("--cross-check: no monitored GPU has an energy counter to check");
+    }
+    for (const monitor::CounterPowerCheck& check : cross_checks) {
+      if (check.disagrees) {
+        notes.push_back(fmt::format(
+            "GPU {}: its energy counter and its power disagree by {:.0f}%; trust the {}: {}",
+            check.gpu_index, check.difference * 100.0, monitor::trust_name(check.trust),
+            check.reason));
+      }
+    }
   }
 
   // /metrics while the command runs (docs/prometheus.md).
@@ -245,6 +263,14 @@ int run(const MonitorArgs& args, const Plan& plan) {
 
   const monitor::Measurement measured = monitor.end_window(kWindowName, {.sync_execution = false});
   const double end_unix_s = system_clock()->now_s();
+  std::optional<std::string> short_run;
+  if (!measured.gpu_energy_j.empty() && measured.time_s < monitor.short_window_s()) {
+    short_run = fmt::format(
+        "the run lasted under {:g} refresh periods of the GPU energy counters ({:.3f} s): its "
+        "GPU figures may be off by up to their ± bound",
+        monitor::kShortWindowRefreshPeriods,
+        monitor.short_window_s() / monitor::kShortWindowRefreshPeriods);
+  }
   Footprint footprint = price_window(plan, measured, start_unix_s, end_unix_s, watch, *clock);
   notes.insert(notes.end(), footprint.notes.begin(), footprint.notes.end());
   if (metrics_server) {
@@ -257,7 +283,10 @@ int run(const MonitorArgs& args, const Plan& plan) {
   }
 
   std::ostream& out = output_file ? output_file->stream() : static_cast<std::ostream&>(std::cerr);
-  const Summary summary{measured, outcome, footprint.carbon, footprint.cost, notes};
+  if (short_run && !args.as_json) {  // the JSON has the bounds themselves
+    notes.push_back(*short_run);
+  }
+  const Summary summary{measured, outcome, footprint.carbon, footprint.cost, notes, cross_checks};
   if (args.as_json) {
     write_json_summary(out, args, summary);
   } else {

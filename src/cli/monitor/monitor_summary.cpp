@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -60,14 +61,19 @@ void write_text_summary(std::ostream& out, const MonitorArgs& args, const Summar
     out << fmt::format("\n Energy over {:.3f} s{}:\n\n", measured.time_s,
                        status.empty() ? "" : " (" + status + ")");
   }
-  const auto row = [&](const std::string& label, const std::string& name, double energy_j) {
-    out << fmt::format("   {:<7} {:<24} {:>14.3f} J {:>10}\n", label, name, energy_j,
-                       average_power(energy_j, measured.time_s));
+  // A GPU row ends with its error bound (docs/monitor.md, "Error bounds").
+  const auto row = [&](const std::string& label, const std::string& name, double energy_j,
+                       std::optional<double> error_j = std::nullopt) {
+    out << fmt::format("   {:<7} {:<24} {:>14.3f} J {:>10}{}\n", label, name, energy_j,
+                       average_power(energy_j, measured.time_s),
+                       error_j ? fmt::format("  ± {:.3f} J", *error_j) : std::string());
   };
   std::size_t rows = 0;
   double total_j = 0.0;
+  const monitor::EnergyByIndex errors = measured.gpu_energy_error_j();
   for (const auto& [index, energy_j] : measured.gpu_energy_j) {
-    row(fmt::format("GPU {}", index), gpu_name(gpus, index), energy_j);
+    row(fmt::format("GPU {}", index), gpu_name(gpus, index), energy_j,
+        errors.contains(index) ? std::optional<double>(errors.at(index)) : std::nullopt);
     total_j += energy_j;
     ++rows;
   }
@@ -110,6 +116,14 @@ void write_text_summary(std::ostream& out, const MonitorArgs& args, const Summar
         cost->total_cost(), unit, cost->gpu_energy_cost.sum(), cost->cpu_energy_cost.sum(),
         cost->dram_energy_cost.sum(), cost->mean_price_per_kwh, unit);
   }
+  for (const monitor::CounterPowerCheck& check : figures.cross_checks) {
+    out << fmt::format(
+        "\n   check   GPU {}: counter {:.3f} J, power {:.3f} J over {:.3f} s: {} ({:.1f}%), trust "
+        "the {}\n",
+        check.gpu_index, check.counter_energy_j, check.power_energy_j, check.duration_s,
+        check.disagrees ? "disagree" : "agree", check.difference * 100.0,
+        monitor::trust_name(check.trust));
+  }
   for (const std::string& note : notes) {
     out << "\n   note: " << note << "\n";
   }
@@ -146,6 +160,7 @@ void write_json_summary(std::ostream& out, const MonitorArgs& args, const Summar
   summary["killed"] = !outcome.kill_reason.empty();
   summary["time_s"] = measured.time_s;
   summary["gpu_energy_j"] = energy_json(measured.gpu_energy_j);
+  summary["gpu_energy_error_j"] = energy_json(measured.gpu_energy_error_j());
   summary["cpu_energy_j"] = energy_json(measured.cpu_energy_j);
   summary["dram_energy_j"] = energy_json(measured.dram_energy_j);
   if (!args.carbon_intensity.empty()) {
@@ -170,6 +185,21 @@ void write_json_summary(std::ostream& out, const MonitorArgs& args, const Summar
                          {"cpu", energy_json(cost->cpu_energy_cost)},
                          {"dram", energy_json(cost->dram_energy_cost)}};
     }
+  }
+  if (args.cross_check) {
+    nlohmann::json checks = nlohmann::json::array();
+    for (const monitor::CounterPowerCheck& check : figures.cross_checks) {
+      checks.push_back({{"gpu", check.gpu_index},
+                        {"duration_s", check.duration_s},
+                        {"counter_energy_j", check.counter_energy_j},
+                        {"power_energy_j", check.power_energy_j},
+                        {"power_samples", check.power_samples},
+                        {"difference", check.difference},
+                        {"disagrees", check.disagrees},
+                        {"trust", monitor::trust_name(check.trust)},
+                        {"reason", check.reason}});
+    }
+    summary["cross_check"] = std::move(checks);
   }
   summary["notes"] = notes;
   if (!outcome.kill_reason.empty()) {
