@@ -84,7 +84,7 @@ const std::array<Entry, 5>& table() {
 }
 
 // Whether `word` is a whole word of `name` (words: runs of letters and digits), ignoring case:
-// "H100" is in "NVIDIA H100 80GB HBM3" but not in "NVIDIA GH100".
+// "H200" is in "NVIDIA H200 NVL" but not in "NVIDIA GH200 480GB".
 bool has_word(std::string_view name, std::string_view word) {
   std::size_t i = 0;
   while (i < name.size()) {
