@@ -50,8 +50,10 @@ LoadProfile LoadProfile::bursts(std::vector<Burst> bursts, double high, double l
   std::sort(bursts.begin(), bursts.end(),
             [](const Burst& a, const Burst& b) { return a.start_ns < b.start_ns; });
   for (const Burst& burst : bursts) {
-    if (burst.length_ns < 0) {
-      throw Error(ErrorKind::kInvalidArgument, "a load burst cannot have a negative length",
+    if (burst.length_ns < 0 ||
+        burst.start_ns > std::numeric_limits<std::int64_t>::max() - burst.length_ns) {
+      throw Error(ErrorKind::kInvalidArgument,
+                  "a load burst needs a length >= 0 and an end within the clock's range",
                   ErrorSubject::kGpu);
     }
     const std::int64_t end_ns = burst.start_ns + burst.length_ns;

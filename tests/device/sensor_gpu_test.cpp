@@ -172,6 +172,25 @@ TEST(SensorGpu, ALoadLockedToTheSamplingIsMisreadForever) {
   EXPECT_EQ(rig.sensor.total_energy_mj(), 600u * 44'800u);
 }
 
+TEST(SensorGpu, ReadsAWarmingThermalGpu) {
+  auto clock = std::make_shared<ManualClock>();
+  auto model = zeus::device::simulated_gpu_model("h100");
+  model.thermal_enabled = true;
+  auto truth = std::make_shared<SimulatedGpu>(model, 0, clock);
+  SensorGpu sensor(truth, h100());
+  truth->set_utilization(0.5);
+  std::uint64_t last_mj = 0;
+  for (int second = 1; second <= 120; ++second) {
+    clock->advance_s(1.0);
+    const std::uint64_t now_mj = sensor.total_energy_mj();
+    EXPECT_GE(now_mj, last_mj);
+    last_mj = now_mj;
+  }
+  // A steady load warming slowly: the sampled quarter stands for the whole period.
+  EXPECT_NEAR(static_cast<double>(last_mj) / 1000.0 / truth->exact_energy_j(), 1.0, 1e-3);
+  EXPECT_NEAR(sensor.average_power_mw(), truth->draw_at_mw(clock->now_ns()), 500.0);
+}
+
 TEST(SensorGpu, RejectsImpossibleParameters) {
   auto clock = std::make_shared<ManualClock>();
   auto truth = std::make_shared<SimulatedGpu>(zeus::device::simulated_gpu_model("h100"), 0, clock);

@@ -27,7 +27,7 @@ class LoadProfile {
   static LoadProfile square_wave(double period_s, double duty, double high = 1.0, double low = 0.0,
                                  std::int64_t start_ns = 0);
   // `high` during each burst, `low` otherwise (overlapping bursts merge). Throws
-  // Error(kInvalidArgument) for a negative length.
+  // Error(kInvalidArgument) for a negative length or an end past the clock's range.
   static LoadProfile bursts(std::vector<Burst> bursts, double high = 1.0, double low = 0.0);
 
   // Levels, clamped to [0, 1] (NaN is 0).

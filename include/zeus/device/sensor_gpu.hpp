@@ -13,6 +13,8 @@
 //   A is 0 or shorter than P).
 // Without part-time sampling (W = P = 0) the counter accrues the exact energy, the instant power
 // is the draw, and the average power is the exact mean draw over the last A.
+// One SensorGpu per SimulatedGpu: the sensor tells the truth how much history to keep
+// (SimulatedGpu::retain_history_from_ns), and a second sensor would move that on under the first.
 // Every computation is an exact integral of the truth's piecewise-constant draw, so a test on a
 // ManualClock pins each effect to the millijoule. Opt in with ZEUS_SIMULATED_GPUS="2:h200:sensor"
 // (parse_simulated_gpus_spec) or by constructing one over a SimulatedGpu.
