@@ -87,18 +87,16 @@ double SensorGpu::sample_mw(std::int64_t k) const {
   if (k < first_sample_) {  // no sample closed since the sensor started: its first reading
     return truth_->draw_at_mw(start_ns_);
   }
-  const double energy_mj =
-      truth_->energy_at_mj(window_end_ns(k)) - truth_->energy_at_mj(window_start_ns(k));
-  return energy_mj / units::seconds_from_nanoseconds(window_ns_);
+  return truth_->energy_between_mj(window_start_ns(k), window_end_ns(k)) /
+         units::seconds_from_nanoseconds(window_ns_);
 }
 
 void SensorGpu::accrue_until_locked(std::int64_t t_ns) {
   while (window_end_ns(next_sample_) <= t_ns) {
     // The window's energy scaled to the whole period.
     const std::int64_t k = next_sample_;
-    accrued_mj_ +=
-        (truth_->energy_at_mj(window_end_ns(k)) - truth_->energy_at_mj(window_start_ns(k))) *
-        static_cast<double>(period_ns_) / static_cast<double>(window_ns_);
+    accrued_mj_ += truth_->energy_between_mj(window_start_ns(k), window_end_ns(k)) *
+                   static_cast<double>(period_ns_) / static_cast<double>(window_ns_);
     ++next_sample_;
   }
 }
@@ -126,7 +124,7 @@ std::uint64_t SensorGpu::total_energy_mj() {
   double energy_mj = 0.0;
   if (part_time()) {
     accrue_until_locked(refreshed_ns);
-    energy_mj = accrued_mj_;
+    energy_mj = static_cast<double>(accrued_mj_);
   } else {
     energy_mj = truth_->energy_at_mj(refreshed_ns);
   }
@@ -163,10 +161,9 @@ std::uint32_t SensorGpu::average_power_mw() {
     power_mw = sum_mw / count;
   } else {
     const std::int64_t from_ns = std::max(start_ns_, sensor_ns - average_ns_);
-    power_mw = sensor_ns > from_ns
-                   ? (truth_->energy_at_mj(sensor_ns) - truth_->energy_at_mj(from_ns)) /
-                         units::seconds_from_nanoseconds(sensor_ns - from_ns)
-                   : truth_->draw_at_mw(sensor_ns);
+    power_mw = sensor_ns > from_ns ? truth_->energy_between_mj(from_ns, sensor_ns) /
+                                         units::seconds_from_nanoseconds(sensor_ns - from_ns)
+                                   : truth_->draw_at_mw(sensor_ns);
   }
   retain_locked(sensor_ns);
   return static_cast<std::uint32_t>(std::lround(std::max(0.0, power_mw)));

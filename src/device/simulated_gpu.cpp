@@ -140,11 +140,15 @@ void SimulatedGpu::advance_thermal_locked(double dt_s, double utilization) const
   }
 }
 
+double SimulatedGpu::levels_energy_mj(const Segment& segment, std::int64_t from_ns,
+                                      std::int64_t to_ns) const {
+  const std::int64_t high_ns = segment.profile->high_ns(from_ns, to_ns);
+  return units::millijoules_at(segment.high_mw, high_ns) +
+         units::millijoules_at(segment.low_mw, to_ns - from_ns - high_ns);
+}
+
 double SimulatedGpu::segment_energy_mj(const Segment& segment, std::int64_t to_ns) const {
-  const std::int64_t span_ns = to_ns - segment.start_ns;
-  const std::int64_t high_ns = segment.profile->high_ns(segment.start_ns, to_ns);
-  return segment.energy_mj + units::millijoules_at(segment.high_mw, high_ns) +
-         units::millijoules_at(segment.low_mw, span_ns - high_ns);
+  return segment.energy_mj + levels_energy_mj(segment, segment.start_ns, to_ns);
 }
 
 void SimulatedGpu::advance_locked() const {
@@ -207,6 +211,19 @@ double SimulatedGpu::energy_at_mj(std::int64_t t_ns) const {
   std::lock_guard lock(mutex_);
   advance_locked();
   return energy_at_locked(t_ns);
+}
+
+double SimulatedGpu::energy_between_mj(std::int64_t from_ns, std::int64_t to_ns) const {
+  std::lock_guard lock(mutex_);
+  advance_locked();
+  from_ns = std::clamp(from_ns, history_.front().start_ns, last_update_ns_);
+  to_ns = std::clamp(to_ns, from_ns, last_update_ns_);
+  const Segment& segment = segment_at_locked(from_ns);
+  if (!model_.thermal_enabled && &segment == &segment_at_locked(to_ns)) {
+    // Within one segment: the integral itself, not a difference of two large cumulative sums.
+    return levels_energy_mj(segment, from_ns, to_ns);
+  }
+  return energy_at_locked(to_ns) - energy_at_locked(from_ns);
 }
 
 double SimulatedGpu::draw_at_mw(std::int64_t t_ns) const {

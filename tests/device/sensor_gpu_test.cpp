@@ -165,11 +165,11 @@ TEST(SensorGpu, ALoadLockedToTheSamplingIsMisreadForever) {
   // 10 ms period, on for the first 5 ms: every window [100k, 100k + 25) ms holds 15 ms on, not
   // 12.5, because 100 ms is a whole number of load periods.
   rig.truth->set_load_profile(LoadProfile::square_wave(0.010, 0.5));
-  // A minute unread, then one reading: every sample of the minute is accrued.
-  rig.at_ms(60'000);
-  EXPECT_NEAR(rig.truth->exact_energy_j(), 60.0 * 385.0, 1e-6);
+  // A day unread, then one reading: each of its 864,000 samples is accrued, to the millijoule.
+  rig.at_ms(86'400'000);
+  EXPECT_NEAR(rig.truth->exact_energy_j(), 86'400.0 * 385.0, 1e-3);
   // (15 x 700 + 10 x 70) / 25 = 448 W in every sample: 16 % too high.
-  EXPECT_EQ(rig.sensor.total_energy_mj(), 600u * 44'800u);
+  EXPECT_EQ(rig.sensor.total_energy_mj(), 864'000ULL * 44'800ULL);
 }
 
 TEST(SensorGpu, ReadsAWarmingThermalGpu) {

@@ -72,7 +72,9 @@ class SensorGpu final : public ForwardingGpu {
   std::int64_t delay_ns_;
 
   std::mutex mutex_;
-  double accrued_mj_ = 0.0;  // the counter's energy from the samples up to next_sample_
+  // The counter's energy from the samples up to next_sample_ (long double: days of samples add
+  // up without losing a millijoule).
+  long double accrued_mj_ = 0.0L;
   std::int64_t next_sample_ = 0;
   std::int64_t first_sample_ = 0;  // the first window that starts after start_ns_
 };

@@ -85,6 +85,9 @@ class SimulatedGpu final : public Gpu {
   // Exact modelled energy in millijoules at `t_ns` (a past instant or now): exact for instants
   // since retain_history_from_ns() (or in the last second), else at the oldest one kept.
   double energy_at_mj(std::int64_t t_ns) const;
+  // energy_at_mj(to_ns) - energy_at_mj(from_ns), computed without the cancellation of two large
+  // sums where it can be (the sensor's windows of a long run).
+  double energy_between_mj(std::int64_t from_ns, std::int64_t to_ns) const;
   // The modelled draw at `t_ns` (a past instant or now), in milliwatts.
   double draw_at_mw(std::int64_t t_ns) const;
   // Keeps what energy_at_mj() needs for instants from `t_ns` on (memory: one entry per control
@@ -146,6 +149,7 @@ class SimulatedGpu final : public Gpu {
   void begin_segment_locked();
   void trim_history_locked() const;
   double segment_energy_mj(const Segment& segment, std::int64_t to_ns) const;
+  double levels_energy_mj(const Segment& segment, std::int64_t from_ns, std::int64_t to_ns) const;
   const Segment& segment_at_locked(std::int64_t t_ns) const;
   double energy_at_locked(std::int64_t t_ns) const;  // after advance_locked
   double draw_at_locked(std::int64_t t_ns) const;
