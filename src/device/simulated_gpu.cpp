@@ -441,6 +441,10 @@ std::optional<std::pair<std::uint32_t, std::uint32_t>> SimulatedGpu::locked_memo
 
 std::uint32_t SimulatedGpu::instant_power_mw() {
   std::lock_guard lock(mutex_);
+  if (!model_.thermal_enabled && profile_->high() == profile_->low()) {
+    // A constant load: the draw is the current segment's, whatever the time (no clock read).
+    return static_cast<std::uint32_t>(std::lround(history_.back().high_mw));
+  }
   advance_locked();
   return static_cast<std::uint32_t>(std::lround(draw_at_locked(last_update_ns_)));
 }
