@@ -25,6 +25,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
 #include "zeus/device/discovery.hpp"
+#include "zeus/device/sensor.hpp"
 #include "zeus/monitor/profile.hpp"
 #include "zeus/monitor/zeus_monitor.hpp"
 
@@ -37,6 +38,7 @@ struct ProfileArgs {
   std::string cooldown_durations = "1,2,3,4,5,6,7,8,9,10";
   int trials = 5;
   int warmup_iterations = 1;
+  int phase_shifts = 1;
   double threshold = 0.01;
   bool as_json = false;
   bool show_output = false;
@@ -206,6 +208,11 @@ int run(const ProfileArgs& args) {
   if (args.warmup_iterations < 0) {
     throw Error(ErrorKind::kInvalidArgument, "--warmup-iterations must be >= 0");
   }
+  if (args.phase_shifts < 1 || args.phase_shifts > 1000) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("--phase-shifts {} must be between 1 and 1000", args.phase_shifts));
+  }
+
   if (!(args.threshold > 0.0) || !std::isfinite(args.threshold)) {
     throw Error(ErrorKind::kInvalidArgument,
                 "--threshold must be a finite number > 0 (the relative spread, e.g. 0.01)");
@@ -242,6 +249,15 @@ int run(const ProfileArgs& args) {
   options.num_warmup_iterations = args.warmup_iterations;
   options.num_calibration_iterations = 3;
   options.stop_at_first_valid = false;  // the full table
+  options.phase_shifts.count = args.phase_shifts;
+  if (!gpus.empty()) {
+    // Spread over the first GPU's sampling period (or counter refresh), where it is published.
+    if (const auto sensor = device::published_sensor_parameters(gpus.at(0).name())) {
+      const double period_s = sensor->power_sample_period_s > 0.0 ? sensor->power_sample_period_s
+                                                                  : sensor->counter_refresh_s;
+      options.phase_shifts.sampling_period_s = period_s > 0.0 ? period_s : 0.1;
+    }
+  }
   options.on_trial = [&](double candidate_s, int trial, int trials, const monitor::TrialResult&) {
     ++at.trials_done;
     const std::string current = std::isnan(candidate_s)
@@ -343,6 +359,12 @@ void add_profile(CLI::App& app, Action& action) {
   command
       ->add_option("--warmup-iterations", args->warmup_iterations,
                    "Runs of the command before each trial's window")
+      ->capture_default_str();
+  command
+      ->add_option("--phase-shifts", args->phase_shifts,
+                   "Split each trial into N runs started evenly over the GPU sensor's sampling "
+                   "period, so that a sensor that samples part of the time (25 ms of every 100 ms "
+                   "on A100/H100) sees every part of a short command; 4 on those GPUs")
       ->capture_default_str();
   command
       ->add_option("--threshold", args->threshold,

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
+#include <limits>
 
 #include "common/text.hpp"
 #include "device/clock_range.hpp"
@@ -66,11 +68,13 @@ SimulatedGpu::SimulatedGpu(SimulatedGpuModel model, int physical_index,
       uuid_(make_uuid(model_, physical_index)),
       pci_bus_id_(make_pci_bus_id(physical_index)),
       last_update_ns_(clock_->now_ns()),
-      power_limit_mw_(model_.default_power_limit_mw) {
-  history_.emplace_back(last_update_ns_, 0.0);
+      profile_(std::make_shared<const LoadProfile>(LoadProfile::constant(0.0))),
+      power_limit_mw_(model_.default_power_limit_mw),
+      retain_from_ns_(std::numeric_limits<std::int64_t>::max()) {
+  begin_segment_locked();
 }
 
-double SimulatedGpu::demand_mw_locked() const {
+double SimulatedGpu::demand_mw_locked(double utilization) const {
   const double idle = model_.idle_power_mw;
   double clock_factor = 1.0;
   if (locked_max_graphics_mhz_ != 0) {
@@ -78,7 +82,7 @@ double SimulatedGpu::demand_mw_locked() const {
                                      static_cast<double>(model_.max_graphics_clock_mhz));
   }
   return idle +
-         utilization_ * (model_.peak_power_mw - idle) * clock_factor * clock_factor * clock_factor;
+         utilization * (model_.peak_power_mw - idle) * clock_factor * clock_factor * clock_factor;
 }
 
 double SimulatedGpu::leakage_mw_locked() const {
@@ -88,11 +92,15 @@ double SimulatedGpu::leakage_mw_locked() const {
   return model_.idle_power_mw * model_.thermal.leakage_per_c * heat_c_;
 }
 
-double SimulatedGpu::draw_mw_locked() const {
+double SimulatedGpu::draw_mw_locked(double utilization) const {
   const double idle = model_.idle_power_mw;
   const double leak = leakage_mw_locked();
-  return std::max(idle + leak,
-                  std::min(demand_mw_locked() + leak, static_cast<double>(power_limit_mw_)));
+  return std::max(idle + leak, std::min(demand_mw_locked(utilization) + leak,
+                                        static_cast<double>(power_limit_mw_)));
+}
+
+double SimulatedGpu::utilization_locked() const {
+  return profile_->utilization_at(last_update_ns_);
 }
 
 // Between two control changes the demand is constant, so the temperature obeys a linear ODE:
@@ -101,13 +109,13 @@ double SimulatedGpu::draw_mw_locked() const {
 // r * demand / (1 - r * a) with rate (1 - r * a) / tau, and the energy has a closed form. Where
 // the power limit clamps the draw, the draw is constant and x relaxes toward r * limit. Steps of
 // tau / 100 bound the error of switching between the two regimes mid-step.
-void SimulatedGpu::advance_thermal_locked(double dt_s) const {
+void SimulatedGpu::advance_thermal_locked(double dt_s, double utilization) const {
   const double tau_s = std::max(1e-3, model_.thermal.time_constant_s);
   const double r_c_per_mw = model_.thermal.thermal_resistance_c_per_w / 1000.0;  // K/W -> K/mW
   const double a_mw_per_c = model_.idle_power_mw * model_.thermal.leakage_per_c;
   const double idle = model_.idle_power_mw;
   const double limit = power_limit_mw_;
-  const double demand = demand_mw_locked();
+  const double demand = demand_mw_locked(utilization);
   const double max_step_s = tau_s / 100.0;
   double left_s = dt_s;
   while (left_s > 0.0) {
@@ -132,60 +140,166 @@ void SimulatedGpu::advance_thermal_locked(double dt_s) const {
   }
 }
 
+double SimulatedGpu::levels_energy_mj(const Segment& segment, std::int64_t from_ns,
+                                      std::int64_t to_ns) const {
+  const std::int64_t high_ns = segment.profile->high_ns(from_ns, to_ns);
+  return units::millijoules_at(segment.high_mw, high_ns) +
+         units::millijoules_at(segment.low_mw, to_ns - from_ns - high_ns);
+}
+
+double SimulatedGpu::segment_energy_mj(const Segment& segment, std::int64_t to_ns) const {
+  return segment.energy_mj + levels_energy_mj(segment, segment.start_ns, to_ns);
+}
+
 void SimulatedGpu::advance_locked() const {
   const std::int64_t now_ns = clock_->now_ns();
   if (now_ns <= last_update_ns_) {
     return;
   }
-  if (model_.thermal_enabled) {
-    // The draw changes continuously while the temperature moves: keep breakpoints of the last
-    // second so that average_power_mw() interpolates over short, nearly linear pieces.
-    const std::int64_t max_step_ns = std::max<std::int64_t>(
-        1, units::nanoseconds_from_seconds(model_.thermal.time_constant_s / 100.0));
-    for (std::int64_t t_ns = last_update_ns_; t_ns < now_ns;) {
-      const std::int64_t step_ns = std::min(now_ns - t_ns, max_step_ns);
-      advance_thermal_locked(units::seconds_from_nanoseconds(step_ns));
-      t_ns += step_ns;
-      if (t_ns > now_ns - kAverageWindowNs) {
-        history_.emplace_back(t_ns, energy_mj_);
-        while (history_.size() > 2 && history_[1].first <= t_ns - kAverageWindowNs) {
-          history_.pop_front();
-        }
-      }
-    }
+  if (!model_.thermal_enabled) {
+    // Exact: the current segment's two levels times the time spent at each.
+    energy_mj_ = segment_energy_mj(history_.back(), now_ns);
     last_update_ns_ = now_ns;
     return;
   }
-  energy_mj_ += units::millijoules_at(draw_mw_locked(), now_ns - last_update_ns_);
+  // The draw changes continuously while the temperature moves: keep a point per step (and per
+  // change of the load's level), so that energy_at_mj() interpolates over short, nearly linear
+  // pieces.
+  const std::int64_t max_step_ns = std::max<std::int64_t>(
+      1, units::nanoseconds_from_seconds(model_.thermal.time_constant_s / 100.0));
+  const std::int64_t horizon_ns = std::min(now_ns - kAverageWindowNs, retain_from_ns_);
+  for (std::int64_t t_ns = last_update_ns_; t_ns < now_ns;) {
+    const std::int64_t step_ns =
+        std::min({now_ns - t_ns, max_step_ns, profile_->next_change_ns(t_ns) - t_ns});
+    advance_thermal_locked(units::seconds_from_nanoseconds(step_ns),
+                           profile_->utilization_at(t_ns));
+    t_ns += step_ns;
+    if (t_ns > horizon_ns) {
+      history_.push_back({t_ns, energy_mj_, 0.0, 0.0, profile_});
+    }
+  }
   last_update_ns_ = now_ns;
+  trim_history_locked();
 }
 
-// Integrates up to now and records a breakpoint before the draw changes; forgets breakpoints
-// that fell out of the averaging window (keeping one at or before its start).
-void SimulatedGpu::record_breakpoint_locked() {
-  advance_locked();
-  history_.emplace_back(last_update_ns_, energy_mj_);
-  while (history_.size() > 2 && history_[1].first <= last_update_ns_ - kAverageWindowNs) {
+void SimulatedGpu::trim_history_locked() const {
+  const std::int64_t horizon_ns = std::min(last_update_ns_ - kAverageWindowNs, retain_from_ns_);
+  while (history_.size() > 1 && history_[1].start_ns <= horizon_ns) {
     history_.pop_front();
   }
 }
 
-void SimulatedGpu::set_utilization(double utilization) {
+void SimulatedGpu::begin_segment_locked() {
+  const double high = profile_->high();
+  const double low = profile_->low();
+  Segment segment{last_update_ns_, energy_mj_, draw_mw_locked(high), draw_mw_locked(low), profile_};
+  if (!history_.empty() && history_.back().start_ns == last_update_ns_) {
+    history_.back() = std::move(segment);
+  } else {
+    history_.push_back(std::move(segment));
+  }
+  trim_history_locked();
+}
+
+const SimulatedGpu::Segment& SimulatedGpu::segment_at_locked(std::int64_t t_ns) const {
+  auto it = std::upper_bound(history_.begin(), history_.end(), t_ns,
+                             [](std::int64_t t, const Segment& s) { return t < s.start_ns; });
+  return it == history_.begin() ? history_.front() : *std::prev(it);
+}
+
+double SimulatedGpu::energy_at_mj(std::int64_t t_ns) const {
   std::lock_guard lock(mutex_);
-  record_breakpoint_locked();
-  utilization_ = std::clamp(std::isnan(utilization) ? 0.0 : utilization, 0.0, 1.0);
+  advance_locked();
+  return energy_at_locked(t_ns);
+}
+
+double SimulatedGpu::energy_between_mj(std::int64_t from_ns, std::int64_t to_ns) const {
+  std::lock_guard lock(mutex_);
+  advance_locked();
+  from_ns = std::clamp(from_ns, history_.front().start_ns, last_update_ns_);
+  to_ns = std::clamp(to_ns, from_ns, last_update_ns_);
+  const Segment& segment = segment_at_locked(from_ns);
+  if (!model_.thermal_enabled && &segment == &segment_at_locked(to_ns)) {
+    // Within one segment: the integral itself, not a difference of two large cumulative sums.
+    return levels_energy_mj(segment, from_ns, to_ns);
+  }
+  return energy_at_locked(to_ns) - energy_at_locked(from_ns);
+}
+
+double SimulatedGpu::draw_at_mw(std::int64_t t_ns) const {
+  std::lock_guard lock(mutex_);
+  advance_locked();
+  return draw_at_locked(t_ns);
+}
+
+double SimulatedGpu::energy_at_locked(std::int64_t t_ns) const {
+  t_ns = std::clamp(t_ns, history_.front().start_ns, last_update_ns_);
+  const Segment& segment = segment_at_locked(t_ns);
+  if (!model_.thermal_enabled) {
+    return segment_energy_mj(segment, t_ns);
+  }
+  // Linear between this point and the next (or now).
+  const auto index = static_cast<std::size_t>(&segment - &history_.front());
+  const std::int64_t t1_ns =
+      index + 1 < history_.size() ? history_[index + 1].start_ns : last_update_ns_;
+  const double e1_mj = index + 1 < history_.size() ? history_[index + 1].energy_mj : energy_mj_;
+  if (t1_ns <= segment.start_ns) {
+    return segment.energy_mj;
+  }
+  return segment.energy_mj + (e1_mj - segment.energy_mj) *
+                                 static_cast<double>(t_ns - segment.start_ns) /
+                                 static_cast<double>(t1_ns - segment.start_ns);
+}
+
+double SimulatedGpu::draw_at_locked(std::int64_t t_ns) const {
+  t_ns = std::clamp(t_ns, history_.front().start_ns, last_update_ns_);
+  if (model_.thermal_enabled) {
+    if (t_ns == last_update_ns_) {
+      return draw_mw_locked(utilization_locked());
+    }
+    // The mean draw of the step that holds t_ns.
+    const Segment& segment = segment_at_locked(t_ns);
+    const auto index = static_cast<std::size_t>(&segment - &history_.front());
+    const std::int64_t t1_ns =
+        index + 1 < history_.size() ? history_[index + 1].start_ns : last_update_ns_;
+    const double e1_mj = index + 1 < history_.size() ? history_[index + 1].energy_mj : energy_mj_;
+    return t1_ns > segment.start_ns ? (e1_mj - segment.energy_mj) /
+                                          units::seconds_from_nanoseconds(t1_ns - segment.start_ns)
+                                    : draw_mw_locked(utilization_locked());
+  }
+  const Segment& segment = segment_at_locked(t_ns);
+  return segment.profile->high_ns(t_ns, t_ns + 1) > 0 ? segment.high_mw : segment.low_mw;
+}
+
+void SimulatedGpu::retain_history_from_ns(std::int64_t t_ns) {
+  std::lock_guard lock(mutex_);
+  // The first call sets the horizon (until then: the last second only); later ones move it on.
+  const bool unset = retain_from_ns_ == std::numeric_limits<std::int64_t>::max();
+  retain_from_ns_ = unset ? t_ns : std::max(retain_from_ns_, t_ns);
+  trim_history_locked();
+}
+
+void SimulatedGpu::set_utilization(double utilization) {
+  set_load_profile(LoadProfile::constant(utilization));
+}
+
+void SimulatedGpu::set_load_profile(LoadProfile profile) {
+  std::lock_guard lock(mutex_);
+  advance_locked();
+  profile_ = std::make_shared<const LoadProfile>(std::move(profile));
+  begin_segment_locked();
 }
 
 double SimulatedGpu::utilization() const {
   std::lock_guard lock(mutex_);
-  return utilization_;
+  advance_locked();
+  return utilization_locked();
 }
 
 double SimulatedGpu::relative_speed() const {
   std::lock_guard lock(mutex_);
-  if (model_.thermal_enabled) {
-    advance_locked();
-  }
+  advance_locked();
+  const double utilization = utilization_locked();
   double clock_factor = 1.0;
   if (locked_max_graphics_mhz_ != 0) {
     clock_factor = std::min(1.0, static_cast<double>(locked_max_graphics_mhz_) /
@@ -193,12 +307,12 @@ double SimulatedGpu::relative_speed() const {
   }
   const double idle = model_.idle_power_mw;
   const double dynamic_demand =
-      utilization_ * (model_.peak_power_mw - idle) * clock_factor * clock_factor * clock_factor;
+      utilization * (model_.peak_power_mw - idle) * clock_factor * clock_factor * clock_factor;
   if (dynamic_demand <= 0.0) {
     return clock_factor;
   }
   // Leakage takes its share of the power limit first (a warm GPU is slower under a limit).
-  const double dynamic_draw = draw_mw_locked() - idle - leakage_mw_locked();
+  const double dynamic_draw = draw_mw_locked(utilization) - idle - leakage_mw_locked();
   return clock_factor * std::cbrt(std::max(0.0, dynamic_draw) / dynamic_demand);
 }
 
@@ -229,8 +343,9 @@ void SimulatedGpu::set_power_limit_mw(std::uint32_t power_limit_mw) {
   if (power_limit_mw == power_limit_mw_) {
     return;
   }
-  record_breakpoint_locked();
+  advance_locked();
   power_limit_mw_ = power_limit_mw;
+  begin_segment_locked();
 }
 
 void SimulatedGpu::reset_power_limit() {
@@ -280,16 +395,18 @@ void SimulatedGpu::set_gpu_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_
   }
   const auto [snapped_min, snapped_max] = snap_clock_range(min_mhz, max_mhz, supported);
   std::lock_guard lock(mutex_);
-  record_breakpoint_locked();
+  advance_locked();
   locked_min_graphics_mhz_ = snapped_min;
   locked_max_graphics_mhz_ = snapped_max;
+  begin_segment_locked();
 }
 
 void SimulatedGpu::reset_gpu_locked_clocks() {
   std::lock_guard lock(mutex_);
-  record_breakpoint_locked();
+  advance_locked();
   locked_min_graphics_mhz_ = 0;
   locked_max_graphics_mhz_ = 0;
+  begin_segment_locked();
 }
 
 void SimulatedGpu::set_memory_locked_clocks_mhz(std::uint32_t min_mhz, std::uint32_t max_mhz) {
@@ -324,41 +441,32 @@ std::optional<std::pair<std::uint32_t, std::uint32_t>> SimulatedGpu::locked_memo
 
 std::uint32_t SimulatedGpu::instant_power_mw() {
   std::lock_guard lock(mutex_);
-  if (model_.thermal_enabled) {
-    advance_locked();
+  if (!model_.thermal_enabled && profile_->high() == profile_->low()) {
+    // A constant load: the draw is the current segment's, whatever the time (no clock read).
+    return static_cast<std::uint32_t>(std::lround(history_.back().high_mw));
   }
-  return static_cast<std::uint32_t>(std::lround(draw_mw_locked()));
+  advance_locked();
+  return static_cast<std::uint32_t>(std::lround(draw_at_locked(last_update_ns_)));
 }
 
 std::uint32_t SimulatedGpu::average_power_mw() {
   std::lock_guard lock(mutex_);
   advance_locked();
   const std::int64_t now_ns = last_update_ns_;
-  const std::int64_t window_start_ns = std::max(history_.front().first, now_ns - kAverageWindowNs);
+  const std::int64_t window_start_ns =
+      std::max(history_.front().start_ns, now_ns - kAverageWindowNs);
   if (now_ns <= window_start_ns) {
-    return static_cast<std::uint32_t>(std::lround(draw_mw_locked()));
+    return static_cast<std::uint32_t>(std::lround(draw_at_locked(now_ns)));
   }
-  // Energy at window_start_ns: from the last breakpoint at or before it, energy grows linearly
-  // with the draw that held until the next breakpoint (or until now).
-  std::size_t i = 0;
-  while (i + 1 < history_.size() && history_[i + 1].first <= window_start_ns) {
-    ++i;
-  }
-  const auto [t0_ns, e0_mj] = history_[i];
-  const std::int64_t t1_ns = i + 1 < history_.size() ? history_[i + 1].first : now_ns;
-  const double e1_mj = i + 1 < history_.size() ? history_[i + 1].second : energy_mj_;
-  const double slope_mj_per_ns =
-      t1_ns > t0_ns ? (e1_mj - e0_mj) / static_cast<double>(t1_ns - t0_ns) : 0.0;
-  const double start_energy_mj =
-      e0_mj + slope_mj_per_ns * static_cast<double>(window_start_ns - t0_ns);
-  const double average_mw =
-      (energy_mj_ - start_energy_mj) / units::seconds_from_nanoseconds(now_ns - window_start_ns);
+  const double average_mw = (energy_mj_ - energy_at_locked(window_start_ns)) /
+                            units::seconds_from_nanoseconds(now_ns - window_start_ns);
   return static_cast<std::uint32_t>(std::lround(std::max(0.0, average_mw)));
 }
 
 std::uint32_t SimulatedGpu::average_memory_power_mw() {
   std::lock_guard lock(mutex_);
-  return static_cast<std::uint32_t>(model_.memory_power_mw * (0.3 + 0.7 * utilization_));
+  advance_locked();
+  return static_cast<std::uint32_t>(model_.memory_power_mw * (0.3 + 0.7 * utilization_locked()));
 }
 
 std::uint64_t SimulatedGpu::total_energy_mj() {
@@ -382,88 +490,8 @@ double SimulatedGpu::exact_temperature_c() const {
     advance_locked();
     return model_.thermal.ambient_c + heat_c_;
   }
-  return 30.0 + 55.0 * draw_mw_locked() / model_.peak_power_mw;
-}
-
-namespace {
-
-class SimulatedProvider final : public GpuProvider {
- public:
-  SimulatedProvider(int count, const SimulatedGpuModel& model, std::shared_ptr<Clock> clock) {
-    for (int i = 0; i < count; ++i) {
-      gpus_.push_back(std::make_shared<SimulatedGpu>(model, i, clock));
-    }
-  }
-  GpuBackend backend() const override { return GpuBackend::kSimulated; }
-  std::string library_path() const override { return ""; }
-  std::string driver_version() override { return "simulated"; }
-  std::string library_version() override { return "simulated"; }
-  int device_count() override { return static_cast<int>(gpus_.size()); }
-  std::string device_uuid(int physical_index) override { return at(physical_index)->uuid(); }
-  std::shared_ptr<Gpu> open_gpu(int physical_index) override { return at(physical_index); }
-
- private:
-  std::shared_ptr<SimulatedGpu> at(int physical_index) const {
-    if (physical_index < 0 || physical_index >= static_cast<int>(gpus_.size())) {
-      throw Error(ErrorKind::kNotFound,
-                  "no simulated GPU with index " + std::to_string(physical_index),
-                  ErrorSubject::kGpu);
-    }
-    return gpus_[static_cast<std::size_t>(physical_index)];
-  }
-  std::vector<std::shared_ptr<SimulatedGpu>> gpus_;
-};
-
-}  // namespace
-
-std::shared_ptr<GpuProvider> make_simulated_provider(int count, const SimulatedGpuModel& model,
-                                                     std::shared_ptr<Clock> clock) {
-  return std::make_shared<SimulatedProvider>(count, model, std::move(clock));
-}
-
-SimulatedGpuModel SimulatedGpusSpec::model() const {
-  SimulatedGpuModel result = simulated_gpu_model(model_key);
-  result.thermal_enabled = thermal;
-  return result;
-}
-
-SimulatedGpusSpec parse_simulated_gpus_spec(const std::string& value) {
-  const std::string quoted = "ZEUS_SIMULATED_GPUS=\"" + value + "\"";
-  const std::size_t colon = value.find(':');
-  const std::string count_text = value.substr(0, colon);
-  SimulatedGpusSpec spec;
-  if (count_text.empty() || count_text.size() > 4 ||
-      count_text.find_first_not_of("0123456789") != std::string::npos) {
-    throw Error(ErrorKind::kInvalidArgument,
-                quoted + " is malformed: expected <count>[:<model>[:thermal]], e.g. \"4:h200\"",
-                ErrorSubject::kGpu);
-  }
-  spec.count = std::stoi(count_text);
-  if (spec.count < 1 || spec.count > 1024) {
-    throw Error(ErrorKind::kInvalidArgument, quoted + ": the GPU count must be between 1 and 1024",
-                ErrorSubject::kGpu);
-  }
-  if (colon != std::string::npos) {
-    std::string model_text = value.substr(colon + 1);
-    if (const std::size_t option = model_text.find(':'); option != std::string::npos) {
-      if (text::ascii_lower(model_text.substr(option + 1)) != "thermal") {
-        throw Error(ErrorKind::kInvalidArgument,
-                    quoted +
-                        " is malformed: the only option after the model is \"thermal\", e.g. "
-                        "\"2:h200:thermal\"",
-                    ErrorSubject::kGpu);
-      }
-      spec.thermal = true;
-      model_text.resize(option);
-    }
-    spec.model_key = text::ascii_lower(model_text);
-    try {
-      simulated_gpu_model(spec.model_key);
-    } catch (const Error& error) {
-      throw Error(ErrorKind::kInvalidArgument, quoted + ": " + error.what(), ErrorSubject::kGpu);
-    }
-  }
-  return spec;
+  advance_locked();
+  return 30.0 + 55.0 * draw_at_locked(last_update_ns_) / model_.peak_power_mw;
 }
 
 }  // namespace zeus::device

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "zeus/common/error.hpp"
+#include "zeus/common/units.hpp"
 
 namespace zeus::monitor {
 namespace {
@@ -82,8 +83,18 @@ std::string format_range(const std::vector<double>& values_s) {
   return out.str();
 }
 
+void check_phase_shifts(const PhaseShifts& shifts) {
+  if (shifts.count < 1 || shifts.count > 1000 || !std::isfinite(shifts.sampling_period_s) ||
+      !(shifts.sampling_period_s > 0.0)) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("profile: phase shifts need a count in [1, 1000] and a sampling "
+                            "period > 0 s, got {} and {:g} s",
+                            shifts.count, shifts.sampling_period_s));
+  }
+}
+
 TrialResult run_trial(const ProfileTarget& target, double measurement_s, double cooldown_s,
-                      int warmup_iterations, double iteration_s) {
+                      int warmup_iterations, double iteration_s, const PhaseShifts& shifts = {}) {
   if (cooldown_s > 0.0) {
     clock_of(target).sleep_for_s(cooldown_s);
   }
@@ -94,13 +105,28 @@ TrialResult run_trial(const ProfileTarget& target, double measurement_s, double 
   trial.iterations = std::max<std::int64_t>(
       1, static_cast<std::int64_t>(std::floor(measurement_s / iteration_s + 1e-9)));
   trial.temperature_before_c = mean_temperature_c(target);
-  run_iterations(target, warmup_iterations);
-  target.monitor->begin_window(kTrialWindow, {.sync_execution = true, .restart = true});
-  run_iterations_in_window(target, kTrialWindow, trial.iterations);
-  const Measurement measured = target.monitor->end_window(kTrialWindow);
+  // Phase-shifted runs (PhaseShifts): run r starts r / count of a sampling period after the
+  // first run's phase; one run when count is 1.
+  Clock& clock = clock_of(target);
+  const std::int64_t per_run = std::max<std::int64_t>(1, trial.iterations / shifts.count);
+  const std::int64_t period_ns =
+      std::max<std::int64_t>(1, units::nanoseconds_from_seconds(shifts.sampling_period_s));
+  const std::int64_t first_ns = clock.now_ns();
+  for (int run = 0; run < shifts.count; ++run) {
+    if (run > 0) {
+      const std::int64_t offset_ns = period_ns * run / shifts.count;
+      const std::int64_t into_ns = (clock.now_ns() - first_ns) % period_ns;
+      clock.sleep_for_ns(((offset_ns - into_ns) % period_ns + period_ns) % period_ns);
+    }
+    run_iterations(target, warmup_iterations);
+    target.monitor->begin_window(kTrialWindow, {.sync_execution = true, .restart = true});
+    run_iterations_in_window(target, kTrialWindow, per_run);
+    const Measurement measured = target.monitor->end_window(kTrialWindow);
+    trial.energy_j += measured.total_energy_j();
+    trial.time_s += measured.time_s;
+  }
+  trial.iterations = per_run * shifts.count;
   trial.temperature_after_c = mean_temperature_c(target);
-  trial.energy_j = measured.total_energy_j();
-  trial.time_s = measured.time_s;
   trial.energy_per_iteration_j = trial.energy_j / static_cast<double>(trial.iterations);
   trial.time_per_iteration_s = trial.time_s / static_cast<double>(trial.iterations);
   return trial;
@@ -162,6 +188,7 @@ SweepReport sweep(const ProfileTarget& target, const SweepOptions& options, Swep
   if (!(options.trial_stddev_threshold > 0.0)) {
     throw Error(ErrorKind::kInvalidArgument, "profile: trial_stddev_threshold must be > 0");
   }
+  check_phase_shifts(options.phase_shifts);
   std::vector<double> candidates_s = options.search_range_s;
   if (candidates_s.empty()) {
     for (int s = 1; s <= 10; ++s) {
@@ -197,8 +224,9 @@ SweepReport sweep(const ProfileTarget& target, const SweepOptions& options, Swep
     result.measurement_duration_s = measurement_s;
     result.cooldown_duration_s = cooldown_s;
     for (int trial = 0; trial < options.num_trials; ++trial) {
-      TrialResult outcome = run_trial(target, measurement_s, cooldown_s,
-                                      options.num_warmup_iterations, report.iteration_duration_s);
+      TrialResult outcome =
+          run_trial(target, measurement_s, cooldown_s, options.num_warmup_iterations,
+                    report.iteration_duration_s, options.phase_shifts);
       if (options.on_trial) {
         options.on_trial(candidate_s, trial, options.num_trials, outcome);
       }
@@ -261,9 +289,10 @@ TrialResult measure(const ProfileTarget& target, const MeasureOptions& options) 
   if (options.num_warmup_iterations < 0) {
     throw Error(ErrorKind::kInvalidArgument, "profile: num_warmup_iterations must be >= 0");
   }
+  check_phase_shifts(options.phase_shifts);
   const double iteration_s = iteration_duration_s(target, options);
   return run_trial(target, options.measurement_duration_s, options.cooldown_duration_s,
-                   options.num_warmup_iterations, iteration_s);
+                   options.num_warmup_iterations, iteration_s, options.phase_shifts);
 }
 
 SweepReport profile_measurement_duration(const ProfileTarget& target, const SweepOptions& options) {

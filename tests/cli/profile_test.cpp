@@ -78,6 +78,28 @@ TEST(ProfileCli, JsonIsOneObject) {
   EXPECT_GT(summary["measurement_sweep"]["iteration_duration_s"].get<double>(), 0.0);
 }
 
+// On a sensor-faithful H200 (power sampled 25 ms of every 100 ms, counter refreshed every
+// 100 ms), each trial runs as 4 runs started a quarter of the sampling period apart
+// (zeus/monitor/profile.hpp, PhaseShifts). Runs of about 125 ms mostly hold a counter refresh, so
+// the trials read energy (much shorter runs read 0 J, as on a real GPU).
+TEST(ProfileCli, PhaseShiftsSplitEachTrialIntoRuns) {
+  const fs::path err =
+      fs::temp_directory_path() / ("zeus_profile_shift_" + std::to_string(::getpid()) + ".err");
+  const auto run = zeus::testing::run_split(
+      "env -u CUDA_VISIBLE_DEVICES ZEUS_SIMULATED_GPUS=1:h200:sensor "
+      "ZEUS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1 "
+      "ZEUS_AMDSMI_LIBRARY=/nonexistent/libamd_smi.so " +
+          std::string(ZEUS_CLI_PATH) +
+          " profile --json --phase-shifts 4 --measurement-durations 0.5 --cooldown-durations 0 "
+          "--trials 2 --threshold 100 -- true",
+      err);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const json summary = json::parse(run.out);
+  const json& candidate = summary["measurement_sweep"]["candidates"][0];
+  EXPECT_GT(candidate["mean_energy_per_iteration_j"].get<double>(), 0.0);
+  EXPECT_EQ(candidate["trials"], 2);
+}
+
 TEST(ProfileCli, FailingCommandNamesItsTrial) {
   const auto run = run_zeus("profile" + kShort + "-- false");
   EXPECT_EQ(run.exit_code, 1) << run.err;
@@ -109,6 +131,7 @@ TEST(ProfileCli, BadInputIsExit2) {
       {"profile --measurement-durations nan -- true", "not finite"},
       {"profile --measurement-durations 0 -- true", "must be > 0"},
       {"profile --trials 0 -- true", "--trials 0"},
+      {"profile --phase-shifts 0 -- true", "--phase-shifts 0"},
       {"profile --threshold nan -- true", "--threshold"},
       {"profile --gpus 5 -- true", "--gpus"},
       {"profile", "needs a command"},

@@ -275,6 +275,44 @@ TEST(Profile, RejectsBadArguments) {
   EXPECT_THROW(zeus::monitor::profile_cooldown_duration(
                    rig.target(), {.search_range_s = {std::nan("")}, .iteration_duration_s = 1.0}),
                zeus::Error);
+  for (const zeus::monitor::PhaseShifts shifts :
+       {zeus::monitor::PhaseShifts{.count = 0}, zeus::monitor::PhaseShifts{.count = 1001},
+        zeus::monitor::PhaseShifts{4, 0.0}, zeus::monitor::PhaseShifts{4, std::nan("")}}) {
+    MeasureOptions options;
+    options.iteration_duration_s = kIterationS;
+    options.phase_shifts = shifts;
+    EXPECT_THROW(zeus::monitor::measure(rig.target(), options), zeus::Error);
+  }
+}
+
+// Yang et al.'s mitigation of part-time power sampling: the trial's iterations run as 4 runs
+// whose starts are spread over the sensor's 100 ms sampling period (a 0.5 s iteration alone
+// would start every run at the same phase).
+TEST(Profile, PhaseShiftedRunsStartEvenlyOverTheSamplingPeriod) {
+  ThermalRig rig(false);
+  std::vector<std::int64_t> starts_ns;
+  ProfileTarget target = rig.target();
+  const auto iteration = target.iteration;
+  target.iteration = [&] {
+    starts_ns.push_back(rig.clock->now_ns());
+    iteration();
+  };
+  MeasureOptions options;
+  options.measurement_duration_s = 4.0;  // 8 iterations: 4 runs of 2
+  options.cooldown_duration_s = 0.0;
+  options.num_warmup_iterations = 0;
+  options.iteration_duration_s = kIterationS;
+  options.phase_shifts = {.count = 4, .sampling_period_s = 0.1};
+  const zeus::monitor::TrialResult trial = zeus::monitor::measure(target, options);
+  EXPECT_EQ(trial.iterations, 8);
+  EXPECT_NEAR(trial.time_s, 4.0, 1e-9);  // the windows only, not the waits between runs
+  // Busy 0.5 s at 575 W per iteration; the waits between runs are idle and outside the windows.
+  EXPECT_NEAR(trial.energy_per_iteration_j, 0.5 * 575.0, 1.0);
+  ASSERT_EQ(starts_ns.size(), 8u);
+  for (int run = 0; run < 4; ++run) {
+    const std::int64_t into_ns = (starts_ns[2 * run] - starts_ns[0]) % 100'000'000;
+    EXPECT_EQ(into_ns, run * 25'000'000) << run;
+  }
 }
 
 }  // namespace

@@ -7,6 +7,12 @@
 // constant between calls that change utilization or the limit). Throughput under a limit follows
 // the cube-root DVFS law: relative_speed = ((draw - idle) / (demand - idle))^(1/3).
 //
+// Load profiles (set_load_profile): the utilization may follow a function of time on the clock
+// (a square wave, bursts; zeus/device/load_profile.hpp) that changes faster than any sensor
+// window; the energy stays an exact integral. energy_at_mj() answers for past instants, so that
+// the sensor-faithful wrapper (zeus/device/sensor_gpu.hpp) computes what a real sensor would
+// have read from the truth.
+//
 // Opt-in thermal model (SimulatedGpuModel::thermal_enabled, or
 // ZEUS_SIMULATED_GPUS="2:h200:thermal"): the die temperature follows power with a first-order lag,
 //   tau * dT/dt = ambient + R * draw - T,
@@ -30,6 +36,7 @@
 #include "zeus/common/clock.hpp"
 #include "zeus/device/gpu.hpp"
 #include "zeus/device/gpu_provider.hpp"
+#include "zeus/device/load_profile.hpp"
 
 namespace zeus::device {
 
@@ -57,6 +64,8 @@ struct SimulatedGpuModel {
   bool energy_counter;  // false models a pre-Volta GPU
   SimulatedThermalModel thermal{};
   bool thermal_enabled = false;  // opt-in: the default keeps the instantaneous temperature
+  // Opt-in: providers wrap each GPU in a SensorGpu with published_sensor_parameters(name).
+  bool sensor_faithful = false;
 };
 
 // Built-in models: v100, a40, a100, h100, h200 (and p100 without an energy counter).
@@ -69,8 +78,22 @@ class SimulatedGpu final : public Gpu {
   SimulatedGpu(SimulatedGpuModel model, int physical_index, std::shared_ptr<Clock> clock);
 
   // Simulation controls.
-  void set_utilization(double utilization);  // clamped to [0, 1]
-  double utilization() const;
+  void set_utilization(double utilization);  // clamped to [0, 1]; a constant load profile
+  // Utilization as a function of time from now on (replaces set_utilization's constant).
+  void set_load_profile(LoadProfile profile);
+  double utilization() const;  // now
+  // Exact modelled energy in millijoules at `t_ns` (a past instant or now): exact for instants
+  // since retain_history_from_ns() (or in the last second), else at the oldest one kept.
+  double energy_at_mj(std::int64_t t_ns) const;
+  // energy_at_mj(to_ns) - energy_at_mj(from_ns), computed without the cancellation of two large
+  // sums where it can be (the sensor's windows of a long run).
+  double energy_between_mj(std::int64_t from_ns, std::int64_t to_ns) const;
+  // The modelled draw at `t_ns` (a past instant or now), in milliwatts.
+  double draw_at_mw(std::int64_t t_ns) const;
+  // Keeps what energy_at_mj() needs for instants from `t_ns` on (memory: one entry per control
+  // change, or per thermal step, since then). Only ever moves forward.
+  void retain_history_from_ns(std::int64_t t_ns);
+  const std::shared_ptr<Clock>& clock() const { return clock_; }
   // Throughput relative to the same utilization without a power limit, in (0, 1].
   double relative_speed() const;
   // Exact modelled energy in joules (the counter reports it truncated to mJ).
@@ -111,14 +134,31 @@ class SimulatedGpu final : public Gpu {
   int temperature_c() override;
 
  private:
+  // A span of constant settings from `start_ns`: the load profile and the draw at its two levels.
+  // Under the thermal model the draw changes continuously: one point per step, interpolated.
+  struct Segment {
+    std::int64_t start_ns;
+    double energy_mj;  // at start_ns
+    double high_mw;
+    double low_mw;
+    std::shared_ptr<const LoadProfile> profile;
+  };
   // Integrates energy up to now; must hold mutex_.
   void advance_locked() const;
-  void record_breakpoint_locked();
-  double draw_mw_locked() const;
-  double demand_mw_locked() const;  // without leakage, before the power limit
+  // After a control change at now (advance_locked first): a new segment with the new settings.
+  void begin_segment_locked();
+  void trim_history_locked() const;
+  double segment_energy_mj(const Segment& segment, std::int64_t to_ns) const;
+  double levels_energy_mj(const Segment& segment, std::int64_t from_ns, std::int64_t to_ns) const;
+  const Segment& segment_at_locked(std::int64_t t_ns) const;
+  double energy_at_locked(std::int64_t t_ns) const;  // after advance_locked
+  double draw_at_locked(std::int64_t t_ns) const;
+  double utilization_locked() const;  // at last_update_ns_
+  double draw_mw_locked(double utilization) const;
+  double demand_mw_locked(double utilization) const;  // without leakage, before the power limit
   double leakage_mw_locked() const;
-  // Advances heat_c_ and energy_mj_ by `dt_s` under the thermal model; must hold mutex_.
-  void advance_thermal_locked(double dt_s) const;
+  // Advances heat_c_ and energy_mj_ by `dt_s` at `utilization` under the thermal model.
+  void advance_thermal_locked(double dt_s, double utilization) const;
 
   const SimulatedGpuModel model_;
   const std::shared_ptr<Clock> clock_;
@@ -129,29 +169,34 @@ class SimulatedGpu final : public Gpu {
   mutable std::int64_t last_update_ns_;
   mutable double energy_mj_ = 0.0;
   mutable double heat_c_ = 0.0;  // thermal model: temperature above ambient
-  double utilization_ = 0.0;
+  std::shared_ptr<const LoadProfile> profile_;
   std::uint32_t power_limit_mw_;
   bool persistence_mode_ = false;
   std::uint32_t locked_min_graphics_mhz_ = 0;  // 0 = not locked
   std::uint32_t locked_max_graphics_mhz_ = 0;
   std::optional<std::pair<std::uint32_t, std::uint32_t>> locked_memory_mhz_;
-  // (time, cumulative energy) points of the last second, for average_power_mw().
-  // Mutable: the thermal model adds breakpoints while it integrates.
-  mutable std::deque<std::pair<std::int64_t, double>> history_;
+  std::int64_t retain_from_ns_;
+  // Segments of the last second (average_power_mw) or since retain_from_ns_, oldest first; the
+  // last is the current one. Mutable: the thermal model adds points while it integrates.
+  mutable std::deque<Segment> history_;
 };
 
-// A provider of `count` simulated GPUs of one model.
+// A provider of `count` simulated GPUs of one model; with model.sensor_faithful, each is a
+// SensorGpu over a SimulatedGpu (Error(kInvalidArgument) for a model without sensor parameters).
 std::shared_ptr<GpuProvider> make_simulated_provider(int count, const SimulatedGpuModel& model,
                                                      std::shared_ptr<Clock> clock);
 
 struct SimulatedGpusSpec {
   int count = 0;
   std::string model_key = "a100";
-  bool thermal = false;  // ":thermal" suffix: the opt-in thermal model
+  bool thermal = false;  // ":thermal" option: the opt-in thermal model
+  bool sensor = false;   // ":sensor" option: the sensor-faithful readings (sensor_gpu.hpp)
   // The catalogue model with the spec's options applied.
   SimulatedGpuModel model() const;
 };
-// Parses ZEUS_SIMULATED_GPUS ("<count>[:<model>[:thermal]]", e.g. "4:h200" or "2:h200:thermal").
+// Parses ZEUS_SIMULATED_GPUS ("<count>[:<model>[:<option>...]]", options "thermal" and "sensor",
+// e.g. "4:h200", "2:h200:thermal" or "2:h200:sensor:thermal"). ":sensor" needs a model with
+// published sensor parameters (not p100).
 // Throws Error(kInvalidArgument) quoting the value when malformed.
 SimulatedGpusSpec parse_simulated_gpus_spec(const std::string& value);
 

@@ -53,6 +53,22 @@ struct TrialResult {
   double temperature_after_c = 0.0;
 };
 
+// Phase-shifted repetition, as Yang, Adamek and Armour advise (SC'24, "Accurate and Convenient
+// Energy Measurements for GPUs"): a GPU that samples its power only part of the time (25 ms of
+// every 100 ms on A100 and H100, and its energy counter extrapolates those samples) sees the same
+// part of every iteration when the iterations repeat in step with its sampling, and misreads
+// them by up to the whole difference between busy and idle power. With `count` > 1 a trial runs
+// as `count` runs of (its iterations / count) iterations, each after its own warm-up
+// iterations, each started `1 / count` of a `sampling_period_s` later in the sampling period
+// than the one before (the wait between runs, under one period, is outside every window), so
+// that together the sensor's windows cover every part of the iteration. The trial reports the
+// runs' summed energy, time and iterations. count = period / window (4 on A100/H100) covers
+// the iteration exactly once. 1 (the default): one run, as the reference measures.
+struct PhaseShifts {
+  int count = 1;
+  double sampling_period_s = 0.1;  // the sensor's (zeus/device/sensor.hpp)
+};
+
 struct MeasureOptions {
   double measurement_duration_s = 10.0;
   double cooldown_duration_s = 10.0;
@@ -60,6 +76,7 @@ struct MeasureOptions {
   // Time of one iteration; when unset, measured over num_calibration_iterations first.
   std::optional<double> iteration_duration_s{};
   int num_calibration_iterations = 100;
+  PhaseShifts phase_shifts{};
 };
 
 // Called after each trial of a sweep: the candidate (NaN for the warm-up trials), the trial's
@@ -83,6 +100,7 @@ struct SweepOptions {
   std::optional<double> iteration_duration_s{};
   // Stop at the first valid candidate (false: try them all, for a full report).
   bool stop_at_first_valid = true;
+  PhaseShifts phase_shifts{};  // for every trial (the warm-up trials run once, unshifted)
   TrialObserver on_trial{};
 };
 
@@ -115,7 +133,7 @@ struct ProfileParameters {
 };
 
 // One trial. Throws Error(kInvalidArgument) for a target without iteration or monitor, negative
-// durations or non-positive counts.
+// durations, non-positive counts or phase shifts outside [1, 1000] or without a period > 0.
 TrialResult measure(const ProfileTarget& target, const MeasureOptions& options = {});
 
 // The time of one iteration: `warmup_iterations` first, then `iterations` timed in a window.
