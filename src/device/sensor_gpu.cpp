@@ -103,8 +103,9 @@ void SensorGpu::accrue_until_locked(std::int64_t t_ns) {
 
 // Keeps what later readings need: the samples not yet accrued, and the averaging window.
 void SensorGpu::retain_locked(std::int64_t sensor_ns) {
-  std::int64_t from_ns = sensor_ns - average_ns_ - period_ns_ - window_ns_;
-  if (part_time()) {
+  std::int64_t from_ns =
+      sensor_ns - std::max(average_ns_ + period_ns_ + window_ns_, refresh_ns_ + period_ns_);
+  if (counter_sampled()) {
     from_ns = std::min(from_ns, window_start_ns(next_sample_));
   }
   truth_->retain_history_from_ns(std::max(start_ns_, from_ns));
@@ -122,7 +123,7 @@ std::uint64_t SensorGpu::total_energy_mj() {
         start_ns_, phase_ns_ + floor_div(sensor_ns - phase_ns_, refresh_ns_) * refresh_ns_);
   }
   double energy_mj = 0.0;
-  if (part_time()) {
+  if (counter_sampled()) {
     accrue_until_locked(refreshed_ns);
     energy_mj = static_cast<double>(accrued_mj_);
   } else {

@@ -9,8 +9,9 @@
 //   average on Ampere and newer except GA100; GA100 and older return the instantaneous power.
 //   nvmlDeviceGetTotalEnergyConsumption counts millijoules; its refresh period is undocumented
 //   (20-100 ms observed).
+// - [Probe] zeus sensor-probe under scripts/gpu_load.py on a real GPU (scripts/device-check.sh;
+//   docs/monitor.md, "Measuring a GPU's sensor"): the H200 entry.
 // Every other figure is an estimate and says so in `source` (docs/devices.md lists them all).
-// The lead's H200 measurement (scripts/device-check.sh) replaces the h200 entry here.
 #include <array>
 #include <cctype>
 
@@ -71,14 +72,18 @@ const std::array<Entry, 5>& table() {
       {"H200",
        {.counter_refresh_s = 0.1,
         .counter_resolution_mj = 1.0,
-        .power_sample_window_s = 0.025,
+        .power_sample_window_s = 0.028,
         .power_sample_period_s = 0.1,
+        .counter_integrates_continuously = true,
         .average_power_window_s = 1.0,
-        .reading_delay_s = 0.0,
-        .source = "average power over 1 s on Hopper [NVML]; estimates: power sampled 25 ms of "
-                  "every 100 ms as on the H100 (same GH100 die; Yang et al. SC'24 measured the "
-                  "H100), counter refresh 100 ms (one sampling period), 1 mJ resolution, no "
-                  "reading delay"}},
+        .reading_delay_s = 0.014,
+        .source = "measured on one H200 (driver 580.159.04) by zeus sensor-probe, 2026-12-04 "
+                  "[Probe]: counter refresh 100.0 ms, counter sees every 20 ms burst "
+                  "(integrates all the time), instant power reflects about 28 ms of every "
+                  "101.7 ms (from 58 of 100 bursts missed; +-6 ms), average power rises 10-90% "
+                  "in 0.63-0.80 s (1 s average, as [NVML] says), shortest lag 14 ms (taken as "
+                  "the delay); estimate: 1 mJ resolution (the counter's unit; each step holds a "
+                  "whole refresh period's energy, so finer steps are never seen)"}},
   }};
   return entries;
 }

@@ -104,6 +104,23 @@ TEST(SensorGpu, PartTimeSamplingMissesABurstBetweenWindows) {
   EXPECT_EQ(rig.sensor.average_power_mw(), 70'000u);
 }
 
+TEST(SensorGpu, AContinuousCounterSeesTheBurstThePowerReadingMisses) {
+  // The H200 as measured: the power readings sampled part-time, the counter integrating all
+  // the time.
+  SensorParameters parameters = h100();
+  parameters.counter_integrates_continuously = true;
+  Rig rig(parameters);
+  rig.truth->set_load_profile(LoadProfile::bursts({{30 * kMs, 50 * kMs}}, 1.0, 0.0));
+  rig.at_ms(200);
+  EXPECT_EQ(rig.sensor.instant_power_mw(), 70'000u);  // no window saw the burst
+  EXPECT_EQ(rig.sensor.total_energy_mj(), 45'500u);   // the counter did: 14 J + 31.5 J
+  rig.at_ms(299);
+  EXPECT_EQ(rig.sensor.total_energy_mj(), 45'500u);  // still the refresh at 200 ms
+  // Its history is kept only as far back as the readings need, however long it runs.
+  rig.at_ms(3'600'000);
+  EXPECT_EQ(rig.sensor.total_energy_mj(), 45'500u + 70ull * (3'600'000 - 200));
+}
+
 TEST(SensorGpu, PartTimeSamplingExtrapolatesABurstInsideAWindow) {
   Rig rig(h100());
   rig.truth->set_load_profile(LoadProfile::bursts({{110 * kMs, 10 * kMs}}, 1.0, 0.0));
@@ -246,6 +263,8 @@ TEST(SensorGpu, OptInThroughTheEnvironment) {
   clock->advance_ns(50 * kMs);
   EXPECT_EQ(sensor.total_energy_mj(), 0u);  // not refreshed yet; an ideal counter says 35 J
   clock->advance_ns(50 * kMs);
+  EXPECT_EQ(sensor.total_energy_mj(), 0u);  // the refresh at 100 ms shows 14 ms later (H200)
+  clock->advance_ns(14 * kMs);
   EXPECT_EQ(sensor.total_energy_mj(), 70'000u);
 }
 

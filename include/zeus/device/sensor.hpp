@@ -20,10 +20,15 @@ struct SensorParameters {
   // Smallest step of the counter, in millijoules (NVML counts millijoules).
   double counter_resolution_mj = 1.0;
   // Part-time power sampling: the sensor sees `power_sample_window_s` of every
-  // `power_sample_period_s` and the readings (and the counter) extrapolate that window to the
-  // whole period. Both 0: power is seen all the time.
+  // `power_sample_period_s` and the power readings extrapolate that window to the whole period.
+  // Both 0: power is seen all the time.
   double power_sample_window_s = 0.0;
   double power_sample_period_s = 0.0;
+  // Whether the energy counter integrates the draw all the time even where the power readings
+  // are sampled part-time (a real H200 showed this: zeus sensor-probe saw every 20 ms burst in
+  // its counter and only 42 of 100 in its instant power), rather than accruing the sampled
+  // windows extrapolated (Yang et al.'s account of the A100 and H100).
+  bool counter_integrates_continuously = false;
   // Averaging window of the average-power reading (average_power_mw); 0: the latest sample.
   double average_power_window_s = 0.0;
   // How long after the draw changes a reading starts to show it.

@@ -6,8 +6,9 @@
 // averaging window A and reading delay d (a reading taken at t shows the sensor at t - d):
 // - sample k covers [kP + phase, kP + phase + W); its value is the mean draw over that window;
 // - the counter accrues each sample's value x P when the sample's window closes (so it
-//   extrapolates the sampled quarter to the whole period, as Yang et al. found on A100/H100);
-//   it is shown as it stood at the last refresh (kR + phase), rounded down to a multiple of q;
+//   extrapolates the sampled quarter to the whole period, as Yang et al. found on A100/H100),
+//   or, with counter_integrates_continuously (a real H200), the exact energy; it is shown as it
+//   stood at the last refresh (kR + phase), rounded down to a multiple of q;
 // - instant_power_mw() is the last closed sample's value;
 // - average_power_mw() is the mean of the samples closed in the last A (the last sample when
 //   A is 0 or shorter than P).
@@ -52,6 +53,10 @@ class SensorGpu final : public ForwardingGpu {
   // What the sensor shows at `reading_ns` (the delay applied, and no earlier than its start).
   std::int64_t sensor_time_ns(std::int64_t reading_ns) const;
   bool part_time() const { return period_ns_ > 0; }
+  // Whether the counter accrues the sampled windows (else the exact energy).
+  bool counter_sampled() const {
+    return part_time() && !parameters_.counter_integrates_continuously;
+  }
   std::int64_t window_start_ns(std::int64_t k) const { return k * period_ns_ + phase_ns_; }
   std::int64_t window_end_ns(std::int64_t k) const { return window_start_ns(k) + window_ns_; }
   // The last sample closed at or before `t_ns`.
