@@ -25,8 +25,8 @@ inline constexpr std::uint64_t kRaplMaxCredibleRangeUj = 4'294'967'296'000'000;
 // A tracked zone is read `kRaplReadsPerWrap` times per wrap period at its maximum power, but
 // never more often than every kRaplMinReadPeriodNs nor less often than every kRaplMaxReadPeriodNs.
 inline constexpr std::int64_t kRaplReadsPerWrap = 4;
-inline constexpr std::int64_t kRaplMinReadPeriodNs = 10'000'000;       // 10 ms
-inline constexpr std::int64_t kRaplMaxReadPeriodNs = 60'000'000'000;   // 60 s
+inline constexpr std::int64_t kRaplMinReadPeriodNs = 10'000'000;      // 10 ms
+inline constexpr std::int64_t kRaplMaxReadPeriodNs = 60'000'000'000;  // 60 s
 // A decrease of the counter is a wrap only when the energy it implies could have been drawn in
 // the time since the previous read (plus this slack) at kRaplWrapPowerFactor times the zone's
 // maximum power, or at kRaplUnknownMaxPowerW when that is more.

@@ -146,8 +146,8 @@ TEST_F(CliMonitor, CpuCounterThatWrapsDuringTheCommandIsCountedExactly) {
   std::ofstream(zone / "constraint_0_max_power_uw") << "2000000\n";
   // Each value is held 0.8 s and replaced atomically: +0.6, +0.5 (wrap), +0.6, +0.5 (wrap), +0.1.
   const std::string energy = (zone / "energy_uj").string();
-  const std::string script = "w() { echo $1 > '" + energy + ".new' && mv '" + energy +
-                             ".new' '" + energy +
+  const std::string script = "w() { echo $1 > '" + energy + ".new' && mv '" + energy + ".new' '" +
+                             energy +
                              "' && sleep 0.8; }; w 600000 && w 100000 && w 700000 && w 200000 && "
                              "w 300000";
   const Result result = run({kTwoH200}, {"monitor", "--powercap-root", root.string(), "--json",

@@ -37,7 +37,7 @@ class RaplTrackerTest : public RaplTest {
  protected:
   // A zone stating `max_power_uw` in constraint_0 (nothing when 0).
   fs::path powered_zone(const std::string& folder, const std::string& name, std::uint64_t energy_uj,
-                std::uint64_t range_uj, std::uint64_t max_power_uw) {
+                        std::uint64_t range_uj, std::uint64_t max_power_uw) {
     const fs::path dir = make_zone(root_ / folder, name, energy_uj, range_uj);
     if (max_power_uw != 0) {
       write_file(dir / "constraint_0_max_power_uw", std::to_string(max_power_uw));
@@ -70,7 +70,8 @@ TEST_F(RaplTrackerTest, ReadPeriodIsAQuarterOfTheWrapAtTheLargestStatedPower) {
 }
 
 TEST_F(RaplTrackerTest, TypicalPackageIsReadEverySixtySeconds) {
-  const RaplZone zone(powered_zone("intel-rapl:0", "package-0", 0, kTypicalRangeUj, 250'000'000), clock_);
+  const RaplZone zone(powered_zone("intel-rapl:0", "package-0", 0, kTypicalRangeUj, 250'000'000),
+                      clock_);
   EXPECT_NEAR(static_cast<double>(zone.wrap_period_ns()) / kSecondNs, 1048.57, 0.01);
   EXPECT_EQ(zone.read_period_ns(), zeus::device::kRaplMaxReadPeriodNs);
 }
@@ -95,8 +96,7 @@ TEST_F(RaplTrackerTest, ZeroRangeIsAClearErrorAndTheZoneIsSkipped) {
   powered_zone("intel-rapl:0", "package-0", 0, 0, 100'000'000);
   make_zone(root_ / "intel-rapl:1", "package-1", 5);
   std::string what;
-  catch_kind_or_fail([&] { RaplZone(root_ / "intel-rapl:0", clock_); }, zeus::ErrorKind::kIo,
-                     what);
+  catch_kind_or_fail([&] { RaplZone(root_ / "intel-rapl:0", clock_); }, zeus::ErrorKind::kIo, what);
   EXPECT_THAT(what, HasSubstr("max_energy_range_uj is 0"));
   const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_);
   ASSERT_EQ(found.cpus.size(), 1u);
@@ -107,8 +107,7 @@ TEST_F(RaplTrackerTest, ZeroRangeIsAClearErrorAndTheZoneIsSkipped) {
 TEST_F(RaplTrackerTest, RangeNoRaplCounterCanHaveIsAClearError) {
   powered_zone("intel-rapl:0", "package-0", 0, 18'446'744'073'709'551'615u, 100'000'000);
   std::string what;
-  catch_kind_or_fail([&] { RaplZone(root_ / "intel-rapl:0", clock_); }, zeus::ErrorKind::kIo,
-                     what);
+  catch_kind_or_fail([&] { RaplZone(root_ / "intel-rapl:0", clock_); }, zeus::ErrorKind::kIo, what);
   EXPECT_THAT(what, HasSubstr("more than any 32-bit RAPL counter can hold"));
   // The largest possible range is accepted, and read no less often than the cap.
   powered_zone("intel-rapl:1", "package-1", 0, zeus::device::kRaplMaxCredibleRangeUj, 100'000'000);
@@ -133,7 +132,7 @@ TEST_F(RaplTrackerTest, TinyRangeIsReadAtTheFloorAndItsGapsAreCounted) {
 
 TEST_F(RaplTrackerTest, DecreaseThatFitsTheElapsedTimeIsAWrap) {
   const fs::path dir = powered_zone("intel-rapl:0", "package-0", kTypicalRangeUj - 10'000'000,
-                            kTypicalRangeUj, 100'000'000);
+                                    kTypicalRangeUj, 100'000'000);
   RaplZone zone(dir, clock_);
   const std::uint64_t before_uj = zone.read_energy_uj();
   clock_->advance_ns(kSecondNs);

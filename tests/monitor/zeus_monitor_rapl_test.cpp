@@ -30,9 +30,8 @@ class ZeusMonitorRapl : public RaplTest {
   }
 
   std::shared_ptr<zeus::ManualClock> clock_ = std::make_shared<zeus::ManualClock>();
-  std::shared_ptr<zeus::device::RaplTracker> tracker_ =
-      std::make_shared<zeus::device::RaplTracker>(
-          zeus::device::RaplTrackerOptions{clock_, /*start_thread=*/false});
+  std::shared_ptr<zeus::device::RaplTracker> tracker_ = std::make_shared<zeus::device::RaplTracker>(
+      zeus::device::RaplTrackerOptions{clock_, /*start_thread=*/false});
 };
 
 TEST_F(ZeusMonitorRapl, WindowOverManyWrapsIsExactWhileTheMonitorTracks) {

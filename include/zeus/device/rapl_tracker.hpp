@@ -51,10 +51,10 @@ class RaplTracker : public std::enable_shared_from_this<RaplTracker> {
   // Makes the thread look at the clock again (after a ManualClock was advanced).
   void wake();
 
-  bool running() const;                // the thread is alive
-  std::size_t tracked_zones() const;   // distinct zones tracked now
-  std::int64_t period_ns() const;      // the shortest read period of the tracked zones; 0 if none
-  std::uint64_t sweeps() const;        // sweeps made since construction (thread and sweep())
+  bool running() const;               // the thread is alive
+  std::size_t tracked_zones() const;  // distinct zones tracked now
+  std::int64_t period_ns() const;     // the shortest read period of the tracked zones; 0 if none
+  std::uint64_t sweeps() const;       // sweeps made since construction (thread and sweep())
 
  private:
   struct Tracked {
