@@ -143,9 +143,9 @@ std::uint64_t RaplZone::read_locked(bool starting) {
     if (!warned_gap_ && trackable()) {
       warned_gap_ = true;
       log().warn(
-          "RAPL zone {} was not read for {}, as long as one wrap of its counter takes at {} W "
-          "({}): energy may have been lost (the reading thread was held up or the clock "
-          "jumped; warned once, counted in the CPU's counter health)",
+          "RAPL zone {} was not read for {}, at least as long as one wrap of its counter takes "
+          "at {} W ({}): energy may have been lost (the reading thread was held up or the "
+          "clock jumped; warned once, counted in the CPU's counter health)",
           dir_.string(), seconds_text(elapsed_ns), max_power_w_, seconds_text(wrap_period_ns_));
     }
   }
