@@ -82,6 +82,9 @@ std::shared_ptr<void> RaplTracker::track(const std::vector<std::shared_ptr<RaplZ
     if (start) {
       running_ = true;
       stopping_ = false;
+      // The new zones were just read: the first sweep is one period after this, however late
+      // the thread itself starts.
+      last_sweep_ns_ = clock_->now_ns();
     } else {
       woken_ = true;  // the period may be shorter now
     }
@@ -151,9 +154,11 @@ void RaplTracker::sweep() {
       batch.push_back(entry.zone);
     }
   }
+  const std::int64_t now_ns = clock_->now_ns();
   sweep_zones(batch);
   const std::lock_guard<std::mutex> lock(mutex_);
   ++sweeps_;
+  last_sweep_ns_ = now_ns;
 }
 
 void RaplTracker::wake() {
@@ -167,10 +172,9 @@ void RaplTracker::wake() {
 void RaplTracker::run() {
   std::vector<std::shared_ptr<RaplZone>> batch;
   std::unique_lock<std::mutex> lock(mutex_);
-  std::int64_t last_sweep_ns = clock_->now_ns();  // track() has just read the new zones
   while (!stopping_) {
     const std::int64_t now_ns = clock_->now_ns();
-    if (period_ns_ > 0 && now_ns - last_sweep_ns >= period_ns_) {
+    if (period_ns_ > 0 && now_ns - last_sweep_ns_ >= period_ns_) {
       for (const Tracked& entry : tracked_) {
         batch.push_back(entry.zone);
       }
@@ -178,12 +182,12 @@ void RaplTracker::run() {
       sweep_zones(batch);
       lock.lock();
       ++sweeps_;
-      last_sweep_ns = now_ns;  // the cadence does not stretch by the sweep's own time
+      last_sweep_ns_ = now_ns;  // the cadence does not stretch by the sweep's own time
       continue;
     }
     const auto predicate = [this] { return stopping_ || woken_; };
     if (period_ns_ > 0) {
-      wake_cv_.wait_for(lock, std::chrono::nanoseconds(last_sweep_ns + period_ns_ - now_ns),
+      wake_cv_.wait_for(lock, std::chrono::nanoseconds(last_sweep_ns_ + period_ns_ - now_ns),
                         predicate);
     } else {
       wake_cv_.wait(lock, predicate);

@@ -5,12 +5,11 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "device/rapl_test_support.hpp"
 #include "support/running_daemon.hpp"
-#include "zeus/common/clock.hpp"
-#include "zeus/device/rapl.hpp"
-#include "zeus/device/rapl_tracker.hpp"
 
 namespace zeus::daemon {
 namespace {
@@ -18,25 +17,18 @@ namespace {
 using nlohmann::json;
 using namespace zeus::testing::rapl;
 
-class ZeusdRapl : public RaplTest {};
+class ZeusdRapl : public TrackedRaplTest {};
 
 TEST_F(ZeusdRapl, CumulativeCpuEnergyCountsEveryWrapWhileTheDaemonServes) {
   WrappingRig rig(root_);
-  const auto clock = std::make_shared<ManualClock>();
-  const auto tracker = std::make_shared<device::RaplTracker>(
-      device::RaplTrackerOptions{clock, /*start_thread=*/false});
-  const device::CpuDiscovery found = device::discover_rapl_cpus(root_, tracker);
-  ASSERT_EQ(found.cpus.size(), 1u);
+  const std::vector<std::shared_ptr<device::Cpu>> cpus = discover();
+  ASSERT_EQ(cpus.size(), 1u);
   {
-    Running d(DaemonConfig{}, 1, {}, nullptr, found.cpus);
-    EXPECT_EQ(tracker->tracked_zones(), 2u);  // package and DRAM, from the start
+    Running d(DaemonConfig{}, 1, {}, nullptr, cpus);
+    EXPECT_EQ(tracker_->tracked_zones(), 2u);  // package and DRAM, from the start
     const std::string route = "/cpu/get_cumulative_energy?cpu=true&dram=true";
     const json before = json::parse(get(d, route).body);
-    for (int second = 0; second < 95; ++second) {
-      rig.run_one_second();
-      clock->advance_s(1.0);
-      tracker->sweep();  // what the tracker's thread does every second here
-    }
+    run(rig, 95);
     const json after = json::parse(get(d, route).body);
     EXPECT_EQ(after["0"]["cpu_energy_uj"].get<std::uint64_t>() -
                   before["0"]["cpu_energy_uj"].get<std::uint64_t>(),
@@ -44,9 +36,9 @@ TEST_F(ZeusdRapl, CumulativeCpuEnergyCountsEveryWrapWhileTheDaemonServes) {
     EXPECT_EQ(after["0"]["dram_energy_uj"].get<std::uint64_t>() -
                   before["0"]["dram_energy_uj"].get<std::uint64_t>(),
               2'375'000'000u);  // 23 wraps of 100 J
-    EXPECT_EQ(found.cpus[0]->counter_health().gaps, 0u);
+    EXPECT_EQ(cpus[0]->counter_health().gaps, 0u);
   }
-  EXPECT_EQ(tracker->tracked_zones(), 0u);
+  EXPECT_EQ(tracker_->tracked_zones(), 0u);
 }
 
 }  // namespace

@@ -10,9 +10,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/device/rapl.hpp"
+#include "zeus/device/rapl_tracker.hpp"
 
 namespace zeus::testing::rapl {
 
@@ -132,6 +137,28 @@ class RaplTest : public ::testing::Test {
 
   std::filesystem::path base_;
   std::filesystem::path root_;
+};
+
+// A fake tree whose zones are tracked by a tracker of the fixture's own, on a ManualClock and
+// swept by hand (no thread): what a measurement over a WrappingRig needs.
+class TrackedRaplTest : public RaplTest {
+ protected:
+  // The CPUs under root_, timed and tracked by tracker_.
+  std::vector<std::shared_ptr<zeus::device::Cpu>> discover() {
+    return zeus::device::discover_rapl_cpus(root_, tracker_).cpus;
+  }
+  // `seconds` of the rig's load, with one sweep a second (what the tracker's thread does then).
+  void run(WrappingRig& rig, int seconds) {
+    for (int second = 0; second < seconds; ++second) {
+      rig.run_one_second();
+      clock_->advance_s(1.0);
+      tracker_->sweep();
+    }
+  }
+
+  std::shared_ptr<zeus::ManualClock> clock_ = std::make_shared<zeus::ManualClock>();
+  std::shared_ptr<zeus::device::RaplTracker> tracker_ = std::make_shared<zeus::device::RaplTracker>(
+      zeus::device::RaplTrackerOptions{clock_, /*start_thread=*/false});
 };
 
 }  // namespace zeus::testing::rapl

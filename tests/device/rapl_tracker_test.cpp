@@ -33,7 +33,7 @@ using namespace zeus::testing::rapl;
 
 constexpr std::int64_t kSecondNs = 1'000'000'000;
 
-class RaplTrackerTest : public RaplTest {
+class RaplTrackerTest : public TrackedRaplTest {
  protected:
   // A zone stating `max_power_uw` in constraint_0 (nothing when 0).
   fs::path powered_zone(const std::string& folder, const std::string& name, std::uint64_t energy_uj,
@@ -51,8 +51,6 @@ class RaplTrackerTest : public RaplTest {
     options.start_thread = start_thread;
     return std::make_shared<RaplTracker>(options);
   }
-
-  std::shared_ptr<zeus::ManualClock> clock_ = std::make_shared<zeus::ManualClock>();
 };
 
 // ---- The period, from the range and the stated maximum power ----
@@ -214,20 +212,15 @@ TEST_F(RaplTrackerTest, TheReadThatStartsTrackingReportsNoGap) {
 
 TEST_F(RaplTrackerTest, CounterWrappingManyTimesInsideOneWindowIsExact) {
   WrappingRig rig(root_);
-  const auto tracker = manual_tracker(false);
-  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_, tracker);
-  ASSERT_EQ(found.cpus.size(), 1u);
-  zeus::device::Cpu& cpu = *found.cpus[0];
+  const std::vector<std::shared_ptr<zeus::device::Cpu>> cpus = discover();
+  ASSERT_EQ(cpus.size(), 1u);
+  zeus::device::Cpu& cpu = *cpus[0];
   const std::shared_ptr<void> tracking = cpu.track_wraparound();
-  EXPECT_EQ(tracker->tracked_zones(), 2u);
-  EXPECT_EQ(tracker->period_ns(), kSecondNs);  // the DRAM zone's: 4 s / 4
+  EXPECT_EQ(tracker_->tracked_zones(), 2u);
+  EXPECT_EQ(tracker_->period_ns(), kSecondNs);  // the DRAM zone's: 4 s / 4
   const std::uint64_t package_begin_uj = cpu.package_energy_uj();
   const std::uint64_t dram_begin_uj = cpu.dram_energy_uj();
-  for (int second = 0; second < 95; ++second) {
-    rig.run_one_second();
-    clock_->advance_ns(tracker->period_ns());
-    tracker->sweep();
-  }
+  run(rig, 95);  // a sweep a second
   // 95 s: 9.5 kJ (9 wraps of the package counter) and 2375 J (23 wraps of the DRAM one).
   EXPECT_EQ(cpu.package_energy_uj() - package_begin_uj, 9'500'000'000u);
   EXPECT_EQ(cpu.dram_energy_uj() - dram_begin_uj, 2'375'000'000u);

@@ -8,9 +8,6 @@
 #include <vector>
 
 #include "device/rapl_test_support.hpp"
-#include "zeus/common/clock.hpp"
-#include "zeus/device/rapl.hpp"
-#include "zeus/device/rapl_tracker.hpp"
 #include "zeus/monitor/zeus_monitor.hpp"
 
 namespace {
@@ -19,7 +16,7 @@ using namespace zeus::testing::rapl;
 using zeus::monitor::ZeusMonitor;
 using zeus::monitor::ZeusMonitorOptions;
 
-class ZeusMonitorRapl : public RaplTest {
+class ZeusMonitorRapl : public TrackedRaplTest {
  protected:
   ZeusMonitorOptions options(std::optional<std::vector<int>> cpu_indices = std::nullopt) const {
     ZeusMonitorOptions result;
@@ -28,25 +25,15 @@ class ZeusMonitorRapl : public RaplTest {
     result.clock = clock_;
     return result;
   }
-
-  std::shared_ptr<zeus::ManualClock> clock_ = std::make_shared<zeus::ManualClock>();
-  std::shared_ptr<zeus::device::RaplTracker> tracker_ = std::make_shared<zeus::device::RaplTracker>(
-      zeus::device::RaplTrackerOptions{clock_, /*start_thread=*/false});
 };
 
 TEST_F(ZeusMonitorRapl, WindowOverManyWrapsIsExactWhileTheMonitorTracks) {
   WrappingRig rig(root_);
-  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_, tracker_);
-  ASSERT_EQ(found.cpus.size(), 1u);
   {
-    ZeusMonitor monitor(zeus::device::Gpus(), found.cpus, options());
+    ZeusMonitor monitor(zeus::device::Gpus(), discover(), options());
     EXPECT_EQ(tracker_->tracked_zones(), 2u);
     monitor.begin_window("epoch");
-    for (int second = 0; second < 95; ++second) {
-      rig.run_one_second();
-      clock_->advance_s(1.0);
-      tracker_->sweep();  // what the tracker's thread does every second here
-    }
+    run(rig, 95);
     const zeus::monitor::Measurement epoch = monitor.end_window("epoch");
     EXPECT_DOUBLE_EQ(epoch.cpu_energy_j.at(0), 9500.0);   // 9 wraps of 1 kJ
     EXPECT_DOUBLE_EQ(epoch.dram_energy_j.at(0), 2375.0);  // 23 wraps of 100 J
@@ -56,8 +43,7 @@ TEST_F(ZeusMonitorRapl, WindowOverManyWrapsIsExactWhileTheMonitorTracks) {
 
 TEST_F(ZeusMonitorRapl, MonitorWithoutCpusTracksNothing) {
   WrappingRig rig(root_);
-  const zeus::device::CpuDiscovery found = zeus::device::discover_rapl_cpus(root_, tracker_);
-  ZeusMonitor monitor(zeus::device::Gpus(), found.cpus, options(std::vector<int>{}));
+  ZeusMonitor monitor(zeus::device::Gpus(), discover(), options(std::vector<int>{}));
   EXPECT_EQ(tracker_->tracked_zones(), 0u);
 }
 

@@ -77,6 +77,7 @@ class RaplTracker : public std::enable_shared_from_this<RaplTracker> {
   std::size_t handles_ = 0;
   std::int64_t period_ns_ = 0;
   std::uint64_t sweeps_ = 0;
+  std::int64_t last_sweep_ns_ = 0;  // on clock_: the last sweep, or the start of the thread
   bool running_ = false;
   bool stopping_ = false;
   bool woken_ = false;
