@@ -272,6 +272,22 @@ TEST_F(RaplTrackerTest, ThreadReadsOnTheInjectedClockAndStopsWithTheLastHandle) 
   EXPECT_EQ(tracker->period_ns(), 0);
 }
 
+TEST_F(RaplTrackerTest, ZoneThatVanishesWhileTrackedNeitherStopsTheSweepsNorHidesTheError) {
+  make_real_layout();
+  const std::vector<std::shared_ptr<zeus::device::Cpu>> cpus = discover();
+  ASSERT_EQ(cpus.size(), 2u);
+  const std::shared_ptr<void> tracking = zeus::device::track_wraparound(cpus);
+  fs::remove_all(root_ / "intel-rapl:1");  // e.g. the driver was unloaded
+  set_energy(root_ / "intel-rapl:0", 5000);
+  clock_->advance_ns(tracker_->period_ns());
+  EXPECT_NO_THROW(tracker_->sweep());
+  EXPECT_NO_THROW(tracker_->sweep());  // warned once, then quiet
+  EXPECT_EQ(tracker_->sweeps(), 2u);
+  EXPECT_EQ(cpus[0]->package_energy_uj(), 5000u);  // the other zones are still read
+  std::string what;
+  catch_kind_or_fail([&] { cpus[1]->package_energy_uj(); }, zeus::ErrorKind::kNotFound, what);
+}
+
 TEST_F(RaplTrackerTest, HandlesAreReferenceCounted) {
   make_real_layout();
   const auto tracker = manual_tracker(true);
