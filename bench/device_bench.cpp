@@ -1,11 +1,17 @@
 // Cost of one energy read: on the simulated GPU, and through the real NVML code path (dlopen'ed
-// fake libnvidia-ml). Run: ./build/release/bench/zeus_device_bench
+// fake libnvidia-ml); and of one sweep of the RAPL wraparound tracker over N fake zones.
+// Run: ./build/release/bench/zeus_device_bench
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 
+#include <fstream>
 #include <memory>
+#include <string>
 
+#include "common/temp_dir.hpp"
 #include "zeus/device/gpu_provider.hpp"
+#include "zeus/device/rapl.hpp"
+#include "zeus/device/rapl_tracker.hpp"
 #include "zeus/device/simulated_gpu.hpp"
 
 namespace {
@@ -75,6 +81,29 @@ void BM_FakeNvmlInstantPower(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_FakeNvmlInstantPower);
+
+// One tracker sweep over state.range(0) zones (packages without DRAM) in a fake powercap tree on
+// the temporary folder's file system: what the tracker's thread does once a period.
+void BM_RaplTrackerSweep(benchmark::State& state) {
+  const zeus::TempDir dir("zeus-bench-rapl");
+  for (int i = 0; i < state.range(0); ++i) {
+    const std::filesystem::path zone = dir.path() / ("intel-rapl:" + std::to_string(i));
+    std::filesystem::create_directories(zone);
+    std::ofstream(zone / "name") << "package-" << i << "\n";
+    std::ofstream(zone / "energy_uj") << "123456789\n";
+    std::ofstream(zone / "max_energy_range_uj") << "262143328850\n";
+    std::ofstream(zone / "constraint_0_max_power_uw") << "250000000\n";
+  }
+  const auto tracker = std::make_shared<zeus::device::RaplTracker>(
+      zeus::device::RaplTrackerOptions{zeus::steady_clock(), /*start_thread=*/false});
+  const zeus::device::CpuDiscovery cpus = zeus::device::discover_rapl_cpus(dir.path(), tracker);
+  const std::shared_ptr<void> tracking = zeus::device::track_wraparound(cpus.cpus);
+  for (auto _ : state) {
+    tracker->sweep();
+  }
+  state.counters["zones"] = static_cast<double>(tracker->tracked_zones());
+}
+BENCHMARK(BM_RaplTrackerSweep)->Arg(1)->Arg(4)->Arg(16);
 
 }  // namespace
 

@@ -43,6 +43,9 @@ struct Daemon::Impl {
   const DaemonConfig config;
   device::Gpus gpus;
   const std::vector<std::shared_ptr<device::Cpu>> cpus;
+  // Clients difference cumulative CPU energy over any span: the counters are tracked for the
+  // daemon's whole life, so that no wraparound goes unseen (docs/rapl.md).
+  const std::shared_ptr<void> cpu_tracking;
   const bool authenticated;
   GpuWriters writers;
   Routes routes;
@@ -57,6 +60,7 @@ struct Daemon::Impl {
       : config(effective(std::move(cfg))),
         gpus(std::move(g)),
         cpus(std::move(c)),
+        cpu_tracking(device::track_wraparound(cpus)),
         authenticated(static_cast<bool>(hooks.authorize)),
         writers(gpus, std::move(hooks.before_write), std::move(hooks.on_write)),
         routes(config, gpus, cpus, writers, std::move(hooks.authorize), std::move(clock)),

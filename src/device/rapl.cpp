@@ -11,7 +11,6 @@
 #include <charconv>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,7 +20,9 @@
 
 #include "common/log.hpp"
 #include "common/sysfs.hpp"
+#include "device/rapl_zone.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/device/rapl_tracker.hpp"
 
 namespace zeus::device {
 namespace {
@@ -30,14 +31,6 @@ namespace fs = std::filesystem;
 
 constexpr std::string_view kZonePrefix = "intel-rapl:";
 constexpr std::string_view kControlTypeFolder = "intel-rapl";
-
-std::string permission_advice() {
-  return "Since Linux 5.10, RAPL energy_uj files are readable only by root (CVE-2020-8694, "
-         "\"Platypus\"). Run as root, make energy_uj readable to your user (for example a udev "
-         "rule or systemd-tmpfiles rule that runs `chmod o+r` on "
-         "/sys/class/powercap/intel-rapl:*/energy_uj and its sub-zones), or run the zeusd daemon "
-         "that reads it on your behalf.";
-}
 
 std::string not_available_message(const fs::path& root, std::string_view detail) {
   std::string message = "RAPL is not available: no powercap RAPL zones under " + root.string();
@@ -175,63 +168,15 @@ bool starts_with(std::string_view text, std::string_view prefix) {
   return text.substr(0, prefix.size()) == prefix;
 }
 
-// Reads an energy counter file; its errors are about a CPU, and permission errors get the advice
-// on how to fix them.
-std::uint64_t read_energy_file_uj(const fs::path& energy_path) {
-  try {
-    return sysfs::read_uint64(energy_path);
-  } catch (const Error& error) {
-    if (error.kind() == ErrorKind::kNoPermission) {
-      throw Error(ErrorKind::kNoPermission, std::string(error.what()) + ". " + permission_advice(),
-                  ErrorSubject::kCpu);
-    }
-    throw Error(error.kind(), error.what(), ErrorSubject::kCpu);
-  }
-}
-
-// One RAPL energy counter made monotonic across wraparounds. The file is read on every call;
-// the mutex is held across the read so that two threads cannot reorder their raw values and
-// mistake the older one for a wrap.
-class WrappingCounter {
- public:
-  // Reads max_energy_range_uj and a first energy_uj; throws zeus::Error (as sysfs::read_uint64)
-  // when either fails.
-  explicit WrappingCounter(fs::path zone_dir)
-      : energy_path_(zone_dir / "energy_uj"),
-        max_energy_range_uj_(sysfs::read_uint64(zone_dir / "max_energy_range_uj")),
-        last_raw_energy_uj_(sysfs::read_uint64(energy_path_)) {  // discovery adds the advice
-    if (max_energy_range_uj_ == 0) {
-      throw Error(ErrorKind::kIo, (zone_dir / "max_energy_range_uj").string() + " is 0",
-                  ErrorSubject::kCpu);
-    }
-  }
-
-  std::uint64_t read_energy_uj() {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    const std::uint64_t raw_energy_uj = read_energy_file_uj(energy_path_);
-    if (raw_energy_uj < last_raw_energy_uj_) {
-      ++wrap_count_;
-    }
-    last_raw_energy_uj_ = raw_energy_uj;
-    return wrap_count_ * max_energy_range_uj_ + raw_energy_uj;
-  }
-
- private:
-  const fs::path energy_path_;
-  const std::uint64_t max_energy_range_uj_;
-  std::mutex mutex_;
-  std::uint64_t last_raw_energy_uj_;
-  std::uint64_t wrap_count_ = 0;
-};
-
 class RaplCpu final : public Cpu {
  public:
-  RaplCpu(int index, std::string name, std::unique_ptr<WrappingCounter> package,
-          std::unique_ptr<WrappingCounter> dram)
+  RaplCpu(int index, std::string name, std::shared_ptr<RaplZone> package,
+          std::shared_ptr<RaplZone> dram, std::shared_ptr<RaplTracker> tracker)
       : index_(index),
         name_(std::move(name)),
         package_(std::move(package)),
-        dram_(std::move(dram)) {}
+        dram_(std::move(dram)),
+        tracker_(std::move(tracker)) {}
 
   int index() const override { return index_; }
   std::string name() const override { return name_; }
@@ -245,16 +190,35 @@ class RaplCpu final : public Cpu {
     }
     return dram_->read_energy_uj();
   }
+  std::shared_ptr<void> track_wraparound() override {
+    std::vector<std::shared_ptr<RaplZone>> zones = {package_};
+    if (dram_) {
+      zones.push_back(dram_);
+    }
+    return tracker_->track(zones);
+  }
+  CounterHealth counter_health() const override {
+    CounterHealth health = package_->health();
+    if (dram_) {
+      const CounterHealth dram = dram_->health();
+      health.wraps += dram.wraps;
+      health.resets += dram.resets;
+      health.gaps += dram.gaps;
+    }
+    return health;
+  }
 
  private:
   const int index_;
   const std::string name_;
-  const std::unique_ptr<WrappingCounter> package_;
-  const std::unique_ptr<WrappingCounter> dram_;
+  const std::shared_ptr<RaplZone> package_;
+  const std::shared_ptr<RaplZone> dram_;
+  const std::shared_ptr<RaplTracker> tracker_;
 };
 
 // The DRAM counter of package `package`, or null when it has none that can be read.
-std::unique_ptr<WrappingCounter> find_dram(const ZoneTree& tree, int package) {
+std::shared_ptr<RaplZone> find_dram(const ZoneTree& tree, int package,
+                                    const std::shared_ptr<const Clock>& clock) {
   for (auto it = tree.subzones.lower_bound({package, 0});
        it != tree.subzones.end() && it->first.first == package; ++it) {
     std::string why;
@@ -263,7 +227,7 @@ std::unique_ptr<WrappingCounter> find_dram(const ZoneTree& tree, int package) {
       continue;
     }
     try {
-      return std::make_unique<WrappingCounter>(it->second);
+      return std::make_shared<RaplZone>(it->second, clock);
     } catch (const Error& error) {
       log().warn("RAPL DRAM zone {} is not usable: {}", it->second.string(), error.what());
       return nullptr;
@@ -299,7 +263,11 @@ fs::path default_powercap_root() {
   return choose_powercap_root("/sys/class/powercap", "/zeus_sys/class/powercap");
 }
 
-CpuDiscovery discover_rapl_cpus(const fs::path& powercap_root) {
+CpuDiscovery discover_rapl_cpus(const fs::path& powercap_root,
+                                std::shared_ptr<RaplTracker> tracker) {
+  if (!tracker) {
+    tracker = RaplTracker::process();
+  }
   CpuDiscovery result;
   result.root = powercap_root;
   try {
@@ -327,19 +295,19 @@ CpuDiscovery discover_rapl_cpus(const fs::path& powercap_root) {
         log().debug("RAPL zone {} is \"{}\", not a package; skipped", dir.string(), *name);
         continue;
       }
-      std::unique_ptr<WrappingCounter> package_counter;
+      std::shared_ptr<RaplZone> package_counter;
       try {
-        package_counter = std::make_unique<WrappingCounter>(dir);
+        package_counter = std::make_shared<RaplZone>(dir, tracker->clock());
       } catch (const Error& error) {
         permission_denied = permission_denied || error.kind() == ErrorKind::kNoPermission;
         problems.push_back(error.what());
         continue;
       }
-      auto dram_counter = find_dram(tree, package);
+      auto dram_counter = find_dram(tree, package, tracker->clock());
       summary += summary.empty() ? "" : ", ";
       summary += *name + " (" + dir.filename().string() + (dram_counter ? ", with DRAM)" : ")");
       result.cpus.push_back(std::make_shared<RaplCpu>(package, *name, std::move(package_counter),
-                                                      std::move(dram_counter)));
+                                                      std::move(dram_counter), tracker));
     }
 
     std::string problem_text;
@@ -355,7 +323,7 @@ CpuDiscovery discover_rapl_cpus(const fs::path& powercap_root) {
         result.message += ". Skipped: " + problem_text;
       }
       if (permission_denied) {
-        result.message += ". " + permission_advice();
+        result.message += ". " + rapl_permission_advice();
       }
       log().debug("{}", result.message);
       return result;
@@ -363,7 +331,7 @@ CpuDiscovery discover_rapl_cpus(const fs::path& powercap_root) {
     result.permission_denied = permission_denied;
     if (permission_denied) {
       result.message = "RAPL zones exist under " + powercap_root.string() +
-                       " but cannot be read: " + problem_text + ". " + permission_advice();
+                       " but cannot be read: " + problem_text + ". " + rapl_permission_advice();
     } else if (!problem_text.empty()) {
       result.message = "RAPL is not available: no usable RAPL package zone under " +
                        powercap_root.string() + " (" + problem_text + ")";

@@ -90,6 +90,8 @@ DeviceMetrics::DeviceMetrics(const device::Gpus& gpus,
     }
     gpus_.push_back(std::move(state));
   }
+  // The interval may be longer than a RAPL counter takes to wrap (docs/rapl.md).
+  cpu_tracking_ = device::track_wraparound(cpus);
   for (auto& cpu : cpus) {
     CpuState state;
     state.cpu = std::move(cpu);

@@ -105,6 +105,8 @@ ZeusMonitor::ZeusMonitor(const device::Gpus& gpus, std::vector<std::shared_ptr<d
       drams_.push_back(*found);
     }
   }
+  // Windows may last longer than a counter takes to wrap: keep the counters read (docs/rapl.md).
+  cpu_tracking_ = device::track_wraparound(cpus_);
 
   if (!sampled.empty()) {
     PowerSamplerOptions sampler_options;

@@ -133,6 +133,30 @@ TEST_F(CliMonitor, CpuAndDramFromRapl) {
   EXPECT_TRUE(contains(result.err, "valid CPU package indices are 0")) << result.err;
 }
 
+// A command during which the package counter wraps twice: the tracker's background reads
+// (every 125 ms: 1 J at 2 W wraps in 0.5 s) see both wraps, which reads at the start and the end
+// alone cannot.
+TEST_F(CliMonitor, CpuCounterThatWrapsDuringTheCommandIsCountedExactly) {
+  const fs::path root = path("wrapping-powercap");
+  const fs::path zone = root / "intel-rapl:0";
+  fs::create_directories(zone);
+  std::ofstream(zone / "name") << "package-0\n";
+  std::ofstream(zone / "energy_uj") << "0\n";
+  std::ofstream(zone / "max_energy_range_uj") << "1000000\n";
+  std::ofstream(zone / "constraint_0_max_power_uw") << "2000000\n";
+  // Each value is held 0.8 s and replaced atomically: +0.6, +0.5 (wrap), +0.6, +0.5 (wrap), +0.1.
+  const std::string energy = (zone / "energy_uj").string();
+  const std::string script = "w() { echo $1 > '" + energy + ".new' && mv '" + energy + ".new' '" +
+                             energy +
+                             "' && sleep 0.8; }; w 600000 && w 100000 && w 700000 && w 200000 && "
+                             "w 300000";
+  const Result result = run({kTwoH200}, {"monitor", "--powercap-root", root.string(), "--json",
+                                         "-o", path("s.json"), "--", "sh", "-c", script});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json summary = json::parse(read_file(path("s.json")));
+  EXPECT_DOUBLE_EQ(summary["cpu_energy_j"]["0"].get<double>(), 2.3) << result.err;
+}
+
 TEST_F(CliMonitor, CpusWithoutRaplIsAnErrorButTheDefaultIsANote) {
   Result result = run({kTwoH200}, {"monitor", "--powercap-root", path("none").string(), "--cpus",
                                    "0", "--", "true"});

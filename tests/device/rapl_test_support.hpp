@@ -10,9 +10,14 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
+#include "zeus/device/rapl.hpp"
+#include "zeus/device/rapl_tracker.hpp"
 
 namespace zeus::testing::rapl {
 
@@ -50,6 +55,37 @@ inline std::filesystem::path make_zone(const std::filesystem::path& dir, const s
   write_file(dir / "max_energy_range_uj", std::to_string(max_energy_range_uj));
   return dir;
 }
+
+inline constexpr std::uint64_t kKilojouleUj = 1'000'000'000;
+
+// Sets a zone's energy_uj (atomically: a reader in another thread never sees it half written).
+inline void set_energy(const std::filesystem::path& zone_dir, std::uint64_t raw_uj) {
+  replace_file(zone_dir / "energy_uj", std::to_string(raw_uj));
+}
+
+// Drives a package zone (1 kJ at 100 W: wraps every 10 s) and its DRAM zone (100 J at 25 W:
+// every 4 s) at their maximum power.
+class WrappingRig {
+ public:
+  explicit WrappingRig(const std::filesystem::path& root)
+      : package_(make_zone(root / "intel-rapl:0", "package-0", 0, kKilojouleUj)),
+        dram_(make_zone(root / "intel-rapl:0" / "intel-rapl:0:0", "dram", 0, kKilojouleUj / 10)) {
+    write_file(package_ / "constraint_0_max_power_uw", "100000000");
+    write_file(dram_ / "constraint_0_max_power_uw", "25000000");
+  }
+  void run_one_second() {
+    package_uj_ += 100'000'000;
+    dram_uj_ += 25'000'000;
+    set_energy(package_, package_uj_ % kKilojouleUj);
+    set_energy(dram_, dram_uj_ % (kKilojouleUj / 10));
+  }
+
+ private:
+  std::filesystem::path package_;
+  std::filesystem::path dram_;
+  std::uint64_t package_uj_ = 0;
+  std::uint64_t dram_uj_ = 0;
+};
 
 // Runs `action`, expects a zeus::Error of kind `expected` and stores its text in `what`.
 inline void catch_kind_or_fail(const std::function<void()>& action, zeus::ErrorKind expected,
@@ -101,6 +137,28 @@ class RaplTest : public ::testing::Test {
 
   std::filesystem::path base_;
   std::filesystem::path root_;
+};
+
+// A fake tree whose zones are tracked by a tracker of the fixture's own, on a ManualClock and
+// swept by hand (no thread): what a measurement over a WrappingRig needs.
+class TrackedRaplTest : public RaplTest {
+ protected:
+  // The CPUs under root_, timed and tracked by tracker_.
+  std::vector<std::shared_ptr<zeus::device::Cpu>> discover() {
+    return zeus::device::discover_rapl_cpus(root_, tracker_).cpus;
+  }
+  // `seconds` of the rig's load, with one sweep a second (what the tracker's thread does then).
+  void run(WrappingRig& rig, int seconds) {
+    for (int second = 0; second < seconds; ++second) {
+      rig.run_one_second();
+      clock_->advance_s(1.0);
+      tracker_->sweep();
+    }
+  }
+
+  std::shared_ptr<zeus::ManualClock> clock_ = std::make_shared<zeus::ManualClock>();
+  std::shared_ptr<zeus::device::RaplTracker> tracker_ = std::make_shared<zeus::device::RaplTracker>(
+      zeus::device::RaplTrackerOptions{clock_, /*start_thread=*/false});
 };
 
 }  // namespace zeus::testing::rapl

@@ -10,6 +10,8 @@
 
 namespace zeus::device {
 
+class RaplTracker;  // zeus/device/rapl_tracker.hpp
+
 // /sys/class/powercap, or /zeus_sys/class/powercap (the reference's container mount point) when
 // the former has no RAPL zone and the latter does.
 std::filesystem::path default_powercap_root();
@@ -29,7 +31,9 @@ struct CpuDiscovery {
 
 // Finds RAPL package zones (intel-rapl:N, also under an intel-rapl/ subfolder) and their DRAM
 // sub-zones below `powercap_root`. Never throws for a missing or unreadable tree: the reason
-// goes into `message` (permission problems say how to fix them).
-CpuDiscovery discover_rapl_cpus(const std::filesystem::path& powercap_root);
+// goes into `message` (permission problems say how to fix them). The CPUs' zones are timed by
+// `tracker`'s clock and tracked by it (Cpu::track_wraparound); RaplTracker::process() when null.
+CpuDiscovery discover_rapl_cpus(const std::filesystem::path& powercap_root,
+                                std::shared_ptr<RaplTracker> tracker = nullptr);
 
 }  // namespace zeus::device

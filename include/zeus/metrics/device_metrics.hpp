@@ -124,6 +124,7 @@ class DeviceMetrics {
   mutable std::mutex mutex_;
   std::vector<GpuState> gpus_;
   std::vector<CpuState> cpus_;
+  std::shared_ptr<void> cpu_tracking_;  // RAPL wraparound tracking while the metrics live
   std::shared_ptr<Clock> wall_clock_;
   std::unique_ptr<CarbonCostCounters> carbon_cost_;  // null without a provider
   std::optional<double> last_read_unix_s_;           // under mutex_

@@ -137,6 +137,7 @@ class ZeusMonitor final : public WindowMonitor {
   std::vector<std::shared_ptr<device::Cpu>> cpus_;
   std::vector<int> dram_indices_;  // packages (from cpu_indices_) with a DRAM zone
   std::vector<std::shared_ptr<device::Cpu>> drams_;
+  std::shared_ptr<void> cpu_tracking_;  // RAPL wraparound tracking while this monitor lives
   std::unique_ptr<PowerSampler> sampler_;
 
   mutable std::mutex mutex_;  // guards windows_, spare_, the log
