@@ -358,12 +358,12 @@ def _manual_power_sampler(
 # -- thermally stable profiling (src/python/profile_bindings.cpp; use zeus_cpp.profile) --
 def _profile_calibrate(
     target_function: Callable[[], Any], zeus_monitor: Any, num_warmup_iterations: int,
-    num_calibration_iterations: int,
+    num_calibration_iterations: int, reducer: Optional[Reducer] = None,
 ) -> float: ...
 def _profile_measure(
     target_function: Callable[[], Any], zeus_monitor: Any, measurement_duration: float,
     cooldown_duration: float, num_warmup_iterations: int, num_calibration_iterations: int,
-    iteration_duration: Optional[float] = None,
+    iteration_duration: Optional[float] = None, reducer: Optional[Reducer] = None,
 ) -> Dict[str, Any]: ...
 def _profile_sweep(
     swept: str, target_function: Callable[[], Any], zeus_monitor: Any,
@@ -371,6 +371,7 @@ def _profile_sweep(
     trial_stddev_threshold: float, num_warmup_iterations: int, num_calibration_iterations: int,
     iteration_duration: Optional[float] = None,
     on_trial: Optional[Callable[[Optional[float], int, int, Dict[str, Any]], None]] = None,
+    reducer: Optional[Reducer] = None,
 ) -> Dict[str, Any]: ...
 
 # -- power-limit optimizer and batch-size-optimizer client (src/python/optimizer.cpp, bso.cpp) --
