@@ -42,7 +42,7 @@ bool HeldSeries::push(std::int64_t time_ns, double value) {
   readings_.push_back({time_ns, value, integral});
   // Each pass moves one reading into the spans; merging halves them. Both leave at least one
   // exact reading, and the rows fit again once the spans are at most half the bound.
-  while (rows() > max_rows_ && readings_.size() > 1) {
+  while (max_spans_ > 0 && rows() > max_rows_ && readings_.size() > 1) {
     compact_oldest();
     if (spans_.size() > max_spans_) {
       merge_spans();
