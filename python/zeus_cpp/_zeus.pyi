@@ -350,18 +350,25 @@ class PowerSampler:
         self, gpu_index: int, start_time: Optional[float] = None, end_time: Optional[float] = None
     ) -> List[Tuple[float, int]]: ...
     def temperature(self, gpu_index: int, time: Optional[float] = None) -> Optional[int]: ...
+    def resolution(self, series: str, gpu_index: int) -> Tuple[Optional[float], float, int]: ...
     def sample_once(self) -> None: ...
+    def _drive(self, duration_s: float, loads: Sequence[float], hold_s: float) -> List[float]: ...
     def stop(self) -> None: ...
+
+def _manual_power_sampler(
+    count: int, model: str, domains: Sequence[str], period_s: float, max_samples: Optional[int],
+    temperature: bool = False,
+) -> PowerSampler: ...
 
 # -- thermally stable profiling (src/python/profile_bindings.cpp; use zeus_cpp.profile) --
 def _profile_calibrate(
     target_function: Callable[[], Any], zeus_monitor: Any, num_warmup_iterations: int,
-    num_calibration_iterations: int,
+    num_calibration_iterations: int, reducer: Optional[Reducer] = None,
 ) -> float: ...
 def _profile_measure(
     target_function: Callable[[], Any], zeus_monitor: Any, measurement_duration: float,
     cooldown_duration: float, num_warmup_iterations: int, num_calibration_iterations: int,
-    iteration_duration: Optional[float] = None,
+    iteration_duration: Optional[float] = None, reducer: Optional[Reducer] = None,
 ) -> Dict[str, Any]: ...
 def _profile_sweep(
     swept: str, target_function: Callable[[], Any], zeus_monitor: Any,
@@ -369,6 +376,7 @@ def _profile_sweep(
     trial_stddev_threshold: float, num_warmup_iterations: int, num_calibration_iterations: int,
     iteration_duration: Optional[float] = None,
     on_trial: Optional[Callable[[Optional[float], int, int, Dict[str, Any]], None]] = None,
+    reducer: Optional[Reducer] = None,
 ) -> Dict[str, Any]: ...
 
 # -- power-limit optimizer and batch-size-optimizer client (src/python/optimizer.cpp, bso.cpp) --

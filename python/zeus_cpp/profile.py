@@ -15,8 +15,11 @@ trial with chosen durations.
     trial = measure(step, monitor, measurement_duration=5.0, cooldown_duration=3.0)
 
 The trials run in C++ (``zeus/monitor/profile.hpp``) and call ``target_function`` and the
-monitor with the GIL held; cooldown sleeps release it. One process measures its own monitor's
-GPUs: unlike the reference, nothing is all-reduced across ranks.
+monitor with the GIL held; cooldown sleeps release it. Each process measures its own monitor's
+GPUs; when ``torch.distributed`` is initialised, every rank's trial figures are all-reduced as
+the reference's are: energy summed, time the maximum, temperatures averaged (and the calibrated
+iteration time is the slowest rank's, so that every rank runs as many iterations). Every rank
+must then make the same calls.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Tuple
 
 from zeus_cpp import _zeus
+from zeus_cpp.utils.framework import TorchDistributedReducer, is_distributed
 
 __all__ = [
     "TrialResult",
@@ -106,6 +110,12 @@ class SweepReport:
         return "\n".join(lines)
 
 
+def _reducer() -> Optional[_zeus.Reducer]:
+    """How the ranks' figures combine: over torch.distributed when it is initialised (as the
+    reference's all_reduce), else None (one process)."""
+    return TorchDistributedReducer() if is_distributed() else None
+
+
 def _candidates(search_range: Optional[List[float]]) -> List[float]:
     """The swept values in seconds: the ones given, or (None or empty, as the reference) 1..10 s."""
     return [float(v) for v in (search_range or _DEFAULT_SEARCH_RANGE)]
@@ -150,6 +160,7 @@ def _sweep(
         num_warmup_iterations,
         num_calibration_iterations,
         iteration_duration,
+        reducer=_reducer(),
     )
     fixed = "cooldown_duration" if swept == "measurement_duration" else "measurement_duration"
     return _report(swept, fixed, float(fixed_value), sorted(values), raw)
@@ -229,7 +240,8 @@ def profile_parameters(
     m_range = _candidates(measurement_duration_search_range)
     c_range = _candidates(cooldown_duration_search_range)
     iteration_duration = _zeus._profile_calibrate(
-        target_function, zeus_monitor, num_warmup_iterations, num_calibration_iterations
+        target_function, zeus_monitor, num_warmup_iterations, num_calibration_iterations,
+        reducer=_reducer(),
     )
     measurement_report = profile_measurement_duration(
         target_function,
@@ -281,6 +293,7 @@ def measure(
                 float(cooldown_duration),
                 num_warmup_iterations,
                 num_calibration_iterations,
+                reducer=_reducer(),
             )
         )
     if (
@@ -292,7 +305,8 @@ def measure(
             f"warmup_settle_duration must be a non-negative number of seconds, not {warmup_settle_duration!r}"
         )
     iteration_duration = _zeus._profile_calibrate(
-        target_function, zeus_monitor, num_warmup_iterations, num_calibration_iterations
+        target_function, zeus_monitor, num_warmup_iterations, num_calibration_iterations,
+        reducer=_reducer(),
     )
     # A monitor that reports 0 s for the calibration window: the profiler refuses that iteration
     # time with its own message (instead of a ZeroDivisionError here).
@@ -308,5 +322,6 @@ def measure(
             settle_iterations,
             num_calibration_iterations,
             iteration_duration=iteration_duration,
+            reducer=_reducer(),
         )
     )

@@ -385,7 +385,8 @@ class AmdSmiProvider final : public GpuProvider {
     }
     for (const auto& device : devices_) {
       AmdSmiBuffer info;
-      const Status status = session_->fn().amdsmi_get_gpu_driver_info(device.handle, info.data());
+      const Status status = session_->call(&amdsmi::Functions::amdsmi_get_gpu_driver_info,
+                                           device.handle, info.data());
       if (status == amdsmi::kStatusSuccess) {
         return info.read_string(amdsmi::kDriverVersionOffset, amdsmi::kDriverVersionSize);
       }
@@ -423,8 +424,9 @@ std::shared_ptr<GpuProvider> open_amdsmi_with_options(const std::string& library
   const EnvLookup env = options.env ? options.env : process_env();
   auto session = std::make_shared<Session>(amdsmi::load_library(library_path, env));
   std::vector<DeviceRecord> devices = amdsmi::discover_devices(*session, options);
-  log().debug("AMD SMI {} from {}: {} GPU(s)", session->library_version(),
-              session->library().resolved_path(), devices.size());
+  log().debug("AMD SMI {} from {}: {} GPU(s){}", session->library_version(),
+              session->library().resolved_path(), devices.size(),
+              session->serialized() ? "; calls serialized (not thread-safe before ROCm 7.2)" : "");
   return std::make_shared<AmdSmiProvider>(std::move(session), std::move(devices));
 }
 

@@ -182,6 +182,28 @@ ErrorKind error_kind_for_status(Status status) {
                     message);
 }
 
+namespace {
+
+// AMD SMI keeps process-wide state: one mutex for every Session (and every library loaded).
+std::mutex& process_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+}  // namespace
+
+bool needs_serialized_calls(bool new_layout, std::uint32_t major, std::uint32_t minor) {
+  if (!new_layout) {
+    return true;
+  }
+  return major < kThreadSafeMajor || (major == kThreadSafeMajor && minor < kThreadSafeMinor);
+}
+
+std::unique_lock<std::mutex> Session::lock() const {
+  return serialized_ ? std::unique_lock<std::mutex>(process_mutex())
+                     : std::unique_lock<std::mutex>();
+}
+
 Session::Session(std::shared_ptr<DynamicLibrary> library) : library_(std::move(library)) {
   std::vector<std::string> missing;
 #define AMDSMI_REQUIRED(name, params)                                            \
@@ -202,7 +224,7 @@ Session::Session(std::shared_ptr<DynamicLibrary> library) : library_(std::move(l
                 ErrorSubject::kGpu);
   }
   read_version();
-  const Status status = functions_.amdsmi_init(kInitAmdGpus);
+  const Status status = call(&Functions::amdsmi_init, kInitAmdGpus);
   if (status != kStatusSuccess) {
     throw_status("amdsmi_init", status, "initialising AMD SMI for AMD GPUs");
   }
@@ -211,7 +233,7 @@ Session::Session(std::shared_ptr<DynamicLibrary> library) : library_(std::move(l
 
 Session::~Session() {
   if (initialized_) {
-    const Status status = functions_.amdsmi_shut_down();
+    const Status status = call(&Functions::amdsmi_shut_down);
     if (status != kStatusSuccess) {
       log().debug("amdsmi_shut_down returned {}", status_name(status));
     }
@@ -228,15 +250,23 @@ void Session::throw_missing(const char* name, std::string_view capability) const
 
 void Session::read_version() {
   AmdSmiBuffer version;
-  const Status status = functions_.amdsmi_get_lib_version(version.data());
+  Status status = kStatusSuccess;
+  {
+    // Whether this library is thread-safe is not known yet: this call is serialized anyway.
+    const std::lock_guard guard(process_mutex());
+    status = functions_.amdsmi_get_lib_version(version.data());
+  }
   if (status != kStatusSuccess) {
-    log().warn("amdsmi_get_lib_version failed ({}); assuming AMD SMI 25 or newer",
-               status_name(status));
+    log().warn(
+        "amdsmi_get_lib_version failed ({}); assuming AMD SMI 25 or newer, and calling it one "
+        "call at a time",
+        status_name(status));
     return;
   }
   const auto first = version.read<std::uint32_t>(0);
   const auto second = version.read<std::uint32_t>(4);
   const auto third = version.read<std::uint32_t>(8);
+  serialized_ = needs_serialized_calls(first >= kFirstNewLayoutVersion, first, second);
   if (first >= kFirstNewLayoutVersion) {
     library_version_ = fmt::format("{}.{}.{}", first, second, third);
   } else {

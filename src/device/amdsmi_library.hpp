@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "amdsmi_api.hpp"
 #include "common/dynamic_library.hpp"
@@ -30,6 +32,15 @@ struct Functions {
 // Throws the VendorError (subject GPU) for `call` having returned `status` while doing `action`.
 [[noreturn]] void throw_status(const char* call, Status status, std::string_view action);
 
+// The first AMD SMI whose calls are thread-safe: 26.2, the library of ROCm 7.2 (ROCm 7.0 ships
+// AMD SMI 26.0, 7.1 26.1). Older ones are called under one process-wide mutex (reference #256).
+inline constexpr std::uint32_t kThreadSafeMajor = 26;
+inline constexpr std::uint32_t kThreadSafeMinor = 2;
+
+// Whether an AMD SMI of this version must be called one call at a time: every version before
+// 26.2, the old {year, major, minor, release} layout (ROCm 6.3 and older) included.
+bool needs_serialized_calls(bool new_layout, std::uint32_t major, std::uint32_t minor);
+
 // The loaded library and the amdsmi_init it holds; shared by the provider and every Gpu so that
 // amdsmi_shut_down runs once, after the last user.
 class Session {
@@ -42,7 +53,19 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
+  // The function table, for asking whether an optional function exists; call through call() (or
+  // ZEUS_AMDSMI_CALL), never through a pointer read from here.
   const Functions& fn() const { return functions_; }
+
+  // Calls `function` of the table. On an AMD SMI that is not thread-safe (serialized()), under
+  // the one process-wide mutex every Session shares: the library's state is global.
+  template <typename Fn, typename... Args>
+  Status call(Fn Functions::*function, Args&&... args) const {
+    const std::unique_lock<std::mutex> guard = lock();
+    return (functions_.*function)(std::forward<Args>(args)...);
+  }
+  // Whether calls are serialized (an AMD SMI older than 26.2, or one whose version is unknown).
+  bool serialized() const { return serialized_; }
   const DynamicLibrary& library() const { return *library_; }
   // Whether amdsmi_power_info_t has the ROCm 6.4+ layout (a uint64 socket_power first).
   bool new_power_info_layout() const { return new_power_info_layout_; }
@@ -59,11 +82,14 @@ class Session {
  private:
   [[noreturn]] void throw_missing(const char* name, std::string_view capability) const;
   void read_version();
+  // The process-wide mutex when serialized(), else an empty lock.
+  std::unique_lock<std::mutex> lock() const;
 
   std::shared_ptr<DynamicLibrary> library_;
   Functions functions_;
   bool initialized_ = false;
   bool new_power_info_layout_ = true;
+  bool serialized_ = true;  // until the version says otherwise
   std::string library_version_;
 };
 
@@ -71,7 +97,7 @@ class Session {
 #define ZEUS_AMDSMI_CALL(session, function, action, ...)                           \
   do {                                                                             \
     const ::zeus::device::amdsmi::Status zeus_amdsmi_status =                      \
-        (session).fn().function(__VA_ARGS__);                                      \
+        (session).call(&::zeus::device::amdsmi::Functions::function, __VA_ARGS__); \
     if (zeus_amdsmi_status != ::zeus::device::amdsmi::kStatusSuccess) {            \
       ::zeus::device::amdsmi::throw_status(#function, zeus_amdsmi_status, action); \
     }                                                                              \

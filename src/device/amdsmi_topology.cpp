@@ -58,16 +58,17 @@ std::vector<ProcessorHandle> list_processors(const Session& session) {
 // One uint32 per processor read from `function`'s structure at `offset`; nullopt when the
 // function is absent, fails for any processor, or gives two processors the same key.
 template <typename Fn>
-std::optional<std::vector<std::uint32_t>> read_order_keys(Fn function, const char* name,
+std::optional<std::vector<std::uint32_t>> read_order_keys(const Session& session,
+                                                          Fn Functions::*function, const char* name,
                                                           std::size_t offset,
                                                           const std::vector<ProcessorHandle>& all) {
-  if (function == nullptr) {
+  if (session.fn().*function == nullptr) {
     return std::nullopt;
   }
   std::vector<std::uint32_t> keys;
   for (ProcessorHandle handle : all) {
     AmdSmiBuffer info;
-    const Status status = function(handle, info.data());
+    const Status status = session.call(function, handle, info.data());
     if (status != kStatusSuccess) {
       log().debug("{} failed ({}); not ordering GPUs by it", name, status_name(status));
       return std::nullopt;
@@ -85,10 +86,10 @@ std::optional<std::vector<std::uint32_t>> read_order_keys(Fn function, const cha
 std::vector<ProcessorHandle> order_by_hip_index(const Session& session,
                                                 std::vector<ProcessorHandle> processors) {
   auto keys =
-      read_order_keys(session.fn().amdsmi_get_gpu_enumeration_info,
+      read_order_keys(session, &Functions::amdsmi_get_gpu_enumeration_info,
                       "amdsmi_get_gpu_enumeration_info", kEnumerationHipIdOffset, processors);
   if (!keys.has_value()) {
-    keys = read_order_keys(session.fn().amdsmi_get_gpu_kfd_info, "amdsmi_get_gpu_kfd_info",
+    keys = read_order_keys(session, &Functions::amdsmi_get_gpu_kfd_info, "amdsmi_get_gpu_kfd_info",
                            kKfdNodeIdOffset, processors);
   }
   if (!keys.has_value()) {

@@ -14,104 +14,12 @@
 
 namespace zeus::monitor {
 
-std::uint32_t read_power_mw(device::Gpu& gpu, PowerDomain domain) {
-  switch (domain) {
-    case PowerDomain::kDeviceInstant:
-      return gpu.instant_power_mw();
-    case PowerDomain::kDeviceAverage:
-      return gpu.average_power_mw();
-    case PowerDomain::kMemoryAverage:
-      return gpu.average_memory_power_mw();
-  }
-  return 0;
-}
-
 namespace {
 
-template <typename Read>
-bool answers(Read read) {
-  try {
-    read();
-    return true;
-  } catch (const Error& error) {
-    if (error.kind() == ErrorKind::kNotSupported) {
-      return false;
-    }
-    throw;
-  }
-}
+constexpr const char* kOverflowAdvice =
+    "raise max_samples_per_series or use the compacting or drop-oldest policy";
 
 }  // namespace
-
-bool supports_power_domain(device::Gpu& gpu, PowerDomain domain) {
-  return answers([&] { (void)read_power_mw(gpu, domain); });
-}
-
-bool supports_temperature(device::Gpu& gpu) {
-  return answers([&] { (void)gpu.temperature_c(); });
-}
-
-std::string_view power_domain_name(PowerDomain domain) {
-  switch (domain) {
-    case PowerDomain::kDeviceInstant:
-      return "device_instant";
-    case PowerDomain::kDeviceAverage:
-      return "device_average";
-    case PowerDomain::kMemoryAverage:
-      return "memory_average";
-  }
-  return "unknown";
-}
-
-PowerDomain parse_power_domain(std::string_view text) {
-  if (text == "device_instant" || text == "instant") {
-    return PowerDomain::kDeviceInstant;
-  }
-  if (text == "device_average" || text == "average") {
-    return PowerDomain::kDeviceAverage;
-  }
-  if (text == "memory_average" || text == "memory") {
-    return PowerDomain::kMemoryAverage;
-  }
-  throw Error(ErrorKind::kInvalidArgument,
-              "unknown power domain \"" + std::string(text) +
-                  "\"; use device_instant (instant), device_average (average) or "
-                  "memory_average (memory)");
-}
-
-double infer_power_update_period_s(device::Gpu& gpu, PowerDomain domain, Clock& clock,
-                                   double budget_s) {
-  constexpr int kMaxReads = 2000;
-  constexpr double kDefaultPeriodS = 0.1;
-  const std::int64_t start_ns = clock.now_ns();
-  const auto budget_ns = units::nanoseconds_from_seconds(budget_s);
-  std::optional<std::uint32_t> previous_mw;
-  std::optional<std::int64_t> previous_change_ns;
-  std::optional<std::int64_t> shortest_ns;
-  for (int i = 0; i < kMaxReads; ++i) {
-    const std::int64_t now_ns = clock.now_ns();
-    if (now_ns - start_ns > budget_ns) {
-      break;
-    }
-    const std::uint32_t value_mw = read_power_mw(gpu, domain);
-    if (previous_mw && value_mw != *previous_mw) {
-      // The first change only marks a start: the interval before it is partial.
-      if (previous_change_ns) {
-        const std::int64_t interval_ns = now_ns - *previous_change_ns;
-        if (interval_ns > 0 && (!shortest_ns || interval_ns < *shortest_ns)) {
-          shortest_ns = interval_ns;
-        }
-      }
-      previous_change_ns = now_ns;
-    }
-    previous_mw = value_mw;
-  }
-  if (!shortest_ns) {
-    return kDefaultPeriodS;
-  }
-  return std::clamp(units::seconds_from_nanoseconds(*shortest_ns) / 2.0, kMinSamplingPeriodS,
-                    kDefaultPeriodS);
-}
 
 PowerSampler::PowerSampler(const device::Gpus& gpus, PowerSamplerOptions options)
     : clock_(options.clock ? options.clock : steady_clock()),
@@ -180,9 +88,9 @@ PowerSampler::PowerSampler(const device::Gpus& gpus, PowerSamplerOptions options
                                       ") cannot report its temperature: " + error.what());
       }
     }
-    temperatures_.resize(gpus_.size());
+    temperatures_.assign(gpus_.size(), HeldSeries(max_samples_, overflow_));
   }
-  series_.resize(domains_.size() * gpu_indices_.size());
+  series_.assign(domains_.size() * gpu_indices_.size(), HeldSeries(max_samples_, overflow_));
   failed_sweeps_.assign(gpu_indices_.size(), 0);
   if (options.period_s) {
     if (!(*options.period_s >= kMinSamplingPeriodS)) {
@@ -325,31 +233,18 @@ void PowerSampler::sample_once() {
     }
     for (std::size_t k = 0; k < sweep_.size(); ++k) {
       const PowerSample& sample = sweep_[k];
-      Series& target = series_[sweep_series_[k]];
-      double energy_j = 0.0;
-      if (!target.entries.empty()) {
-        const Entry& last = target.entries.back();
-        if (sample.time_ns < last.time_ns) {
-          continue;  // a clock that went backwards; keep the series ordered
-        }
-        energy_j = last.energy_j +
-                   last.power_w * units::seconds_from_nanoseconds(sample.time_ns - last.time_ns);
+      HeldSeries& target = series_[sweep_series_[k]];
+      if (target.full()) {
+        error_ = std::make_exception_ptr(
+            Error(ErrorKind::kMemory,
+                  "power sampler: the timeline of GPU " + std::to_string(sample.gpu_index) + " (" +
+                      std::string(power_domain_name(sample.domain)) + ") is full at " +
+                      std::to_string(max_samples_) + " samples; " + kOverflowAdvice));
+        return;
       }
-      if (target.entries.size() >= max_samples_) {
-        if (overflow_ == OverflowPolicy::kError) {
-          error_ = std::make_exception_ptr(
-              Error(ErrorKind::kMemory,
-                    "power sampler: the timeline of GPU " + std::to_string(sample.gpu_index) +
-                        " (" + std::string(power_domain_name(sample.domain)) + ") is full at " +
-                        std::to_string(max_samples_) +
-                        " samples; raise max_samples_per_series or use the drop-oldest policy"));
-          return;
-        }
-        target.entries.pop_front();
-        target.dropped = true;
-        ++dropped_;
-      }
-      target.entries.push_back({sample.time_ns, sample.power_w, energy_j});
+      // A sample older than the last (a clock that went backwards) is left out: the series
+      // stays ordered.
+      target.push(sample.time_ns, sample.power_w);
     }
   }
   if (on_sweep_ && !sweep_.empty()) {
@@ -377,8 +272,8 @@ bool PowerSampler::read_temperatures(std::int64_t now_ns) {
     }
     // Only changes are kept; temperatures_ is read without the lock here, which is safe because
     // only sweeps (serialized by sweep_mutex_) modify it.
-    const std::deque<TemperatureSample>& series = temperatures_[i];
-    if (series.empty() || series.back().temperature_c != temperature_c) {
+    const std::optional<HeldPoint> last = temperatures_[i].last();
+    if (!last || last->value != temperature_c) {
       temperature_sweep_.push_back({now_ns, gpu_indices_[i], temperature_c});
     }
   }
@@ -388,29 +283,20 @@ bool PowerSampler::read_temperatures(std::int64_t now_ns) {
 bool PowerSampler::store_temperatures_locked() {
   for (const TemperatureSample& sample : temperature_sweep_) {
     const auto at = std::find(gpu_indices_.begin(), gpu_indices_.end(), sample.gpu_index);
-    std::deque<TemperatureSample>& series =
-        temperatures_[static_cast<std::size_t>(at - gpu_indices_.begin())];
-    if (!series.empty() && sample.time_ns < series.back().time_ns) {
-      continue;  // a clock that went backwards; keep the series ordered
+    HeldSeries& series = temperatures_[static_cast<std::size_t>(at - gpu_indices_.begin())];
+    if (series.full()) {
+      error_ = std::make_exception_ptr(Error(
+          ErrorKind::kMemory, "power sampler: the temperature timeline of GPU " +
+                                  std::to_string(sample.gpu_index) + " is full at " +
+                                  std::to_string(max_samples_) + " samples; " + kOverflowAdvice));
+      return false;
     }
-    if (series.size() >= max_samples_) {
-      if (overflow_ == OverflowPolicy::kError) {
-        error_ = std::make_exception_ptr(Error(
-            ErrorKind::kMemory,
-            "power sampler: the temperature timeline of GPU " + std::to_string(sample.gpu_index) +
-                " is full at " + std::to_string(max_samples_) +
-                " samples; raise max_samples_per_series or use the drop-oldest policy"));
-        return false;
-      }
-      series.pop_front();
-      ++dropped_;
-    }
-    series.push_back(sample);
+    series.push(sample.time_ns, sample.temperature_c);  // an older one is left out
   }
   return true;
 }
 
-const std::deque<TemperatureSample>& PowerSampler::temperature_series(int gpu_index) const {
+const HeldSeries& PowerSampler::temperature_series(int gpu_index) const {
   const auto gpu_at = std::find(gpu_indices_.begin(), gpu_indices_.end(), gpu_index);
   if (!temperature_ || gpu_at == gpu_indices_.end()) {
     throw Error(ErrorKind::kInvalidArgument,
@@ -421,15 +307,21 @@ const std::deque<TemperatureSample>& PowerSampler::temperature_series(int gpu_in
   return temperatures_[static_cast<std::size_t>(gpu_at - gpu_indices_.begin())];
 }
 
+namespace {
+
+TimelineResolution resolution_of(const HeldSeries& series) {
+  return {series.exact_since_ns(), series.longest_span_ns(), series.rows()};
+}
+
+}  // namespace
+
 std::vector<TemperatureSample> PowerSampler::temperature_timeline(
     int gpu_index, std::optional<std::int64_t> start_ns, std::optional<std::int64_t> end_ns) const {
   std::lock_guard lock(mutex_);
   std::vector<TemperatureSample> samples;
-  for (const TemperatureSample& sample : temperature_series(gpu_index)) {
-    if ((start_ns && sample.time_ns < *start_ns) || (end_ns && sample.time_ns > *end_ns)) {
-      continue;
-    }
-    samples.push_back(sample);
+  for (const HeldPoint& point : temperature_series(gpu_index).points(start_ns, end_ns)) {
+    samples.push_back(
+        {point.time_ns, gpu_index, static_cast<int>(std::lround(point.value)), point.span_ns});
   }
   return samples;
 }
@@ -437,23 +329,20 @@ std::vector<TemperatureSample> PowerSampler::temperature_timeline(
 std::optional<int> PowerSampler::temperature_c(int gpu_index,
                                                std::optional<std::int64_t> time_ns) const {
   std::lock_guard lock(mutex_);
-  const std::deque<TemperatureSample>& series = temperature_series(gpu_index);
-  if (series.empty()) {
+  const HeldSeries& series = temperature_series(gpu_index);
+  const std::optional<HeldPoint> point = time_ns ? series.at(*time_ns) : series.last();
+  if (!point) {
     return std::nullopt;
   }
-  if (!time_ns) {
-    return series.back().temperature_c;
-  }
-  const auto after = std::upper_bound(
-      series.begin(), series.end(), *time_ns,
-      [](std::int64_t time, const TemperatureSample& sample) { return time < sample.time_ns; });
-  if (after == series.begin()) {
-    return std::nullopt;
-  }
-  return std::prev(after)->temperature_c;
+  return static_cast<int>(std::lround(point->value));
 }
 
-const PowerSampler::Series& PowerSampler::series(PowerDomain domain, int gpu_index) const {
+TimelineResolution PowerSampler::temperature_resolution(int gpu_index) const {
+  std::lock_guard lock(mutex_);
+  return resolution_of(temperature_series(gpu_index));
+}
+
+const HeldSeries& PowerSampler::series(PowerDomain domain, int gpu_index) const {
   const auto domain_at = std::find(domains_.begin(), domains_.end(), domain);
   const auto gpu_at = std::find(gpu_indices_.begin(), gpu_indices_.end(), gpu_index);
   if (domain_at == domains_.end() || gpu_at == gpu_indices_.end()) {
@@ -465,59 +354,33 @@ const PowerSampler::Series& PowerSampler::series(PowerDomain domain, int gpu_ind
                  static_cast<std::size_t>(gpu_at - gpu_indices_.begin())];
 }
 
-std::optional<std::size_t> PowerSampler::entry_at(const Series& series, std::int64_t time_ns) {
-  const auto& entries = series.entries;
-  const auto after =
-      std::upper_bound(entries.begin(), entries.end(), time_ns,
-                       [](std::int64_t time, const Entry& entry) { return time < entry.time_ns; });
-  if (after == entries.begin()) {
-    return std::nullopt;
-  }
-  return static_cast<std::size_t>(std::distance(entries.begin(), after) - 1);
-}
-
-std::optional<double> PowerSampler::energy_at(const Series& series, std::int64_t time_ns) {
-  if (series.entries.empty()) {
-    return std::nullopt;
-  }
-  const std::optional<std::size_t> index = entry_at(series, time_ns);
-  // Before the first kept sample, hold that sample's value backwards.
-  const Entry& entry = index ? series.entries[*index] : series.entries.front();
-  return entry.energy_j + entry.power_w * units::seconds_from_nanoseconds(time_ns - entry.time_ns);
-}
-
 std::optional<double> PowerSampler::cumulative_energy_j(PowerDomain domain, int gpu_index,
                                                         std::int64_t time_ns) const {
   std::lock_guard lock(mutex_);
-  return energy_at(series(domain, gpu_index), time_ns);
+  const std::optional<HeldIntegral> energy = series(domain, gpu_index).integral_to(time_ns);
+  return energy ? std::optional<double>(energy->value) : std::nullopt;
+}
+
+std::optional<HeldIntegral> PowerSampler::energy_with_bound_j(PowerDomain domain, int gpu_index,
+                                                              std::int64_t start_ns,
+                                                              std::int64_t end_ns) const {
+  std::lock_guard lock(mutex_);
+  return series(domain, gpu_index).integral(start_ns, end_ns);
 }
 
 std::optional<double> PowerSampler::energy_j(PowerDomain domain, int gpu_index,
                                              std::int64_t start_ns, std::int64_t end_ns) const {
-  std::lock_guard lock(mutex_);
-  const Series& target = series(domain, gpu_index);
-  if (target.entries.empty() || end_ns < start_ns ||
-      (target.dropped && start_ns < target.entries.front().time_ns)) {
-    return std::nullopt;
-  }
-  return *energy_at(target, end_ns) - *energy_at(target, start_ns);
+  const std::optional<HeldIntegral> energy =
+      energy_with_bound_j(domain, gpu_index, start_ns, end_ns);
+  return energy ? std::optional<double>(energy->value) : std::nullopt;
 }
 
 std::optional<double> PowerSampler::power_w(PowerDomain domain, int gpu_index,
                                             std::optional<std::int64_t> time_ns) const {
   std::lock_guard lock(mutex_);
-  const Series& target = series(domain, gpu_index);
-  if (target.entries.empty()) {
-    return std::nullopt;
-  }
-  if (!time_ns) {
-    return target.entries.back().power_w;
-  }
-  const std::optional<std::size_t> index = entry_at(target, *time_ns);
-  if (!index) {
-    return std::nullopt;
-  }
-  return target.entries[*index].power_w;
+  const HeldSeries& target = series(domain, gpu_index);
+  const std::optional<HeldPoint> point = time_ns ? target.at(*time_ns) : target.last();
+  return point ? std::optional<double>(point->value) : std::nullopt;
 }
 
 std::vector<PowerSample> PowerSampler::timeline(PowerDomain domain, int gpu_index,
@@ -525,18 +388,27 @@ std::vector<PowerSample> PowerSampler::timeline(PowerDomain domain, int gpu_inde
                                                 std::optional<std::int64_t> end_ns) const {
   std::lock_guard lock(mutex_);
   std::vector<PowerSample> samples;
-  for (const Entry& entry : series(domain, gpu_index).entries) {
-    if ((start_ns && entry.time_ns < *start_ns) || (end_ns && entry.time_ns > *end_ns)) {
-      continue;
-    }
-    samples.push_back({entry.time_ns, gpu_index, domain, entry.power_w});
+  for (const HeldPoint& point : series(domain, gpu_index).points(start_ns, end_ns)) {
+    samples.push_back({point.time_ns, gpu_index, domain, point.value, point.span_ns});
   }
   return samples;
 }
 
+TimelineResolution PowerSampler::resolution(PowerDomain domain, int gpu_index) const {
+  std::lock_guard lock(mutex_);
+  return resolution_of(series(domain, gpu_index));
+}
+
 std::uint64_t PowerSampler::dropped_samples() const {
   std::lock_guard lock(mutex_);
-  return dropped_;
+  std::uint64_t dropped = 0;
+  for (const HeldSeries& series : series_) {
+    dropped += series.dropped();
+  }
+  for (const HeldSeries& series : temperatures_) {
+    dropped += series.dropped();
+  }
+  return dropped;
 }
 
 std::uint64_t PowerSampler::failed_sweeps(int gpu_index) const {

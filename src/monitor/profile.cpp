@@ -23,6 +23,29 @@ void check_target(const ProfileTarget& target) {
   if (target.monitor == nullptr) {
     throw Error(ErrorKind::kInvalidArgument, "profile: the target has no monitor");
   }
+  const ProfileRanks& ranks = target.ranks;
+  if (static_cast<bool>(ranks.sum) != static_cast<bool>(ranks.max) || ranks.world_size < 1) {
+    throw Error(ErrorKind::kInvalidArgument,
+                "profile: combining ranks needs both a sum and a max and a world size >= 1");
+  }
+}
+
+bool distributed(const ProfileTarget& target) {
+  return static_cast<bool>(target.ranks.sum);
+}
+
+// The reference's all_reduce of a trial: energy summed, time the maximum, temperatures
+// averaged (in this order on every process).
+void combine_ranks(const ProfileTarget& target, TrialResult& trial) {
+  if (!distributed(target)) {
+    return;
+  }
+  const ProfileRanks& ranks = target.ranks;
+  const auto processes = static_cast<double>(ranks.world_size);
+  trial.energy_j = ranks.sum(trial.energy_j);
+  trial.time_s = ranks.max(trial.time_s);
+  trial.temperature_before_c = ranks.sum(trial.temperature_before_c) / processes;
+  trial.temperature_after_c = ranks.sum(trial.temperature_after_c) / processes;
 }
 
 void check_duration(const char* what, double value_s) {
@@ -101,9 +124,10 @@ TrialResult run_trial(const ProfileTarget& target, double measurement_s, double 
   TrialResult trial;
   trial.measurement_duration_s = measurement_s;
   trial.cooldown_duration_s = cooldown_s;
-  // A small tolerance so that 2.0 / 0.5 gives 4 iterations even when the quotient rounds down.
+  // As the reference: enough iterations to fill the measurement duration. A small tolerance so
+  // that 2.0 / 0.5 gives 4 iterations even when the quotient rounds up.
   trial.iterations = std::max<std::int64_t>(
-      1, static_cast<std::int64_t>(std::floor(measurement_s / iteration_s + 1e-9)));
+      1, static_cast<std::int64_t>(std::ceil(measurement_s / iteration_s - 1e-9)));
   trial.temperature_before_c = mean_temperature_c(target);
   // Phase-shifted runs (PhaseShifts): run r starts r / count of a sampling period after the
   // first run's phase; one run when count is 1.
@@ -127,6 +151,7 @@ TrialResult run_trial(const ProfileTarget& target, double measurement_s, double 
   }
   trial.iterations = per_run * shifts.count;
   trial.temperature_after_c = mean_temperature_c(target);
+  combine_ranks(target, trial);
   trial.energy_per_iteration_j = trial.energy_j / static_cast<double>(trial.iterations);
   trial.time_per_iteration_s = trial.time_s / static_cast<double>(trial.iterations);
   return trial;
@@ -279,7 +304,9 @@ double calibrate_iteration_duration(const ProfileTarget& target, int warmup_iter
   target.monitor->begin_window(kCalibrationWindow, {.sync_execution = true, .restart = true});
   run_iterations_in_window(target, kCalibrationWindow, iterations);
   const Measurement measured = target.monitor->end_window(kCalibrationWindow);
-  return measured.time_s / static_cast<double>(iterations);
+  // The slowest process's time: every process then runs as many iterations per trial.
+  const double time_s = distributed(target) ? target.ranks.max(measured.time_s) : measured.time_s;
+  return time_s / static_cast<double>(iterations);
 }
 
 TrialResult measure(const ProfileTarget& target, const MeasureOptions& options) {

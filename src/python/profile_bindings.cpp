@@ -49,7 +49,10 @@ struct PythonTarget {
   monitor::ProfileTarget target;
 };
 
-PythonTarget make_target(const py::object& target_function, const py::object& zeus_monitor) {
+// `reducer`: None (one process) or a zeus_cpp Reducer (zeus_cpp.profile passes a
+// TorchDistributedReducer when torch.distributed is initialised), called with the GIL held.
+PythonTarget make_target(const py::object& target_function, const py::object& zeus_monitor,
+                         const py::object& reducer) {
   if (!PyCallable_Check(target_function.ptr())) {
     throw py::type_error("target_function must be callable, not " +
                          std::string(Py_TYPE(target_function.ptr())->tp_name));
@@ -64,6 +67,15 @@ PythonTarget make_target(const py::object& target_function, const py::object& ze
     result.target.temperature_c = [zeus_monitor](int index) {
       return zeus_monitor.attr("gpus").attr("get_gpu_temperature")(index).cast<double>();
     };
+  }
+  if (!reducer.is_none()) {
+    result.target.ranks.sum = [reducer](double value) {
+      return reducer.attr("sum")(value).cast<double>();
+    };
+    result.target.ranks.max = [reducer](double value) {
+      return reducer.attr("max")(value).cast<double>();
+    };
+    result.target.ranks.world_size = reducer.attr("world_size")().cast<int>();
   }
   return result;
 }
@@ -112,20 +124,22 @@ void bind_profile(py::module_& module) {
   module.def(
       "_profile_calibrate",
       [](const py::object& target_function, const py::object& zeus_monitor,
-         int num_warmup_iterations, int num_calibration_iterations) {
-        const PythonTarget target = make_target(target_function, zeus_monitor);
+         int num_warmup_iterations, int num_calibration_iterations, const py::object& reducer) {
+        const PythonTarget target = make_target(target_function, zeus_monitor, reducer);
         return monitor::calibrate_iteration_duration(target.target, num_warmup_iterations,
                                                      num_calibration_iterations);
       },
       py::arg("target_function"), py::arg("zeus_monitor"), py::arg("num_warmup_iterations"),
-      py::arg("num_calibration_iterations"),
-      "Seconds per iteration: warm-up iterations, then the calibration ones timed in a window.");
+      py::arg("num_calibration_iterations"), py::arg("reducer") = py::none(),
+      "Seconds per iteration: warm-up iterations, then the calibration ones timed in a window "
+      "(the slowest rank's with a reducer).");
   module.def(
       "_profile_measure",
       [](const py::object& target_function, const py::object& zeus_monitor,
          double measurement_duration, double cooldown_duration, int num_warmup_iterations,
-         int num_calibration_iterations, std::optional<double> iteration_duration) {
-        const PythonTarget target = make_target(target_function, zeus_monitor);
+         int num_calibration_iterations, std::optional<double> iteration_duration,
+         const py::object& reducer) {
+        const PythonTarget target = make_target(target_function, zeus_monitor, reducer);
         monitor::MeasureOptions options;
         options.measurement_duration_s = measurement_duration;
         options.cooldown_duration_s = cooldown_duration;
@@ -137,7 +151,9 @@ void bind_profile(py::module_& module) {
       py::arg("target_function"), py::arg("zeus_monitor"), py::arg("measurement_duration"),
       py::arg("cooldown_duration"), py::arg("num_warmup_iterations"),
       py::arg("num_calibration_iterations"), py::arg("iteration_duration") = py::none(),
-      "One trial of zeus_cpp.profile.measure, as a dict of TrialResult's fields.");
+      py::arg("reducer") = py::none(),
+      "One trial of zeus_cpp.profile.measure, as a dict of TrialResult's fields (combined over "
+      "the ranks with a reducer: energy summed, time the maximum, temperatures averaged).");
 
   module.def(
       "_profile_sweep",
@@ -145,11 +161,12 @@ void bind_profile(py::module_& module) {
          const py::object& zeus_monitor, std::vector<double> search_range, double fixed_value,
          int num_trials, int num_warmup_trials, double trial_stddev_threshold,
          int num_warmup_iterations, int num_calibration_iterations,
-         std::optional<double> iteration_duration, const py::object& on_trial) {
+         std::optional<double> iteration_duration, const py::object& on_trial,
+         const py::object& reducer) {
         if (swept != "measurement_duration" && swept != "cooldown_duration") {
           throw py::value_error("swept must be 'measurement_duration' or 'cooldown_duration'");
         }
-        const PythonTarget target = make_target(target_function, zeus_monitor);
+        const PythonTarget target = make_target(target_function, zeus_monitor, reducer);
         monitor::SweepOptions options;
         options.search_range_s = std::move(search_range);
         options.fixed_duration_s = fixed_value;
@@ -179,6 +196,7 @@ void bind_profile(py::module_& module) {
       py::arg("num_warmup_trials"), py::arg("trial_stddev_threshold"),
       py::arg("num_warmup_iterations"), py::arg("num_calibration_iterations"),
       py::arg("iteration_duration") = py::none(), py::arg("on_trial") = py::none(),
+      py::arg("reducer") = py::none(),
       "One sweep of zeus_cpp.profile, as a dict (entries: SweepResult fields; "
       "iteration_duration).");
 }

@@ -110,6 +110,7 @@ TEST(PowerSampler, OverflowDropsOldestWithoutChangingEnergy) {
   SimulatedRig rig(1, "v100");
   PowerSamplerOptions options = manual(rig);
   options.max_samples_per_series = 4;
+  options.overflow = zeus::monitor::OverflowPolicy::kDropOldest;  // the default compacts
   PowerSampler sampler(rig.set, options);
   for (int i = 0; i < 10; ++i) {
     sampler.sample_once();

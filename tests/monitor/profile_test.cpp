@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "zeus/common/error.hpp"
@@ -313,6 +315,69 @@ TEST(Profile, PhaseShiftedRunsStartEvenlyOverTheSamplingPeriod) {
     const std::int64_t into_ns = (starts_ns[2 * run] - starts_ns[0]) % 100'000'000;
     EXPECT_EQ(into_ns, run * 25'000'000) << run;
   }
+}
+
+// Iterations as the reference counts them: enough to fill the measurement duration.
+TEST(Profile, TheWindowHoldsEnoughIterationsToFillTheMeasurement) {
+  ThermalRig rig(false);
+  const auto trial = zeus::monitor::measure(rig.target(), {.measurement_duration_s = 1.2,
+                                                           .cooldown_duration_s = 0.0,
+                                                           .num_warmup_iterations = 0,
+                                                           .iteration_duration_s = kIterationS});
+  EXPECT_EQ(trial.iterations, 3);  // 2.4 rounds up (the floor, 2, measured only 1 s)
+  EXPECT_GE(trial.time_s, 1.2);
+}
+
+// Three ranks, as torch.distributed would combine them: the two others' figures are scripted.
+struct ScriptedRanks {
+  std::vector<std::pair<char, double>> calls;  // ('s'um or 'm'ax, this rank's value)
+  zeus::monitor::ProfileRanks ranks() {
+    return {.sum =
+                [this](double value) {
+                  calls.emplace_back('s', value);
+                  return value + 2 * 100.0;  // each other rank: 100 (J or degrees C)
+                },
+            .max =
+                [this](double value) {
+                  calls.emplace_back('m', value);
+                  return std::max(value, 7.0);  // the slowest other rank: 7 s
+                },
+            .world_size = 3};
+  }
+};
+
+TEST(Profile, RanksCombineAsTheReferencesAllReduce) {
+  ThermalRig rig(false);
+  ScriptedRanks scripted;
+  ProfileTarget target = rig.target();
+  target.ranks = scripted.ranks();
+  const auto trial = zeus::monitor::measure(target, {.measurement_duration_s = 2.0,
+                                                     .cooldown_duration_s = 0.0,
+                                                     .num_warmup_iterations = 0,
+                                                     .num_calibration_iterations = 2});
+  // The calibration's time is the slowest rank's (7 s over 2 iterations: 3.5 s each), so every
+  // rank runs ceil(2 / 3.5) = 1 iteration; then energy summed, time the maximum, temperatures
+  // averaged, in that order.
+  ASSERT_EQ(scripted.calls.size(), 5u);
+  EXPECT_EQ(scripted.calls[0].first, 'm');
+  EXPECT_DOUBLE_EQ(scripted.calls[0].second, 2 * kIterationS);
+  EXPECT_EQ(trial.iterations, 1);
+  const double local_j = scripted.calls[1].second;
+  EXPECT_EQ(scripted.calls[1].first, 's');
+  EXPECT_GT(local_j, 0.0);
+  EXPECT_DOUBLE_EQ(trial.energy_j, local_j + 200.0);
+  EXPECT_EQ(scripted.calls[2].first, 'm');
+  EXPECT_DOUBLE_EQ(scripted.calls[2].second, kIterationS);
+  EXPECT_DOUBLE_EQ(trial.time_s, 7.0);
+  EXPECT_EQ(scripted.calls[3].first, 's');
+  EXPECT_DOUBLE_EQ(trial.temperature_before_c, (scripted.calls[3].second + 200.0) / 3.0);
+  EXPECT_EQ(scripted.calls[4].first, 's');
+  EXPECT_DOUBLE_EQ(trial.temperature_after_c, (scripted.calls[4].second + 200.0) / 3.0);
+  EXPECT_DOUBLE_EQ(trial.energy_per_iteration_j, trial.energy_j);
+  EXPECT_DOUBLE_EQ(trial.time_per_iteration_s, 7.0);
+
+  target.ranks.max = nullptr;  // half a combiner
+  EXPECT_THROW(zeus::monitor::measure(target, {.iteration_duration_s = kIterationS}), zeus::Error);
 }
 
 }  // namespace

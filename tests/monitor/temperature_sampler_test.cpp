@@ -97,6 +97,7 @@ TEST(TemperatureSampler, MemoryIsBounded) {
   SimulatedRig rig(1, "a100");
   PowerSamplerOptions options = temperature_only(rig);
   options.max_samples_per_series = 2;
+  options.overflow = OverflowPolicy::kDropOldest;  // the default compacts (long_timeline_test)
   PowerSampler sampler(rig.set, options);
   for (const double utilization : {0.0, 0.5, 1.0, 0.25}) {
     rig.gpus[0]->set_utilization(utilization);

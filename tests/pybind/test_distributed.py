@@ -1,7 +1,8 @@
 """Distributed training with a real torch.distributed process group (gloo, world size 2, CPU,
 spawned with torch.multiprocessing): the power-limit optimizer combines the ranks' measurements
-(energy summed, time maximised) so every rank picks the same limit, and the batch-size client
-broadcasts rank 0's batch size and decisions."""
+(energy summed, time maximised) so every rank picks the same limit, zeus_cpp.profile combines a
+trial as the reference does (energy summed, time maximised, temperatures averaged), and the
+batch-size client broadcasts rank 0's batch size and decisions."""
 
 from __future__ import annotations
 
@@ -48,6 +49,21 @@ def _power_limit_optimizer(rank: int) -> dict:
     result["default_world_size"] = default.optimum_selector.world_size
     default.close()
     return result
+
+
+def _profile(rank: int) -> dict:
+    from test_profile import RankMonitor
+
+    from zeus_cpp import profile
+
+    # Rank 0: 0.1 s and 10 J a window at 40 degrees C; rank 1: 0.2 s, 20 J, 50 degrees C.
+    monitor = RankMonitor(time_s=0.1 * (rank + 1), energy_j=10.0 * (rank + 1),
+                          temperature_c=40.0 + 10.0 * rank)  # fmt: skip
+    trial = profile.measure(lambda: None, monitor, measurement_duration=1.0, cooldown_duration=0.0,
+                            num_warmup_iterations=0, num_calibration_iterations=2)  # fmt: skip
+    return {"iterations": trial.iterations, "total_energy": trial.total_energy,
+            "total_time": trial.total_time, "temperature_before": trial.temperature_before,
+            "energy_per_iter": trial.energy_per_iter}  # fmt: skip
 
 
 def _batch_size_optimizer(rank: int, server_url: str) -> dict:
@@ -122,6 +138,7 @@ def _worker(rank: int, directory: str, server_url: str | None) -> None:
         reducer = TorchDistributedReducer()
         result["reducer"] = [reducer.sum(rank + 0.5), reducer.max(rank + 0.5), reducer.world_size()]
         result["plo"] = _power_limit_optimizer(rank)
+        result["profile"] = _profile(rank)
         if server_url is not None:
             result["bso"] = _batch_size_optimizer(rank, server_url)
         Path(directory, f"result-{rank}.json").write_text(json.dumps(result))
@@ -165,6 +182,13 @@ def test_collectives_and_the_optimizers(tmp_path, server_url):
         assert energy == pytest.approx(power_limit + 3.0 * (high - power_limit) + 1.0)  # summed
         assert time == 2.0  # the slower rank's
     assert plo[0]["default_world_size"] == plo[1]["default_world_size"] == 2
+
+    # Both ranks see the same trial: the slower rank's calibration (0.2 s over 2 iterations) sets
+    # ceil(1.0 / 0.1) = 10 iterations; 10 + 20 J; the slower 0.2 s; (40 + 50) / 2 degrees C.
+    assert results[0]["profile"] == results[1]["profile"] == {
+        "iterations": 10, "total_energy": 30.0, "total_time": 0.2, "temperature_before": 45.0,
+        "energy_per_iter": 3.0,
+    }
 
     if server_url is None:
         pytest.skip("no zeus binary for the BSO part (set ZEUS_CLI or build the zeus target)")

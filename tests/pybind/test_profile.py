@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from zeus_cpp import profile
-from zeus_cpp.monitor import ZeusMonitor
+from zeus_cpp import _zeus, profile
+from zeus_cpp.monitor import Measurement, ZeusMonitor
 
 
 def _step() -> None:
@@ -164,3 +164,90 @@ def test_a_monitor_that_reports_no_time_is_refused_with_or_without_settling() ->
         with pytest.raises(ValueError, match="iteration duration"):
             profile.measure(lambda: None, Timeless(), 0.01, 0.0, 2, 5,
                             warmup_settle_duration=settle)
+
+
+# ---- Ranks: the reference all-reduces a trial (energy summed, time the maximum, temperatures
+# averaged); here through a Reducer, torch.distributed's when it is initialised. ----
+
+
+class _ScriptedGpus:
+    def __init__(self, temperature_c: float) -> None:
+        self.temperature_c = temperature_c
+
+    def get_gpu_temperature(self, index: int) -> float:  # noqa: ARG002
+        return self.temperature_c
+
+
+class RankMonitor(_zeus.WindowMonitor):
+    """One rank's monitor: every window takes `time_s` and uses `energy_j` on GPU 0; the GPU is
+    at `temperature_c`."""
+
+    def __init__(self, time_s: float, energy_j: float, temperature_c: float) -> None:
+        super().__init__()
+        self.gpu_indices = [0]
+        self.time_s, self.energy_j = time_s, energy_j
+        self.gpus = _ScriptedGpus(temperature_c)
+
+    def begin_window(self, key, sync_execution=True, restart=False):  # noqa: ANN001, ANN201
+        pass
+
+    def end_window(self, key, sync_execution=True, cancel=False):  # noqa: ANN001, ANN201
+        return Measurement(time=self.time_s, gpu_energy={0: 0.0 if cancel else self.energy_j})
+
+
+class ThreeRanks(_zeus.Reducer):
+    """This rank and two scripted others: each other adds 100 to a sum; the slowest takes 7 s."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list = []
+
+    def sum(self, value: float) -> float:
+        self.calls.append(("sum", value))
+        return value + 200.0
+
+    def max(self, value: float) -> float:
+        self.calls.append(("max", value))
+        return max(value, 7.0)
+
+    def world_size(self) -> int:
+        return 3
+
+
+def test_one_process_combines_nothing() -> None:
+    assert profile._reducer() is None  # no torch.distributed process group here
+
+
+def test_a_trial_is_combined_across_ranks_as_the_references(monkeypatch: pytest.MonkeyPatch) -> None:
+    ranks = ThreeRanks()
+    monkeypatch.setattr(profile, "_reducer", lambda: ranks)
+    monitor = RankMonitor(time_s=0.1, energy_j=5.0, temperature_c=40.0)
+    trial = profile.measure(lambda: None, monitor, measurement_duration=1.0, cooldown_duration=0.0,
+                            num_warmup_iterations=0, num_calibration_iterations=2)  # fmt: skip
+    # The calibration takes the slowest rank's time (7 s over 2 iterations), so every rank runs
+    # ceil(1.0 / 3.5) = 1 iteration; then energy summed, time the maximum, temperatures averaged.
+    assert ranks.calls == [("max", 0.1), ("sum", 5.0), ("max", 0.1), ("sum", 40.0), ("sum", 40.0)]
+    assert trial.iterations == 1
+    assert trial.total_energy == 205.0 and trial.energy_per_iter == 205.0
+    assert trial.total_time == 7.0 and trial.time_per_iter == 7.0
+    assert trial.temperature_before == trial.temperature_after == pytest.approx(80.0)
+
+    # A sweep combines every trial the same way.
+    ranks.calls.clear()
+    report = profile.profile_measurement_duration(
+        lambda: None, monitor, measurement_duration_search_range=[1.0], cooldown_duration=0.0,
+        num_trials=2, num_warmup_trials=0, trial_stddev_threshold=1e9, num_warmup_iterations=0,
+        iteration_duration=0.5,
+    )
+    (entry,) = report.entries
+    assert [t.total_energy for t in entry.trials] == [205.0, 205.0]
+    assert [t.iterations for t in entry.trials] == [2, 2]  # ceil(1.0 / 0.5)
+    assert entry.avg_total_time == 7.0
+    assert len(ranks.calls) == 2 * 4
+
+
+def test_iterations_fill_the_measurement_as_the_references() -> None:
+    monitor = RankMonitor(time_s=0.1, energy_j=1.0, temperature_c=40.0)
+    trial = profile.measure(lambda: None, monitor, measurement_duration=0.25, cooldown_duration=0.0,
+                            num_warmup_iterations=0, num_calibration_iterations=1)  # fmt: skip
+    assert trial.iterations == 3  # ceil(0.25 / 0.1): the window lasts at least 0.25 s

@@ -1,5 +1,6 @@
 // The background power sampler: one thread per sampler polls GPU power in one or more domains
-// at a fixed period, keeps a bounded timeline per (domain, GPU), and integrates each series as a
+// at a fixed period, keeps a timeline per (domain, GPU) in bounded memory (a HeldSeries: the
+// oldest readings compacted, never forgotten, by default), and integrates each series as a
 // sample-and-hold signal into a cumulative energy counter. The same sweep can read each GPU's
 // temperature (kept only when it changes: temperature moves in whole degrees, slowly).
 #pragma once
@@ -7,7 +8,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -21,6 +21,7 @@
 #include "zeus/common/clock.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/gpus.hpp"
+#include "zeus/monitor/held_series.hpp"
 
 namespace zeus::monitor {
 
@@ -45,12 +46,6 @@ bool supports_temperature(device::Gpu& gpu);
 // Error(kInvalidArgument) listing them.
 PowerDomain parse_power_domain(std::string_view text);
 
-// What to do when a series' timeline is full.
-enum class OverflowPolicy {
-  kDropOldest,  // forget the oldest sample (counted in dropped_samples()); energy is unaffected
-  kError,       // stop sampling and surface an error to the caller
-};
-
 // What a failed read does to the sampler.
 enum class ReadErrorPolicy {
   kStop,          // stop sampling and surface the error to the caller (rethrow_if_failed)
@@ -62,6 +57,9 @@ struct PowerSample {
   int gpu_index = 0;
   PowerDomain domain = PowerDomain::kDeviceInstant;
   double power_w = 0.0;
+  // 0 for a sample; in a timeline's compacted past, the length of the span whose mean power this
+  // row holds (HeldPoint::span_ns).
+  std::int64_t span_ns = 0;
 };
 
 // One temperature reading that differs from the one before it (or the first).
@@ -69,7 +67,22 @@ struct TemperatureSample {
   std::int64_t time_ns = 0;  // on the sampler's clock
   int gpu_index = 0;
   int temperature_c = 0;
+  // 0 for a reading; in a compacted past, the length of the span whose mean (rounded) this is.
+  std::int64_t span_ns = 0;
 };
+
+// How finely a series keeps its past.
+struct TimelineResolution {
+  // The oldest exact row; older rows are compacted spans (or were dropped). nullopt: every
+  // reading since the first is kept exactly.
+  std::optional<std::int64_t> exact_since_ns;
+  std::int64_t longest_span_ns = 0;  // the coarsest compacted span (0 when none)
+  std::size_t rows = 0;              // rows kept (at most max_samples_per_series)
+};
+
+// 65,536 rows: about 2 MiB a series; at 10 Hz the last 32,768 samples (55 minutes) stay exact
+// once a run is longer than 109 minutes, and the rest of it, however long, is compacted.
+inline constexpr std::size_t kDefaultMaxSamplesPerSeries = std::size_t{1} << 16;
 
 struct PowerSamplerOptions {
   std::vector<int> gpu_indices;  // indices into the Gpus given; empty = all
@@ -80,8 +93,10 @@ struct PowerSamplerOptions {
   bool temperature = false;
   // Sampling period; nullopt infers it from how often the readings change. Must be >= 1 ms.
   std::optional<double> period_s;
-  std::size_t max_samples_per_series = 1 << 16;
-  OverflowPolicy overflow = OverflowPolicy::kDropOldest;
+  // The rows each (domain, GPU) series and each temperature series keeps: exact samples plus, once
+  // a run outgrows them, compacted spans (at most half; HeldSeries). About 32 bytes a row.
+  std::size_t max_samples_per_series = kDefaultMaxSamplesPerSeries;
+  OverflowPolicy overflow = OverflowPolicy::kCompact;
   // kStop for measurement, where a stale value would be a wrong answer; kCountAndHold for a
   // long-lived view such as the Prometheus exporter, which must outlive a GPU's bad second.
   ReadErrorPolicy read_errors = ReadErrorPolicy::kStop;
@@ -126,17 +141,27 @@ class PowerSampler {
   // the exact integral over that interval. nullopt before the first sample.
   std::optional<double> cumulative_energy_j(PowerDomain domain, int gpu_index,
                                             std::int64_t time_ns) const;
-  // Integral over [start_ns, end_ns] of the held signal, from the kept timeline (the interval must
-  // lie within it, else nullopt).
+  // Integral over [start_ns, end_ns] of the held signal (nullopt when empty, end < start, or the
+  // interval reaches back before samples that kDropOldest forgot). Exact where both ends fall
+  // among exact samples; within energy_with_bound_j's bound where one falls in a compacted span.
   std::optional<double> energy_j(PowerDomain domain, int gpu_index, std::int64_t start_ns,
                                  std::int64_t end_ns) const;
-  // The sample in force at `time_ns` (latest when unset); nullopt when none.
+  // The same with the most by which it can differ from the exact integral of the samples
+  // (HeldSeries::integral: 0 among exact samples).
+  std::optional<HeldIntegral> energy_with_bound_j(PowerDomain domain, int gpu_index,
+                                                  std::int64_t start_ns, std::int64_t end_ns) const;
+  // The sample in force at `time_ns` (latest when unset; a compacted span's mean in the compacted
+  // past); nullopt when none.
   std::optional<double> power_w(PowerDomain domain, int gpu_index,
                                 std::optional<std::int64_t> time_ns = std::nullopt) const;
-  // Samples with start_ns <= time <= end_ns, in time order.
+  // Rows with start_ns <= time <= end_ns, in time order: compacted spans (span_ns > 0, their mean
+  // power) then the exact samples (span_ns == 0).
   std::vector<PowerSample> timeline(PowerDomain domain, int gpu_index,
                                     std::optional<std::int64_t> start_ns = std::nullopt,
                                     std::optional<std::int64_t> end_ns = std::nullopt) const;
+  // How finely that timeline keeps its past.
+  TimelineResolution resolution(PowerDomain domain, int gpu_index) const;
+  // Samples forgotten (kDropOldest, or a bound of one row); compaction forgets none.
   std::uint64_t dropped_samples() const;
   // The sweeps in which a read of `gpu_index` (power or temperature) failed; always 0 with
   // ReadErrorPolicy::kStop. Throws Error(kInvalidArgument) for a GPU that is not sampled.
@@ -144,38 +169,25 @@ class PowerSampler {
 
   bool samples_temperature() const { return temperature_; }
   // The temperature changes of `gpu_index` in [start_ns, end_ns] (either bound open), oldest
-  // first. Throws Error(kInvalidArgument) when temperature or that GPU is not sampled.
+  // first; in the compacted past, one row per span (its rounded time-weighted mean, span_ns > 0).
+  // Throws Error(kInvalidArgument) when temperature or that GPU is not sampled.
   std::vector<TemperatureSample> temperature_timeline(
       int gpu_index, std::optional<std::int64_t> start_ns = std::nullopt,
       std::optional<std::int64_t> end_ns = std::nullopt) const;
-  // The temperature in force at `time_ns` (the last change at or before it; the latest when
-  // nullopt), or nullopt before the first reading.
+  // The temperature in force at `time_ns` (the last change at or before it, or the compacted
+  // span's rounded mean; the latest when nullopt), or nullopt before the first reading.
   std::optional<int> temperature_c(int gpu_index,
                                    std::optional<std::int64_t> time_ns = std::nullopt) const;
+  TimelineResolution temperature_resolution(int gpu_index) const;
 
   // Rethrows the error that stopped sampling (a device failing, overflow with kError), on every
   // call once it happened: later readings would be stale.
   void rethrow_if_failed() const;
 
  private:
-  // One sample and the energy of the held signal from the series' first sample up to it.
-  struct Entry {
-    std::int64_t time_ns;
-    double power_w;
-    double energy_j;
-  };
-  struct Series {
-    std::deque<Entry> entries;  // bounded by max_samples_
-    bool dropped = false;       // entries were forgotten (kDropOldest)
-  };
-
-  // The held-signal energy at `time_ns` from `series` (caller holds mutex_).
-  static std::optional<double> energy_at(const Series& series, std::int64_t time_ns);
-  // The index of the last entry at or before `time_ns`, or nullopt.
-  static std::optional<std::size_t> entry_at(const Series& series, std::int64_t time_ns);
   void record_error(std::exception_ptr error);
-  const Series& series(PowerDomain domain, int gpu_index) const;
-  const std::deque<TemperatureSample>& temperature_series(int gpu_index) const;
+  const HeldSeries& series(PowerDomain domain, int gpu_index) const;
+  const HeldSeries& temperature_series(int gpu_index) const;
   // Whether a failed read ends the sweep (kStop: recorded as the error) or is counted and
   // skipped (kCountAndHold: marks GPU `gpu` in sweep_failed_).
   bool stops_on(const Error& error, std::size_t gpu);
@@ -197,10 +209,9 @@ class PowerSampler {
   bool temperature_ = false;
   std::function<void(const std::vector<TemperatureSample>&)> on_temperature_change_;
 
-  mutable std::mutex mutex_;    // guards series_, temperatures_, dropped_, error_; held briefly
-  std::vector<Series> series_;  // domain-major: series_[d * gpus + g]
-  std::vector<std::deque<TemperatureSample>> temperatures_;  // per GPU, bounded by max_samples_
-  std::uint64_t dropped_ = 0;
+  mutable std::mutex mutex_;                  // guards series_, temperatures_, error_; held briefly
+  std::vector<HeldSeries> series_;            // domain-major: series_[d * gpus + g]
+  std::vector<HeldSeries> temperatures_;      // per GPU: its changes
   std::vector<std::uint64_t> failed_sweeps_;  // per GPU (kCountAndHold)
   std::exception_ptr error_;
 

@@ -4,7 +4,10 @@
 //
 // A trial, as the reference's: sleep the cooldown (the GPU idles) -> read the mean GPU
 // temperature -> warm-up iterations -> a window "__zeus_profile_run_trial" over
-// max(1, floor(measurement / iteration time)) iterations -> read the temperature again.
+// max(1, ceil(measurement / iteration time)) iterations (the reference's count: the window lasts
+// at least the measurement duration) -> read the temperature again. In a distributed job every
+// process runs the same trials and their figures are combined as the reference's all_reduce
+// combines them (ProfileRanks).
 // A sweep first runs `num_warmup_trials` throw-away trials (no cooldown, no warm-up iterations,
 // at the largest measurement duration) to bring the GPU to its working temperature, then
 // `num_trials` trials per candidate duration, ascending. A candidate is valid when the sample
@@ -26,6 +29,16 @@
 
 namespace zeus::monitor {
 
+// How a trial's figures combine across the processes of a distributed job (the reference's
+// all_reduce): energy summed, time the maximum, temperatures averaged; the calibrated iteration
+// time is the maximum too, so that every process runs as many iterations. Every process must run
+// the same calls in the same order (each figure is one collective). Unset: one process.
+struct ProfileRanks {
+  std::function<double(double)> sum{};  // over every process
+  std::function<double(double)> max{};
+  int world_size = 1;
+};
+
 // What is profiled. `iteration` runs one iteration of the workload (and returns when the work is
 // done, or the monitor's sync hook makes it so). `gpus` (or `temperature_c`) is used only to read
 // temperatures of the monitor's GPUs; without either, temperatures are NaN. `clock` times the
@@ -39,17 +52,19 @@ struct ProfileTarget {
   // Reads the temperature of one of the monitor's GPUs (degrees C); used instead of `gpus` when
   // set (e.g. a Python monitor's gpus.get_gpu_temperature).
   std::function<double(int gpu_index)> temperature_c{};
+  ProfileRanks ranks{};
 };
 
 struct TrialResult {
   double measurement_duration_s = 0.0;  // asked for
   double cooldown_duration_s = 0.0;
-  std::int64_t iterations = 0;
-  double energy_j = 0.0;  // GPU energy of the window
-  double time_s = 0.0;    // window time
+  std::int64_t iterations = 0;  // each process's
+  double energy_j = 0.0;        // GPU energy of the window (summed over the processes)
+  double time_s = 0.0;          // window time (the longest process's)
   double energy_per_iteration_j = 0.0;
   double time_per_iteration_s = 0.0;
-  double temperature_before_c = 0.0;  // mean over the monitor's GPUs, before the window
+  // Mean over the monitor's GPUs (and the mean of the processes' means), before the window.
+  double temperature_before_c = 0.0;
   double temperature_after_c = 0.0;
 };
 

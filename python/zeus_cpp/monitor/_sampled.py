@@ -3,9 +3,29 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, TypeVar
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class TimelineResolution:
+    """How finely a GPU's timeline keeps its past (``get_timeline_resolution``).
+
+    A timeline keeps at most ``max_samples_per_gpu`` rows. Once a run outgrows them, its oldest
+    samples are compacted, never forgotten: each older row is then the time-weighted mean over a
+    span (held until the next row, so integrating the rows is exact at every row), and energies
+    whose ends fall inside such a span are within a bound (docs/monitor.md).
+    """
+
+    exact_since: Optional[float]
+    """``time.time()`` seconds of the oldest exact sample; rows before it are compacted spans.
+    None while every sample since the first is kept exactly."""
+    longest_span_s: float
+    """The longest compacted span (0.0 when none): the coarsest resolution of the old rows."""
+    rows: int
+    """Rows kept now (at most ``max_samples_per_gpu``)."""
 
 
 def max_samples(value: object) -> Optional[int]:
@@ -46,6 +66,14 @@ class SampledMonitor:
                 return None
             result[gpu] = value
         return result
+
+    def _resolutions(self, series: str, gpu_index: Optional[int]) -> Dict[int, TimelineResolution]:
+        """{GPU: TimelineResolution} of ``series`` (a power domain's name, or "temperature")."""
+        sampler = self._sampler
+        return {
+            gpu: TimelineResolution(*sampler.resolution(series, gpu))  # type: ignore[attr-defined]
+            for gpu in self._gpus(gpu_index)
+        }
 
     def stop(self) -> None:
         """Stops sampling (idempotent); what was collected stays queryable."""

@@ -4,6 +4,11 @@ Timelines come back as numpy arrays of shape ``(n, 2)``: column 0 is the sample 
 (``time.time()`` seconds), column 1 the power in W; iterating rows gives ``(time, watts)`` pairs
 like the reference's lists. Energies integrate the sampled power as a held (piecewise-constant)
 signal over exactly the interval asked for.
+
+A timeline keeps a whole run in bounded memory: past ``max_samples_per_gpu`` rows its oldest
+samples are compacted into spans (one row each: the span's start and mean power) rather than
+forgotten, so ``get_energy`` answers over any interval of a run of days, exactly among the kept
+samples and within a bound inside a compacted span (``get_timeline_resolution``; docs/python.md).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ import numpy as np
 from zeus_cpp import _zeus
 from zeus_cpp.exception import ZeusGPUNotSupportedError
 from zeus_cpp.monitor import _checks
-from zeus_cpp.monitor._sampled import SampledMonitor, max_samples
+from zeus_cpp.monitor._sampled import SampledMonitor, TimelineResolution, max_samples
 
 
 class PowerDomain(enum.Enum):
@@ -89,8 +94,9 @@ class PowerMonitor(SampledMonitor):
         gpu_indices: GPUs to sample (None: every visible GPU; ``[]`` is a ValueError).
         update_period: Seconds between samples; None infers it from how often the reading
             changes (half the shortest change interval, at most 0.1 s).
-        max_samples_per_gpu: Bound on each (domain, GPU) timeline; the oldest samples are
-            forgotten first. None: a large default (65536).
+        max_samples_per_gpu: Bound on the rows of each (domain, GPU) timeline. Past it, the
+            oldest samples are compacted into spans (at most half the rows), never forgotten.
+            None: a large default (65536; about 2 MiB a timeline).
         power_domains: Domains to sample (default None: every domain all the monitored GPUs
             report, as the reference; one they cannot report is left out; ``[]`` is a
             ValueError). An explicitly listed domain the GPUs cannot report raises
@@ -204,6 +210,16 @@ class PowerMonitor(SampledMonitor):
         domain = self._check_domain(domain)
         return {gpu: self._sampler.energy(domain.value, gpu, start, end) for gpu in self.gpu_indices}
 
+    def get_timeline_resolution(
+        self,
+        power_domain: DomainLike = PowerDomain.DEVICE_INSTANT,
+        gpu_index: Optional[int] = None,
+    ) -> Dict[int, TimelineResolution]:
+        """{GPU index: TimelineResolution}: from when on the timeline is exact, and how coarse
+        its compacted past is."""
+        domain = self._check_domain(power_domain)
+        return self._resolutions(domain.value, gpu_index)
+
     def get_power(
         self,
         time: Optional[float] = None,  # noqa: A002  (the reference's name)
@@ -215,4 +231,4 @@ class PowerMonitor(SampledMonitor):
         return self._every_gpu(lambda gpu: self._sampler.power(domain.value, gpu, when))
 
 
-__all__ = ["PowerMonitor", "PowerDomain", "PowerSample"]
+__all__ = ["PowerMonitor", "PowerDomain", "PowerSample", "TimelineResolution"]

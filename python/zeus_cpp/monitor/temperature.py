@@ -19,9 +19,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from zeus_cpp import _zeus
 from zeus_cpp.monitor import _checks
-from zeus_cpp.monitor._sampled import SampledMonitor, max_samples
+from zeus_cpp.monitor._sampled import SampledMonitor, TimelineResolution, max_samples
 
-__all__ = ["TemperatureMonitor", "TemperatureSample"]
+__all__ = ["TemperatureMonitor", "TemperatureSample", "TimelineResolution"]
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,10 @@ class TemperatureMonitor(SampledMonitor):
         gpu_indices: GPUs to monitor (None: every visible GPU; ``[]`` is a ValueError, as in the
             reference).
         update_period: Seconds between readings (default 1.0; at least 0.001).
-        max_samples_per_gpu: Bound on each GPU's timeline of changes; the oldest are forgotten
-            first. None: a large default (65536) rather than the reference's unbounded list.
+        max_samples_per_gpu: Bound on the rows of each GPU's timeline of changes. Past it, the
+            oldest changes are compacted into spans (one row each: the span's start and its
+            time-weighted mean, rounded), never forgotten. None: a large default (65536) rather
+            than the reference's unbounded list.
 
     The thread stops with :meth:`stop`, at the end of a ``with`` block, or when the monitor is
     garbage collected; what was collected stays queryable after :meth:`stop`.
@@ -82,3 +84,10 @@ class TemperatureMonitor(SampledMonitor):
         before it. None when any GPU has no reading by then, as in the reference."""
         when = _checks.optional_number("time", time)
         return self._every_gpu(lambda gpu: self._sampler.temperature(gpu, when))
+
+    def get_timeline_resolution(
+        self, gpu_index: Optional[int] = None
+    ) -> Dict[int, TimelineResolution]:
+        """{GPU index: TimelineResolution}: from when on the timeline is exact, and how coarse
+        its compacted past is."""
+        return self._resolutions("temperature", gpu_index)

@@ -9,6 +9,7 @@ extern "C" {
 
 Status amdsmi_init(std::uint64_t /*flags*/) {
   State& s = state();
+  const Entered entered(s);
   std::lock_guard<std::mutex> lock(s.mutex);
   ++s.init_calls;
   if (const auto early = enter(s, "amdsmi_init", false); early) {
@@ -28,6 +29,7 @@ Status amdsmi_shut_down() {
 
 Status amdsmi_get_lib_version(void* version) {
   State& s = state();
+  const Entered entered(s);
   std::lock_guard<std::mutex> lock(s.mutex);
   if (const auto early = enter(s, "amdsmi_get_lib_version", false); early) {
     return *early;

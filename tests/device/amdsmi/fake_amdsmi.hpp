@@ -22,8 +22,12 @@
 //     "gfx_clocks_mhz": [500, 2100], "mem_clocks_mhz": [900, 1300],  // returned in hertz
 //     "driver_version": "6.8.5"
 //   }],
-//   "status": {"amdsmi_set_power_cap": 10}              // per-function status overrides
+//   "status": {"amdsmi_set_power_cap": 10},             // per-function status overrides
+//   "entry_delay_us": 200    // every call waits this long on entry, before the fake's own lock,
+//                            // so that calls from two threads overlap unless the caller serializes
 // }
+// Every call that enters while another is inside is counted ("overlapping_calls" in the state):
+// the real library before ROCm 7.2 is not thread-safe, and zeus must not let that happen there.
 // ZEUS_FAKE_AMDSMI_CONFIG, when set, names a script file loaded at the first amdsmi_init of a
 // process that was not scripted through fake_amdsmi_configure.
 //
@@ -34,6 +38,8 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -47,6 +53,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -165,6 +172,30 @@ struct State {
   int shutdown_calls = 0;
   bool scripted = false;  // by fake_amdsmi_configure
   std::string last_error;
+  // Outside the mutex: calls inside now, calls that entered while another was inside, and the
+  // scripted wait on entry.
+  std::atomic<int> inside{0};
+  std::atomic<int> overlapping_calls{0};
+  std::atomic<int> entry_delay_us{0};
+};
+
+// Held for a whole call, from before the fake takes its own lock: counts overlapping calls.
+class Entered {
+ public:
+  explicit Entered(State& s) : s_(s) {
+    if (s_.inside.fetch_add(1) > 0) {
+      s_.overlapping_calls.fetch_add(1);
+    }
+    if (const int delay_us = s_.entry_delay_us.load(); delay_us > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+    }
+  }
+  ~Entered() { s_.inside.fetch_sub(1); }
+  Entered(const Entered&) = delete;
+  Entered& operator=(const Entered&) = delete;
+
+ private:
+  State& s_;
 };
 
 State& state();
@@ -180,6 +211,7 @@ void load_env_script(State& s);
 
 #define FAKE_ENTER(function)                           \
   State& s = state();                                  \
+  const Entered entered(s);                            \
   std::lock_guard<std::mutex> lock(s.mutex);           \
   if (const auto early = enter(s, #function); early) { \
     return *early;                                     \

@@ -40,6 +40,7 @@ std::optional<std::uint32_t> optional_watts(const nlohmann::json& device, const 
 
 void apply_script(State& s, const nlohmann::json& script) {
   s.version = script.value("version", std::vector<std::uint32_t>{26, 1, 0});
+  s.entry_delay_us = script.value("entry_delay_us", 0);
   s.devices.clear();
   s.sockets.clear();
   s.status.clear();
@@ -165,6 +166,7 @@ void fake_amdsmi_reset() {
   s.init_count = 0;
   s.init_calls = 0;
   s.shutdown_calls = 0;
+  s.overlapping_calls = 0;
   s.last_error.clear();
 }
 
@@ -193,6 +195,7 @@ std::size_t fake_amdsmi_state_json(char* buffer, std::size_t size) {
   out["init_count"] = s.init_count;
   out["init_calls"] = s.init_calls;
   out["shutdown_calls"] = s.shutdown_calls;
+  out["overlapping_calls"] = s.overlapping_calls.load();
   out["last_error"] = s.last_error;
   out["devices"] = nlohmann::json::array();
   for (const auto& d : s.devices) {
