@@ -8,6 +8,7 @@
 
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
+#include "zeus/device/sensor_gpu.hpp"
 #include "zeus/monitor/power_sampler.hpp"
 
 namespace zeus::monitor {
@@ -23,10 +24,19 @@ device::SensorParameters conservative_sensor_parameters() {
 }
 
 device::SensorParameters default_sensor_parameters(device::Gpu& gpu) {
+  if (auto* sensor = dynamic_cast<device::SensorGpu*>(&gpu)) {
+    return sensor->parameters();  // the sensor-faithful simulated GPU reads like its model
+  }
   if (gpu.backend() == device::GpuBackend::kSimulated) {
     device::SensorParameters ideal;
     ideal.source = "the simulated GPU: an ideal sensor (its exact integral, in whole millijoules)";
     return ideal;
+  }
+  try {
+    if (auto published = device::published_sensor_parameters(gpu.name())) {
+      return *published;
+    }
+  } catch (const std::exception&) {  // a name that cannot be read: the conservative default
   }
   return conservative_sensor_parameters();
 }

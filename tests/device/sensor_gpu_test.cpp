@@ -1,4 +1,5 @@
 #include "zeus/device/sensor_gpu.hpp"
+#include "simulated_spec_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -236,26 +237,12 @@ TEST(SensorGpu, OptInThroughTheEnvironment) {
   EXPECT_TRUE(spec.model().sensor_faithful);
   EXPECT_FALSE(zeus::device::parse_simulated_gpus_spec("2:h200:thermal").sensor);
   for (const char* bad : {"2:p100:sensor", "2:h200:sensor:sensor", "2:h200:sensors"}) {
-    try {
-      zeus::device::parse_simulated_gpus_spec(bad);
-      FAIL() << bad;
-    } catch (const zeus::Error& error) {
-      EXPECT_EQ(error.kind(), zeus::ErrorKind::kInvalidArgument) << bad;
-      EXPECT_NE(std::string(error.what()).find(std::string("\"") + bad + "\""), std::string::npos)
-          << error.what();
-    }
+    zeus::testing::expect_spec_refused(bad);
   }
 
-  zeus::device::DiscoveryOptions options;
-  options.env = [](const std::string& name) -> std::optional<std::string> {
-    if (name == "ZEUS_SIMULATED_GPUS") {
-      return "1:h200:sensor";
-    }
-    return std::nullopt;
-  };
   auto clock = std::make_shared<ManualClock>();
-  options.clock = clock;
-  const zeus::device::GpuDiscovery found = zeus::device::discover_gpus(options);
+  const zeus::device::GpuDiscovery found =
+      zeus::testing::discover_with_spec("1:h200:sensor", clock);
   ASSERT_EQ(found.gpus.size(), 1u);
   auto& sensor = dynamic_cast<SensorGpu&>(found.gpus.at(0));
   EXPECT_EQ(sensor.name(), "NVIDIA H200");

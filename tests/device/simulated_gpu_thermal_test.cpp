@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "simulated_spec_support.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
 #include "zeus/device/simulated_gpu.hpp"
@@ -165,26 +166,12 @@ TEST(SimulatedGpuThermal, SpecSuffixTurnsItOn) {
   EXPECT_TRUE(spec.model().thermal_enabled);
   EXPECT_FALSE(zeus::device::parse_simulated_gpus_spec("2:h200").model().thermal_enabled);
   for (const char* bad : {"2:h200:cold", "2:h200:", "2::thermal", "2:h200:thermal:x"}) {
-    try {
-      zeus::device::parse_simulated_gpus_spec(bad);
-      FAIL() << bad;
-    } catch (const zeus::Error& error) {
-      EXPECT_EQ(error.kind(), zeus::ErrorKind::kInvalidArgument) << bad;
-      EXPECT_NE(std::string(error.what()).find(std::string("\"") + bad + "\""), std::string::npos)
-          << error.what();
-    }
+    zeus::testing::expect_spec_refused(bad);
   }
 
-  zeus::device::DiscoveryOptions options;
-  options.env = [](const std::string& name) -> std::optional<std::string> {
-    if (name == "ZEUS_SIMULATED_GPUS") {
-      return "1:h200:thermal";
-    }
-    return std::nullopt;
-  };
   auto clock = std::make_shared<ManualClock>();
-  options.clock = clock;
-  const zeus::device::GpuDiscovery found = zeus::device::discover_gpus(options);
+  const zeus::device::GpuDiscovery found =
+      zeus::testing::discover_with_spec("1:h200:thermal", clock);
   ASSERT_EQ(found.gpus.size(), 1u);
   auto& gpu = dynamic_cast<SimulatedGpu&>(found.gpus.at(0));
   EXPECT_TRUE(gpu.model().thermal_enabled);

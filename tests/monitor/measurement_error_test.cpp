@@ -13,7 +13,9 @@
 
 #include "support/log_capture.hpp"
 #include "test_support.hpp"
+#include "zeus/device/forwarding_gpu.hpp"
 #include "zeus/device/gpu_provider.hpp"
+#include "zeus/device/sensor_gpu.hpp"
 #include "zeus/monitor/zeus_monitor.hpp"
 
 namespace {
@@ -32,12 +34,16 @@ constexpr double kPeakW = 700.0;
 // manual clock, and whose energy counter behaves as a real sensor's: it shows the energy drawn up
 // to its last refresh (every refresh_s, reading_delay_s late), floored to resolution_mj. The
 // truth is exact.
-class SensorLikeGpu final : public zeus::device::Gpu {
+// The rest of the board is a simulated H100 that is never read.
+class SensorLikeGpu final : public zeus::device::ForwardingGpu {
  public:
   enum class Counter { kSensor, kStuck, kBackwards, kRunaway };
 
   SensorLikeGpu(std::shared_ptr<ManualClock> clock, SensorParameters sensor)
-      : clock_(std::move(clock)), sensor_(std::move(sensor)) {}
+      : ForwardingGpu(std::make_shared<zeus::device::SimulatedGpu>(
+            zeus::device::simulated_gpu_model("h100"), 0, clock)),
+        clock_(std::move(clock)),
+        sensor_(std::move(sensor)) {}
 
   void square_wave(double low_w, double high_w, double period_s) {
     low_w_ = low_w;
@@ -86,27 +92,6 @@ class SensorLikeGpu final : public zeus::device::Gpu {
   }
   bool supports_energy_counter() override { return true; }
 
-  // The rest: a plain H100-like board that does nothing.
-  zeus::device::GpuBackend backend() const override { return zeus::device::GpuBackend::kSimulated; }
-  std::string name() override { return "sensor-like"; }
-  std::string uuid() override { return "GPU-sensor-like"; }
-  std::string pci_bus_id() override { return "00000000:01:00.0"; }
-  std::string architecture() override { return "hopper"; }
-  std::uint32_t default_power_limit_mw() override { return 700'000; }
-  std::uint32_t power_limit_mw() override { return 700'000; }
-  std::uint32_t enforced_power_limit_mw() override { return 700'000; }
-  void set_power_limit_mw(std::uint32_t) override {}
-  void reset_power_limit() override {}
-  bool persistence_mode() override { return true; }
-  void set_persistence_mode(bool) override {}
-  std::vector<std::uint32_t> supported_memory_clocks_mhz() override { return {}; }
-  std::vector<std::uint32_t> supported_graphics_clocks_mhz(std::optional<std::uint32_t>) override {
-    return {};
-  }
-  void set_gpu_locked_clocks_mhz(std::uint32_t, std::uint32_t) override {}
-  void reset_gpu_locked_clocks() override {}
-  void set_memory_locked_clocks_mhz(std::uint32_t, std::uint32_t) override {}
-  void reset_memory_locked_clocks() override {}
   std::uint32_t average_power_mw() override { return instant_power_mw(); }
   std::uint32_t average_memory_power_mw() override { return 0; }
   int temperature_c() override { return 50; }
@@ -219,6 +204,30 @@ TEST(ErrorBound, TheSimulatedGpuIsAnIdealSensorAndPolledGpusAreBoundedByTheirWin
   old.clock->advance_s(3.0);
   const double peak_w = old.gpus[0]->power_limit_constraints_mw().max_mw / 1000.0;
   EXPECT_DOUBLE_EQ(polled.end_window("w").gpu_energy_error_j().at(0), 3.0 * peak_w);
+}
+
+TEST(ErrorBound, ASensorFaithfulGpuAndAKnownModelAreBoundedByTheirSensor) {
+  // The sensor-faithful simulated H200 reads like the real one measured (100 ms refresh, 14 ms
+  // delay): its bound is (0.1 + 0.014) s at 700 W plus one step, from its own parameters.
+  auto clock = std::make_shared<ManualClock>();
+  auto truth = std::make_shared<zeus::device::SimulatedGpu>(
+      zeus::device::simulated_gpu_model("h200"), 0, clock);
+  const zeus::device::Gpus gpus({std::make_shared<zeus::device::SensorGpu>(truth)}, {0});
+  ZeusMonitorOptions options;
+  options.clock = clock;
+  options.start_sampler_thread = false;
+  ZeusMonitor monitor(gpus, {}, options);
+  truth->set_utilization(0.5);
+  monitor.begin_window("w");
+  clock->advance_s(5.0);
+  const zeus::monitor::Measurement measured = monitor.end_window("w");
+  EXPECT_NEAR(measured.gpu_energy_error_j().at(0), 0.114 * 700.0 + 0.001, 1e-9);
+  const double error_j = std::abs(measured.gpu_energy_j.at(0) - truth->exact_energy_j());
+  EXPECT_LE(error_j, measured.gpu_energy_error_j().at(0));
+  // A real GPU of a characterised model gets its published parameters by name.
+  const auto h200 = zeus::device::published_sensor_parameters("NVIDIA H200");
+  ASSERT_TRUE(h200.has_value());
+  EXPECT_EQ(zeus::monitor::default_sensor_parameters(gpus.at(0)).source, h200->source);
 }
 
 TEST(ErrorBound, MeasurementsMadeOtherwiseHaveNoBoundAndCancelledOnesNone) {

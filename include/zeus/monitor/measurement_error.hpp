@@ -19,9 +19,11 @@ namespace zeus::monitor {
 // 1 mJ steps, with no reading delay beyond that.
 device::SensorParameters conservative_sensor_parameters();
 
-// The sensor assumed for a GPU when nothing better is known: the simulated GPU's own (an ideal
-// sensor: every read current, whole millijoules) for GpuBackend::kSimulated, else
-// conservative_sensor_parameters(). ZeusMonitorOptions::sensor_parameters comes first.
+// The sensor assumed for a GPU when nothing better is known: a sensor-faithful simulated GPU's
+// model (device::SensorGpu), the ideal sensor of a plain simulated GPU (every read current, whole
+// millijoules), the published or measured parameters of a real GPU's model
+// (device::published_sensor_parameters), else conservative_sensor_parameters().
+// ZeusMonitorOptions::sensor_parameters comes first.
 device::SensorParameters default_sensor_parameters(device::Gpu& gpu);
 
 // The draw assumed for a GPU whose power limits cannot be read (above any GPU's limit today).
