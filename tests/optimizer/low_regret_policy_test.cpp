@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 
@@ -260,6 +263,69 @@ TEST(LowRegretPolicy, DriftReopensTheSearch) {
   // The walk re-opened: 64, pruned before, is probed again and wins.
   EXPECT_EQ(policy.best_batch_size(), 64);
   EXPECT_GE(std::count(after.end() - 10, after.end(), 64), 8);
+}
+
+// Issue 30: when every batch size gets 5x cheaper, the best keeps only its post-drift evidence
+// (it kept its stale running mean, and a freshly probed batch size took its place for good), and
+// the pruned batch sizes stay pruned (nothing they lost to got dearer). With a window of 10, the
+// window itself forgets the old costs: the best stays the best.
+TEST(LowRegretPolicy, FallingCostsResetTheBestToPostDriftEvidence) {
+  for (const int window : {0, 10}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    auto c = config();
+    c.mab.window_size = window;
+    LowRegretPolicy policy(c);
+    Job job = toy_job();
+    drive(policy, job, 40);
+    ASSERT_EQ(policy.best_batch_size(), 16);
+    ASSERT_EQ(policy.drifts_detected(), 0);
+    for (auto& [batch_size, cost] : job.epoch_cost) {
+      cost /= 5.0;  // 16 now costs 4
+    }
+    std::vector<int> after;
+    if (window == 0) {
+      for (int i = 0; i < 10 && policy.drifts_detected() == 0; ++i) {
+        after.push_back(drive(policy, job, 1).front());
+      }
+      ASSERT_EQ(policy.drifts_detected(), 1);
+      EXPECT_EQ(policy.best_batch_size(), 16);
+      ASSERT_TRUE(policy.best_mean_cost().has_value());
+      EXPECT_NEAR(*policy.best_mean_cost(), 4.0, 0.4);  // not 20, the pre-drift cost
+    }
+    const std::vector<int> rest = drive(policy, job, 30);
+    after.insert(after.end(), rest.begin(), rest.end());
+    EXPECT_EQ(policy.best_batch_size(), 16);
+    EXPECT_NEAR(*policy.best_mean_cost(), 4.0, 0.4);
+    EXPECT_GE(std::count(after.end() - 10, after.end(), 16), 9);
+    for (const int pruned : {8, 64, 128}) {
+      EXPECT_EQ(std::count(after.begin(), after.end(), pruned), 0) << pruned;
+    }
+  }
+}
+
+// A state saved by the first round of the policy (tests/optimizer/data, written by it: the toy
+// job, 32 runs, the last one a surprise at 16 after its cost fell, one trial in flight) restores,
+// and the policy goes on from it.
+TEST(LowRegretPolicy, RestoresAStateSavedByTheFirstRound) {
+  std::ifstream file(std::string(ZEUS_SOURCE_DIR) +
+                     "/tests/optimizer/data/low_regret_round1_state.json");
+  ASSERT_TRUE(file) << "tests/optimizer/data/low_regret_round1_state.json";
+  const std::string saved((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  LowRegretPolicy policy = LowRegretPolicy::restore(saved);
+  EXPECT_EQ(policy.best_batch_size(), 16);
+  ASSERT_EQ(policy.pending().size(), 1u);
+  EXPECT_TRUE(policy.running(33));
+  const std::string again = policy.save();
+  EXPECT_EQ(LowRegretPolicy::restore(again).save(), again);
+  Job job = toy_job();
+  job.epochs[16] = 2;  // as when it was saved
+  const Decision in_flight{33, 16, TrialKind::kMab};
+  policy.report(in_flight.trial_id, job.run(policy, in_flight));
+  const std::vector<int> after = drive(policy, job, 20);
+  EXPECT_EQ(policy.drifts_detected(), 1);
+  EXPECT_EQ(policy.best_batch_size(), 16);
+  EXPECT_NEAR(*policy.best_mean_cost(), 5.0, 0.5);
+  EXPECT_GE(std::count(after.end() - 10, after.end(), 16), 9);
 }
 
 TEST(LowRegretPolicy, DriftDetectionCanBeTurnedOff) {
