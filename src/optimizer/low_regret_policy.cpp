@@ -15,6 +15,9 @@ namespace {
 // least 5%, and past one such batch size at most.
 constexpr double kFalling = 0.95;
 constexpr int kMaxSkips = 1;
+// A concurrent run goes to the batch size with the lowest posterior mean log cost plus this many
+// posterior standard deviations: one lucky first run does not draw every overlapping job.
+constexpr double kConcurrentSd = 1.0;
 
 // A surprise at one batch size right after one at another is drift only when both are this far
 // (in log cost, about 1.5x) from what their batch sizes predict: one epoch more or less of a
@@ -155,6 +158,28 @@ bool LowRegretPolicy::probe_in_flight() const {
   });
 }
 
+int LowRegretPolicy::established_best(const Pool& shared, int fallback) const {
+  int found = fallback;
+  double lowest = std::numeric_limits<double>::infinity();
+  for (const auto& [batch_size, candidate] : candidates_) {
+    if (candidate.status == Status::kArm && candidate.count > 0) {
+      const Belief b = belief(candidate, shared);
+      const double bound = b.log_cost + kConcurrentSd * b.sd;
+      if (bound < lowest) {
+        lowest = bound;
+        found = batch_size;
+      }
+    }
+  }
+  return found;
+}
+
+bool LowRegretPolicy::mab_exploration_in_flight(int best) const {
+  return std::any_of(pending_.begin(), pending_.end(), [&](const auto& entry) {
+    return entry.second.kind == TrialKind::kMab && entry.second.batch_size != best;
+  });
+}
+
 bool LowRegretPolicy::exploring() const {
   return probe_in_flight() || walk_candidate().has_value();
 }
@@ -279,9 +304,12 @@ Decision LowRegretPolicy::next() {
   if (beta && best_cost) {
     threshold = *beta * *best_cost;
   }
-  if (probe_in_flight()) {
-    // The walk waits for a probe's result: meanwhile, run the best known.
-    return dispatch(known.batch_size, TrialKind::kConcurrent, threshold);
+  if (probe_in_flight() || mab_exploration_in_flight(known.batch_size)) {
+    // The walk waits for a probe's result, or a Thompson draw is trying a batch size other than
+    // the best: overlapping jobs exploit what is known (the batch size whose cost is best
+    // established) rather than explore in parallel, and learn from the result before exploring
+    // again.
+    return dispatch(established_best(shared, known.batch_size), TrialKind::kConcurrent, threshold);
   }
   if (!best_cost) {
     throw Error(ErrorKind::kInvalidArgument,
@@ -300,9 +328,22 @@ void LowRegretPolicy::observe(int batch_size, double cost) {
   if (candidate.count == 0 && candidate.window.empty()) {
     candidate.scaled = candidate.epoch_cost > 0.0;
     candidate.log_scale = candidate.scaled ? std::log(candidate.epoch_cost) : 0.0;
+    candidate.scale_count = 0;
   }
-  const double y =
-      std::log(std::max(cost, std::numeric_limits<double>::min())) - candidate.log_scale;
+  // The per-epoch cost of this run (a job's own runtime ratio, measurement noise) is taken out
+  // of the observation and averaged into the batch size's scale, so that it does not count as
+  // noise in the epochs.
+  double run_scale = candidate.log_scale;
+  if (candidate.scaled && candidate.epoch_cost > 0.0) {
+    run_scale = std::log(candidate.epoch_cost);
+    if (std::abs(run_scale - candidate.log_scale) > kLargeSurprise) {
+      candidate.scale_count = 0;  // the per-epoch cost moved (drift): its average starts again
+    }
+    ++candidate.scale_count;
+    candidate.log_scale +=
+        (run_scale - candidate.log_scale) / static_cast<double>(candidate.scale_count);
+  }
+  const double y = std::log(std::max(cost, std::numeric_limits<double>::min())) - run_scale;
   int surprise = 0;    // +1/-1: y is far above/below what this batch size predicts
   bool large = false;  // and by more than a few epochs' rounding could explain
   double contribution = 0.0;

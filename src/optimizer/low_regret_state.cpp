@@ -79,6 +79,7 @@ std::string LowRegretPolicy::save() const {
                           {"mean", c.mean},
                           {"log_scale", c.log_scale},
                           {"scaled", c.scaled},
+                          {"scale_count", c.scale_count},
                           {"m2", c.m2},
                           {"surprise_side", c.surprise_side},
                           {"surprise_y", c.surprise_y},
@@ -143,6 +144,9 @@ LowRegretPolicy LowRegretPolicy::restore(const std::string& text) {
       candidate.mean = each.at("mean").get<double>();
       candidate.log_scale = each.at("log_scale").get<double>();
       candidate.scaled = each.at("scaled").get<bool>();
+      // The first round kept the first run's scale: worth one run here.
+      candidate.scale_count =
+          each.value("scale_count", static_cast<std::int64_t>(candidate.scaled ? 1 : 0));
       candidate.m2 = each.at("m2").get<double>();
       candidate.surprise_side = each.at("surprise_side").get<int>();
       // Absent from the first round's saved states: a pending surprise then counts as none.
@@ -161,7 +165,8 @@ LowRegretPolicy LowRegretPolicy::restore(const std::string& text) {
           candidate.m2 < 0.0 || !std::isfinite(candidate.log_scale) ||
           !std::isfinite(candidate.epoch_cost) || candidate.epoch_cost < 0.0 || !window_matches ||
           !std::isfinite(candidate.surprise_y) || !std::isfinite(candidate.surprise_mean) ||
-          !std::isfinite(candidate.surprise_ss) || candidate.surprise_ss < 0.0) {
+          !std::isfinite(candidate.surprise_ss) || candidate.surprise_ss < 0.0 ||
+          candidate.scale_count < 0) {
         throw Error(ErrorKind::kInvalidArgument,
                     "saved batch size " + std::to_string(batch_size) + " has bad statistics");
       }

@@ -58,11 +58,13 @@ class LowRegretPolicy final : public BatchSizeSearch {
     double surprise_y = 0.0;
     double surprise_mean = 0.0;
     double surprise_ss = 0.0;
-    // log(per-epoch cost) when the first observation came: observations are log(cost) minus
-    // this, i.e. log(epochs), so that batch sizes can share what they say. `scaled` is false
-    // when no per-epoch cost was known (then observations are log(cost) and are not pooled).
+    // log(per-epoch cost), averaged over the runs observed (scale_count): observations are
+    // log(cost) minus their own run's, i.e. log(epochs), so that batch sizes can share what they
+    // say. `scaled` is false when no per-epoch cost was known (then observations are log(cost)
+    // and are not pooled).
     double log_scale = 0.0;
     bool scaled = false;
+    std::int64_t scale_count = 0;  // runs log_scale averages
   };
   struct PendingTrial {
     int id = 0;
@@ -137,6 +139,11 @@ class LowRegretPolicy final : public BatchSizeSearch {
   Belief belief(const Candidate& candidate, const Pool& pool) const;
   double arm_noise(const Candidate& candidate, double pooled) const;
   bool probe_in_flight() const;
+  // Whether a Thompson draw of a batch size other than `best` is in flight.
+  bool mab_exploration_in_flight(int best) const;
+  // The batch size whose cost is best established: the lowest posterior mean log cost plus one
+  // posterior standard deviation (`fallback` before any reached the target).
+  int established_best(const Pool& shared, int fallback) const;
   Decision dispatch(int batch_size, TrialKind kind, std::optional<double> threshold);
   int thompson_draw(const Pool& shared);
   void observe(int batch_size, double cost);
