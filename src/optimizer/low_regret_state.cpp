@@ -2,6 +2,7 @@
 // round (before issue 30) lacks each candidate's surprise details and the latest surprise; it
 // restores with no surprise pending.
 #include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "common/text.hpp"
@@ -166,7 +167,7 @@ LowRegretPolicy LowRegretPolicy::restore(const std::string& text) {
           !std::isfinite(candidate.epoch_cost) || candidate.epoch_cost < 0.0 || !window_matches ||
           !std::isfinite(candidate.surprise_y) || !std::isfinite(candidate.surprise_mean) ||
           !std::isfinite(candidate.surprise_ss) || candidate.surprise_ss < 0.0 ||
-          candidate.scale_count < 0) {
+          candidate.scale_count < 0 || std::abs(candidate.surprise_side) > 1) {
         throw Error(ErrorKind::kInvalidArgument,
                     "saved batch size " + std::to_string(batch_size) + " has bad statistics");
       }
@@ -195,6 +196,9 @@ LowRegretPolicy LowRegretPolicy::restore(const std::string& text) {
     policy.noise_dof_ = in.at("noise_dof").get<double>();
     policy.drifts_ = in.at("drifts").get<int>();
     policy.last_surprise_side_ = in.value("last_surprise_side", 0);  // absent: first round
+    if (std::abs(policy.last_surprise_side_) > 1) {
+      throw Error(ErrorKind::kInvalidArgument, "the saved last_surprise_side is not -1, 0 or 1");
+    }
     policy.rng_ = Rng::restore(in.at("rng").get<std::string>());
     return policy;
   } catch (const json::exception& error) {

@@ -240,7 +240,12 @@ TEST(LowRegretPolicy, RestoreRefusesMalformedState) {
   const Job job = toy_job();
   drive(policy, job, 3);
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-           {"\"m2\":0.0", "\"m2\":-1.0"}, {"\"count\":1", "\"count\":-1"}}) {
+           {"\"m2\":0.0", "\"m2\":-1.0"},
+           {"\"count\":1", "\"count\":-1"},
+           {"\"surprise_side\":0", "\"surprise_side\":2"},
+           {"\"scale_count\":1", "\"scale_count\":-1"},
+           {"\"surprise_ss\":0.0", "\"surprise_ss\":-1.0"},
+           {"\"last_surprise_side\":0", "\"last_surprise_side\":-3"}}) {
     std::string bad = policy.save();
     const auto where = bad.find(from);
     ASSERT_NE(where, std::string::npos) << from;
