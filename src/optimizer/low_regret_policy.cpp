@@ -3,58 +3,26 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <nlohmann/json.hpp>
 
-#include "common/text.hpp"
 #include "optimizer/policy_common.hpp"
 #include "zeus/common/error.hpp"
 
 namespace zeus::optimizer {
 
-using nlohmann::json;
-
 namespace {
-
-const char* candidate_status_name(LowRegretPolicy::Status status) {
-  switch (status) {
-    case LowRegretPolicy::Status::kUntried:
-      return "untried";
-    case LowRegretPolicy::Status::kArm:
-      return "arm";
-    case LowRegretPolicy::Status::kPruned:
-      return "pruned";
-  }
-  return "?";
-}
-
-LowRegretPolicy::Status parse_candidate_status(const std::string& text) {
-  if (text == "untried") {
-    return LowRegretPolicy::Status::kUntried;
-  }
-  if (text == "arm") {
-    return LowRegretPolicy::Status::kArm;
-  }
-  if (text == "pruned") {
-    return LowRegretPolicy::Status::kPruned;
-  }
-  throw Error(ErrorKind::kInvalidArgument, "unknown batch-size status \"" + text + "\"");
-}
-
-json optional_to_json(const std::optional<double>& value) {
-  return value ? json(*value) : json(nullptr);
-}
-
-std::optional<double> optional_from_json(const json& value) {
-  if (value.is_null()) {
-    return std::nullopt;
-  }
-  return value.get<double>();
-}
 
 // The walk goes on past a pruned batch size only while each step's per-epoch cost falls by at
 // least 5%, and past one such batch size at most.
 constexpr double kFalling = 0.95;
 constexpr int kMaxSkips = 1;
+// A concurrent run goes to the batch size with the lowest posterior mean log cost plus this many
+// posterior standard deviations: one lucky first run does not draw every overlapping job.
+constexpr double kConcurrentSd = 1.0;
+
+// A surprise at one batch size right after one at another is drift only when both are this far
+// (in log cost, about 1.5x) from what their batch sizes predict: one epoch more or less of a
+// short run (4 or 5 epochs) is not.
+const double kLargeSurprise = std::log(1.5);
 
 }  // namespace
 
@@ -190,6 +158,28 @@ bool LowRegretPolicy::probe_in_flight() const {
   });
 }
 
+int LowRegretPolicy::established_best(const Pool& shared, int fallback) const {
+  int found = fallback;
+  double lowest = std::numeric_limits<double>::infinity();
+  for (const auto& [batch_size, candidate] : candidates_) {
+    if (candidate.status == Status::kArm && candidate.count > 0) {
+      const Belief b = belief(candidate, shared);
+      const double bound = b.log_cost + kConcurrentSd * b.sd;
+      if (bound < lowest) {
+        lowest = bound;
+        found = batch_size;
+      }
+    }
+  }
+  return found;
+}
+
+bool LowRegretPolicy::mab_exploration_in_flight(int best) const {
+  return std::any_of(pending_.begin(), pending_.end(), [&](const auto& entry) {
+    return entry.second.kind == TrialKind::kMab && entry.second.batch_size != best;
+  });
+}
+
 bool LowRegretPolicy::exploring() const {
   return probe_in_flight() || walk_candidate().has_value();
 }
@@ -314,9 +304,12 @@ Decision LowRegretPolicy::next() {
   if (beta && best_cost) {
     threshold = *beta * *best_cost;
   }
-  if (probe_in_flight()) {
-    // The walk waits for a probe's result: meanwhile, run the best known.
-    return dispatch(known.batch_size, TrialKind::kConcurrent, threshold);
+  if (probe_in_flight() || mab_exploration_in_flight(known.batch_size)) {
+    // The walk waits for a probe's result, or a Thompson draw is trying a batch size other than
+    // the best: overlapping jobs exploit what is known (the batch size whose cost is best
+    // established) rather than explore in parallel, and learn from the result before exploring
+    // again.
+    return dispatch(established_best(shared, known.batch_size), TrialKind::kConcurrent, threshold);
   }
   if (!best_cost) {
     throw Error(ErrorKind::kInvalidArgument,
@@ -335,26 +328,53 @@ void LowRegretPolicy::observe(int batch_size, double cost) {
   if (candidate.count == 0 && candidate.window.empty()) {
     candidate.scaled = candidate.epoch_cost > 0.0;
     candidate.log_scale = candidate.scaled ? std::log(candidate.epoch_cost) : 0.0;
+    candidate.scale_count = 0;
   }
-  const double y =
-      std::log(std::max(cost, std::numeric_limits<double>::min())) - candidate.log_scale;
-  bool drift = false;
+  // The per-epoch cost of this run (a job's own runtime ratio, measurement noise) is taken out
+  // of the observation and averaged into the batch size's scale, so that it does not count as
+  // noise in the epochs.
+  double run_scale = candidate.log_scale;
+  if (candidate.scaled && candidate.epoch_cost > 0.0) {
+    run_scale = std::log(candidate.epoch_cost);
+    if (std::abs(run_scale - candidate.log_scale) > kLargeSurprise) {
+      candidate.scale_count = 0;  // the per-epoch cost moved (drift): its average starts again
+    }
+    ++candidate.scale_count;
+    candidate.log_scale +=
+        (run_scale - candidate.log_scale) / static_cast<double>(candidate.scale_count);
+  }
+  const double y = std::log(std::max(cost, std::numeric_limits<double>::min())) - run_scale;
+  int surprise = 0;    // +1/-1: y is far above/below what this batch size predicts
+  bool large = false;  // and by more than a few epochs' rounding could explain
+  double contribution = 0.0;
   if (candidate.count > 0) {
     const double k = static_cast<double>(candidate.count);
     const double deviation = y - candidate.mean;
+    contribution = k / (k + 1.0) * deviation * deviation;
     const double z_threshold = config_.low_regret.drift_z;
     if (z_threshold > 0.0) {
       const double predictive = arm_noise(candidate, noise()) * std::sqrt(1.0 + 1.0 / k);
-      const int side = deviation > 0.0 ? 1 : -1;
       if (std::abs(deviation) > z_threshold * predictive) {
-        drift = candidate.surprise_side == side;
-        candidate.surprise_side = side;
-      } else {
-        candidate.surprise_side = 0;
+        surprise = deviation > 0.0 ? 1 : -1;
+        large = std::abs(deviation) > kLargeSurprise;
       }
     }
-    noise_ss_ += k / (k + 1.0) * deviation * deviation;
+    noise_ss_ += contribution;
     noise_dof_ += 1.0;
+  }
+  // Drift: a second surprise on the same side, at this batch size, or a large one right after a
+  // large one at another (costs that move together move every batch size the policy runs).
+  if (surprise != 0 &&
+      (candidate.surprise_side == surprise || (large && last_surprise_side_ == surprise))) {
+    reset_after_drift(batch_size, y, contribution, surprise);
+    return;
+  }
+  last_surprise_side_ = large ? surprise : 0;
+  candidate.surprise_side = surprise;
+  if (surprise != 0) {
+    candidate.surprise_y = y;
+    candidate.surprise_mean = candidate.mean;
+    candidate.surprise_ss = contribution;
   }
   const int window = config_.mab.window_size;
   if (window > 0) {
@@ -378,26 +398,72 @@ void LowRegretPolicy::observe(int batch_size, double cost) {
     candidate.mean += delta / static_cast<double>(candidate.count);
     candidate.m2 += delta * (y - candidate.mean);
   }
-  if (drift) {
-    reset_after_drift();
-  }
 }
 
-void LowRegretPolicy::reset_after_drift() {
+void LowRegretPolicy::reset_after_drift(int source, double y, double contribution, int side) {
   ++drifts_;
-  for (auto& [batch_size, candidate] : candidates_) {
-    candidate.surprise_side = 0;
-    if (candidate.status == Status::kPruned) {
-      candidate.status = Status::kUntried;  // the walk may find it good now
+  last_surprise_side_ = 0;
+  const bool windowed = config_.mab.window_size > 0;
+  const auto assign = [&](Candidate& candidate, const std::vector<double>& ys) {
+    candidate.count = static_cast<std::int64_t>(ys.size());
+    double sum = 0.0;
+    for (const double each : ys) {
+      sum += each;
     }
-    if (candidate.count > 1) {
-      // Keep only the latest observation (with a window, the window's last one; without, the
-      // running mean is all there is).
-      const double latest = candidate.window.empty() ? candidate.mean : candidate.window.back();
-      candidate.window.assign(candidate.window.empty() ? 0 : 1, latest);
-      candidate.count = 1;
-      candidate.mean = latest;
-      candidate.m2 = 0.0;
+    candidate.mean = sum / static_cast<double>(ys.size());
+    candidate.m2 = 0.0;
+    for (const double each : ys) {
+      candidate.m2 += (each - candidate.mean) * (each - candidate.mean);
+    }
+    candidate.window.clear();
+    if (windowed) {
+      candidate.window.assign(ys.begin(), ys.end());
+    }
+  };
+  // The post-drift evidence: each batch size's pending surprise on this side, and y at the
+  // source. The surprises leave the pooled noise (they are drift, not noise), and the batch
+  // sizes that have them keep only them; how far they moved is the drift's shift.
+  double removed_ss = contribution;
+  double removed_dof = 1.0;
+  double shift_sum = 0.0;
+  int shifted = 0;
+  std::vector<int> fresh;
+  for (auto& [batch_size, candidate] : candidates_) {
+    std::vector<double> post;
+    double pre_drift_mean = candidate.mean;
+    if (candidate.surprise_side == side) {
+      post.push_back(candidate.surprise_y);
+      pre_drift_mean = candidate.surprise_mean;
+      removed_ss += candidate.surprise_ss;
+      removed_dof += 1.0;
+    }
+    if (batch_size == source) {
+      post.push_back(y);
+    }
+    candidate.surprise_side = 0;
+    if (post.empty()) {
+      continue;
+    }
+    assign(candidate, post);
+    shift_sum += candidate.mean - pre_drift_mean;
+    ++shifted;
+    fresh.push_back(batch_size);
+  }
+  noise_ss_ = std::max(0.0, noise_ss_ - removed_ss);
+  noise_dof_ = std::max(0.0, noise_dof_ - removed_dof);
+  const double shift = shift_sum / static_cast<double>(shifted);
+  for (auto& [batch_size, candidate] : candidates_) {
+    if (std::find(fresh.begin(), fresh.end(), batch_size) != fresh.end()) {
+      continue;
+    }
+    if (candidate.status == Status::kPruned && shift > 0.0) {
+      candidate.status = Status::kUntried;  // costs rose: the walk may find it good now
+    }
+    if (candidate.count > 0) {
+      // No post-drift evidence: one observation at its mean, moved as the drift moved the
+      // others when costs fell (no staler than theirs), left where it was when they rose (so
+      // that it is tried again).
+      assign(candidate, {candidate.mean + std::min(shift, 0.0)});
     }
   }
   anchor_ = best_batch_size();
@@ -457,138 +523,6 @@ void LowRegretPolicy::fail(int trial_id) {
                     (trial_id >= 1 && trial_id < next_trial_id_ ? " (it already finished)" : ""));
   }
   pending_.erase(found);  // a probe's batch size stays untried: the walk probes it again
-}
-
-// ---- Saving ----
-
-std::string LowRegretPolicy::save() const {
-  const LowRegretConfig& lr = config_.low_regret;
-  json out;
-  out["policy"] = "low-regret";
-  out["version"] = 1;
-  out["config"] = {{"batch_sizes", config_.batch_sizes},
-                   {"default_batch_size", config_.default_batch_size},
-                   {"beta", optional_to_json(config_.beta)},
-                   {"window_size", config_.mab.window_size},
-                   {"probe_cap", lr.probe_cap},
-                   {"noise_prior", lr.noise_prior},
-                   {"noise_prior_weight", lr.noise_prior_weight},
-                   {"drift_z", lr.drift_z},
-                   {"shrinkage_floor", lr.shrinkage_floor},
-                   {"arm_noise_weight", lr.arm_noise_weight},
-                   {"seed", config_.seed}};
-  json candidates = json::array();
-  for (const auto& [batch_size, c] : candidates_) {
-    candidates.push_back({{"batch_size", batch_size},
-                          {"status", candidate_status_name(c.status)},
-                          {"epoch_cost", c.epoch_cost},
-                          {"window", std::vector<double>(c.window.begin(), c.window.end())},
-                          {"count", c.count},
-                          {"mean", c.mean},
-                          {"log_scale", c.log_scale},
-                          {"scaled", c.scaled},
-                          {"m2", c.m2},
-                          {"surprise_side", c.surprise_side}});
-  }
-  out["candidates"] = candidates;
-  json pending = json::array();
-  for (const auto& [id, trial] : pending_) {
-    pending.push_back({{"id", id},
-                       {"batch_size", trial.batch_size},
-                       {"kind", kind_name(trial.kind)},
-                       {"threshold", optional_to_json(trial.threshold)}});
-  }
-  out["pending"] = pending;
-  out["anchor"] = anchor_;
-  out["next_trial_id"] = next_trial_id_;
-  out["min_cost"] = optional_to_json(min_cost_);
-  out["min_cost_batch_size"] = min_cost_batch_size_;
-  out["noise_ss"] = noise_ss_;
-  out["noise_dof"] = noise_dof_;
-  out["drifts"] = drifts_;
-  out["rng"] = rng_.save();
-  return out.dump();
-}
-
-LowRegretPolicy LowRegretPolicy::restore(const std::string& text) {
-  try {
-    const json in = json::parse(text);
-    if (in.value("policy", std::string()) != "low-regret") {
-      throw Error(ErrorKind::kInvalidArgument, "the saved state is not a low-regret policy's");
-    }
-    const json& c = in.at("config");
-    BatchSizePolicyConfig config;
-    config.batch_sizes = c.at("batch_sizes").get<std::vector<int>>();
-    config.default_batch_size = c.at("default_batch_size").get<int>();
-    config.beta = optional_from_json(c.at("beta"));
-    config.mab.window_size = c.at("window_size").get<int>();
-    config.low_regret.probe_cap = c.at("probe_cap").get<double>();
-    config.low_regret.noise_prior = c.at("noise_prior").get<double>();
-    config.low_regret.noise_prior_weight = c.at("noise_prior_weight").get<double>();
-    config.low_regret.drift_z = c.at("drift_z").get<double>();
-    config.low_regret.shrinkage_floor = c.at("shrinkage_floor").get<double>();
-    config.low_regret.arm_noise_weight = c.at("arm_noise_weight").get<double>();
-    config.seed = c.at("seed").get<std::uint64_t>();
-    LowRegretPolicy policy(config);
-    for (const json& each : in.at("candidates")) {
-      const int batch_size = each.at("batch_size").get<int>();
-      const auto found = policy.candidates_.find(batch_size);
-      if (found == policy.candidates_.end()) {
-        throw Error(ErrorKind::kInvalidArgument,
-                    "saved batch size " + std::to_string(batch_size) + " is not a candidate");
-      }
-      Candidate& candidate = found->second;
-      candidate.status = parse_candidate_status(each.at("status").get<std::string>());
-      candidate.epoch_cost = each.at("epoch_cost").get<double>();
-      for (const double y : each.at("window").get<std::vector<double>>()) {
-        candidate.window.push_back(y);
-      }
-      candidate.count = each.at("count").get<std::int64_t>();
-      candidate.mean = each.at("mean").get<double>();
-      candidate.log_scale = each.at("log_scale").get<double>();
-      candidate.scaled = each.at("scaled").get<bool>();
-      candidate.m2 = each.at("m2").get<double>();
-      candidate.surprise_side = each.at("surprise_side").get<int>();
-      const bool window_matches =
-          policy.config_.mab.window_size == 0
-              ? candidate.window.empty()
-              : candidate.window.size() == static_cast<std::size_t>(candidate.count);
-      if (candidate.count < 0 || !std::isfinite(candidate.mean) || !std::isfinite(candidate.m2) ||
-          candidate.m2 < 0.0 || !std::isfinite(candidate.log_scale) ||
-          !std::isfinite(candidate.epoch_cost) || candidate.epoch_cost < 0.0 || !window_matches) {
-        throw Error(ErrorKind::kInvalidArgument,
-                    "saved batch size " + std::to_string(batch_size) + " has bad statistics");
-      }
-    }
-    policy.next_trial_id_ = in.at("next_trial_id").get<int>();
-    for (const json& each : in.at("pending")) {
-      PendingTrial trial;
-      trial.id = each.at("id").get<int>();
-      trial.batch_size = each.at("batch_size").get<int>();
-      trial.kind = parse_kind(each.at("kind").get<std::string>());
-      trial.threshold = optional_from_json(each.at("threshold"));
-      if (trial.id < 1 || trial.id >= policy.next_trial_id_ ||
-          policy.candidates_.count(trial.batch_size) == 0) {
-        throw Error(ErrorKind::kInvalidArgument,
-                    "saved trial " + std::to_string(trial.id) + " is not consistent");
-      }
-      policy.pending_.emplace(trial.id, trial);
-    }
-    policy.anchor_ = in.at("anchor").get<int>();
-    if (policy.candidates_.count(policy.anchor_) == 0) {
-      throw Error(ErrorKind::kInvalidArgument, "the saved anchor is not a candidate");
-    }
-    policy.min_cost_ = optional_from_json(in.at("min_cost"));
-    policy.min_cost_batch_size_ = in.at("min_cost_batch_size").get<int>();
-    policy.noise_ss_ = in.at("noise_ss").get<double>();
-    policy.noise_dof_ = in.at("noise_dof").get<double>();
-    policy.drifts_ = in.at("drifts").get<int>();
-    policy.rng_ = Rng::restore(in.at("rng").get<std::string>());
-    return policy;
-  } catch (const json::exception& error) {
-    throw Error(ErrorKind::kInvalidArgument, std::string("malformed saved low-regret policy: ") +
-                                                 std::string(text::json_error_text(error.what())));
-  }
 }
 
 }  // namespace zeus::optimizer

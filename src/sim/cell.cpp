@@ -57,6 +57,11 @@ double final_expected_cost(const WorkloadTrace& trace, std::pair<int, int> confi
   }
 }
 
+std::string every_seed_failed(std::size_t seeds, const FailedSeed& first) {
+  return "every seed failed (" + std::to_string(seeds) + "); seed " + std::to_string(first.seed) +
+         ": " + first.error;
+}
+
 }  // namespace
 
 CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const SimulationConfig& config,
@@ -121,7 +126,9 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
       s.regret_after = 0.0;
       for (const RecurrenceRecord& record : run.history) {
         const bool after = config.drift && record.recurrence >= drift_at;
-        const double regret = record.cost - (after ? oracle.expected_cost : before.expected_cost);
+        // A replayed job scaled by runtime_ratio is compared with the oracle scaled alike.
+        const double regret = record.cost - record.runtime_ratio * (after ? oracle.expected_cost
+                                                                          : before.expected_cost);
         s.regret += regret;
         s.regret_after += after ? regret : 0.0;
       }
@@ -151,24 +158,37 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
   for (auto& thread : pool) {
     thread.join();
   }
-  for (const auto& error : errors) {
-    if (error) {
-      std::rethrow_exception(error);
+  // A seed that failed is reported and the cell goes on with the others (the figures below are
+  // theirs); a cell whose every seed failed is an error.
+  std::vector<std::size_t> ok;
+  for (std::size_t i = 0; i < seeds.size(); ++i) {
+    if (!errors[i]) {
+      ok.push_back(i);
+      continue;
+    }
+    try {
+      std::rethrow_exception(errors[i]);
+    } catch (const std::exception& error) {
+      cell.failed_seeds.push_back({seeds[i], error.what()});
     }
   }
+  if (ok.empty()) {
+    throw Error(ErrorKind::kInvalidArgument,
+                every_seed_failed(seeds.size(), cell.failed_seeds.front()));
+  }
+  const double succeeded = static_cast<double>(ok.size());
 
   const auto mean_std = [&](auto member, double& mean, double& stddev) {
     double sum = 0.0;
-    for (const PerSeed& s : per_seed) {
-      sum += s.*member;
+    for (const std::size_t i : ok) {
+      sum += per_seed[i].*member;
     }
-    mean = sum / static_cast<double>(per_seed.size());
+    mean = sum / succeeded;
     double squares = 0.0;
-    for (const PerSeed& s : per_seed) {
-      squares += (s.*member - mean) * (s.*member - mean);
+    for (const std::size_t i : ok) {
+      squares += (per_seed[i].*member - mean) * (per_seed[i].*member - mean);
     }
-    stddev =
-        per_seed.size() > 1 ? std::sqrt(squares / static_cast<double>(per_seed.size() - 1)) : 0.0;
+    stddev = ok.size() > 1 ? std::sqrt(squares / (succeeded - 1.0)) : 0.0;
   };
   mean_std(&PerSeed::energy, cell.energy_saving_pct_mean, cell.energy_saving_pct_std);
   mean_std(&PerSeed::energy_last10, cell.energy_saving_last10_pct_mean,
@@ -183,7 +203,8 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
   int matches = 0;
   double failed = 0.0;
   double final_costs = 0.0;
-  for (const RunResult& run : cell.runs) {
+  for (const std::size_t i : ok) {
+    const RunResult& run = cell.runs[i];
     const auto final_config = run.final_configuration();
     ++finals[final_config];
     final_costs += final_expected_cost(last, final_config, config.eta);
@@ -196,9 +217,9 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
   cell.final_batch_size = modal->first.first;
   cell.final_power_limit_w = modal->first.second;
   cell.final_expected_cost = final_expected_cost(last, modal->first, config.eta);
-  cell.final_expected_cost_mean = final_costs / static_cast<double>(seeds.size());
-  cell.final_matches_oracle_pct = 100.0 * matches / static_cast<double>(seeds.size());
-  cell.failed_runs_mean = failed / static_cast<double>(seeds.size());
+  cell.final_expected_cost_mean = final_costs / succeeded;
+  cell.final_matches_oracle_pct = 100.0 * matches / succeeded;
+  cell.failed_runs_mean = failed / succeeded;
   if (config.drift) {
     DriftSummary drift;
     drift.at_recurrence = drift_at;
@@ -210,7 +231,8 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
     drift.new_oracle_expected_cost = oracle.expected_cost;
     double settle_sum = 0.0;
     double regret_after = 0.0;
-    for (const PerSeed& s : per_seed) {
+    for (const std::size_t i : ok) {
+      const PerSeed& s = per_seed[i];
       regret_after += s.regret_after;
       if (s.settle) {
         ++drift.settled_seeds;
@@ -222,7 +244,7 @@ CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const Simula
     drift.settle_recurrences_mean = drift.settled_seeds > 0
                                         ? settle_sum / drift.settled_seeds
                                         : std::numeric_limits<double>::quiet_NaN();
-    drift.regret_after_mean = regret_after / static_cast<double>(seeds.size());
+    drift.regret_after_mean = regret_after / succeeded;
     cell.drift = drift;
   }
   return cell;

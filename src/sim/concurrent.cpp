@@ -125,6 +125,7 @@ RunResult simulate_concurrent(const WorkloadTrace& trace, PolicyKind kind,
         next_job < jobs.size() && (running.empty() || jobs[next_job].start_s < running.top().end_s);
     if (start_next) {
       result.history[next_job].recurrence = static_cast<int>(next_job);
+      result.history[next_job].runtime_ratio = jobs[next_job].runtime_ratio;
       start(next_job, jobs[next_job].start_s);
       ++next_job;
       continue;

@@ -424,6 +424,31 @@ TEST(SimCli, AFailedCellIsReportedAndTheOthersStillRun) {
   EXPECT_TRUE(contains(result.err, "1 of 2 cells failed")) << result.err;
 }
 
+TEST(SimCli, FailedSeedsAreListedAndTheCellReportsTheOthers) {
+  if (!fs::is_directory(kTraceDir)) {
+    GTEST_SKIP() << "the NSDI'23 traces are not at " << kTraceDir
+                 << " (../shared/data/zeus-nsdi23-traces next to the project)";
+  }
+  // One try per recurrence: on librispeech/rtx6000 the paper policy's exploration misses the
+  // target in some seeds only (13 of these 20). It failed the whole cell before.
+  const Result result = run_sim("--trace-dir " + kTraceDir.string() +
+                                " --workload librispeech --gpu rtx6000 --seeds 1-20 --policy zeus "
+                                "--max-tries 1 --json");
+  EXPECT_EQ(result.exit_code, 1) << result.out << result.err;
+  const json out = parse_json(result);
+  ASSERT_EQ(out["cells"].size(), 1u);
+  const json& cell = out["cells"][0];
+  ASSERT_FALSE(cell.contains("error")) << cell.dump();
+  const json& failed = cell["failed_seeds"];
+  ASSERT_GE(failed.size(), 1u) << cell.dump();
+  ASSERT_LT(failed.size(), 20u) << cell.dump();
+  for (const json& each : failed) {
+    EXPECT_TRUE(contains(each["error"].get<std::string>(), "1 tries")) << each.dump();
+  }
+  EXPECT_TRUE(cell["cum_regret_mean"].is_number());
+  EXPECT_TRUE(contains(result.err, "seeds failed")) << result.err;
+}
+
 TEST(SimCli, RealTracesCapB0OnP100) {
   if (!fs::is_directory(kTraceDir)) {
     GTEST_SKIP() << "the NSDI'23 traces are not at " << kTraceDir

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 
@@ -237,7 +240,12 @@ TEST(LowRegretPolicy, RestoreRefusesMalformedState) {
   const Job job = toy_job();
   drive(policy, job, 3);
   for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-           {"\"m2\":0.0", "\"m2\":-1.0"}, {"\"count\":1", "\"count\":-1"}}) {
+           {"\"m2\":0.0", "\"m2\":-1.0"},
+           {"\"count\":1", "\"count\":-1"},
+           {"\"surprise_side\":0", "\"surprise_side\":2"},
+           {"\"scale_count\":1", "\"scale_count\":-1"},
+           {"\"surprise_ss\":0.0", "\"surprise_ss\":-1.0"},
+           {"\"last_surprise_side\":0", "\"last_surprise_side\":-3"}}) {
     std::string bad = policy.save();
     const auto where = bad.find(from);
     ASSERT_NE(where, std::string::npos) << from;
@@ -260,6 +268,112 @@ TEST(LowRegretPolicy, DriftReopensTheSearch) {
   // The walk re-opened: 64, pruned before, is probed again and wins.
   EXPECT_EQ(policy.best_batch_size(), 64);
   EXPECT_GE(std::count(after.end() - 10, after.end(), 64), 8);
+}
+
+// Issue 30: when every batch size gets cheaper, the best keeps only its post-drift evidence (it
+// kept its stale running mean, and a freshly probed batch size took its place for good), and the
+// pruned batch sizes stay pruned (nothing they lost to got dearer). Cheaper in epochs (half as
+// many: a drift in the observations) or per epoch (5x: a faster input pipeline, which moves the
+// batch size's per-epoch cost at once). With a window of 10, the window itself forgets old epochs.
+TEST(LowRegretPolicy, FallingCostsKeepTheBestWithItsPostDriftCost) {
+  for (const bool per_epoch : {false, true}) {
+    for (const int window : {0, 10}) {
+      SCOPED_TRACE(std::string(per_epoch ? "per epoch" : "epochs") + ", window " +
+                   std::to_string(window));
+      auto c = config();
+      c.mab.window_size = window;
+      LowRegretPolicy policy(c);
+      Job job = toy_job();
+      drive(policy, job, 40);
+      ASSERT_EQ(policy.best_batch_size(), 16);
+      ASSERT_EQ(policy.drifts_detected(), 0);
+      double expected = 0.0;  // 16's cost after the change
+      if (per_epoch) {
+        for (auto& [batch_size, cost] : job.epoch_cost) {
+          cost /= 5.0;
+        }
+        expected = 4.0;
+      } else {
+        job.epochs = {{8, 5}, {16, 4}, {32, 6}, {64, 10}, {128, std::nullopt}};
+        expected = 10.0;
+      }
+      std::vector<int> after;
+      if (!per_epoch && window == 0) {
+        for (int i = 0; i < 10 && policy.drifts_detected() == 0; ++i) {
+          after.push_back(drive(policy, job, 1).front());
+        }
+        ASSERT_EQ(policy.drifts_detected(), 1);
+        EXPECT_EQ(policy.best_batch_size(), 16);
+        ASSERT_TRUE(policy.best_mean_cost().has_value());
+        // Not 20, the pre-drift cost (nor the running mean of both).
+        EXPECT_NEAR(*policy.best_mean_cost(), expected, 0.1 * expected);
+      }
+      const std::vector<int> rest = drive(policy, job, 30);
+      after.insert(after.end(), rest.begin(), rest.end());
+      EXPECT_EQ(policy.best_batch_size(), 16);
+      EXPECT_NEAR(*policy.best_mean_cost(), expected, 0.1 * expected);
+      EXPECT_GE(std::count(after.end() - 10, after.end(), 16), 9);
+      for (const int pruned : {8, 64, 128}) {
+        EXPECT_EQ(std::count(after.begin(), after.end(), pruned), 0) << pruned;
+      }
+    }
+  }
+}
+
+// Issue 30: overlapping jobs. Once the walk is done, a Thompson draw that tries a batch size other
+// than the best is exploration: while it is in flight, the other jobs run the batch size whose
+// cost is best established instead of each drawing (and exploring) in parallel.
+TEST(LowRegretPolicy, OverlappingJobsExploitWhileAThompsonDrawExplores) {
+  LowRegretPolicy policy(config());
+  Job job = toy_job();
+  job.epochs[32] = 10;  // 16 and 32 both cost 20: the draws split between them
+  drive(policy, job, 30);
+  ASSERT_FALSE(policy.exploring());
+  int explorations = 0;
+  for (int round = 0; round < 20; ++round) {
+    std::vector<Decision> overlapping;
+    for (int i = 0; i < 8; ++i) {
+      overlapping.push_back(policy.next());
+    }
+    const int best = policy.best_batch_size();
+    int drawn_elsewhere = 0;
+    for (const Decision& decision : overlapping) {
+      if (decision.kind == TrialKind::kMab && decision.batch_size != best) {
+        ++drawn_elsewhere;
+      }
+    }
+    EXPECT_LE(drawn_elsewhere, 1) << "round " << round;
+    explorations += drawn_elsewhere;
+    for (const Decision& decision : overlapping) {
+      policy.report(decision.trial_id, job.run(policy, decision));
+    }
+  }
+  EXPECT_GE(explorations, 1);  // it still explores, one at a time
+}
+
+// A state saved by the first round of the policy (tests/optimizer/data, written by it: the toy
+// job, 32 runs, the last one a surprise at 16 after its cost fell, one trial in flight) restores,
+// and the policy goes on from it.
+TEST(LowRegretPolicy, RestoresAStateSavedByTheFirstRound) {
+  std::ifstream file(std::string(ZEUS_SOURCE_DIR) +
+                     "/tests/optimizer/data/low_regret_round1_state.json");
+  ASSERT_TRUE(file) << "tests/optimizer/data/low_regret_round1_state.json";
+  const std::string saved((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  LowRegretPolicy policy = LowRegretPolicy::restore(saved);
+  EXPECT_EQ(policy.best_batch_size(), 16);
+  ASSERT_EQ(policy.pending().size(), 1u);
+  EXPECT_TRUE(policy.running(33));
+  const std::string again = policy.save();
+  EXPECT_EQ(LowRegretPolicy::restore(again).save(), again);
+  Job job = toy_job();
+  job.epochs[16] = 2;  // as when it was saved
+  const Decision in_flight{33, 16, TrialKind::kMab};
+  policy.report(in_flight.trial_id, job.run(policy, in_flight));
+  const std::vector<int> after = drive(policy, job, 20);
+  EXPECT_EQ(policy.drifts_detected(), 1);
+  EXPECT_EQ(policy.best_batch_size(), 16);
+  EXPECT_NEAR(*policy.best_mean_cost(), 5.0, 0.5);
+  EXPECT_GE(std::count(after.end() - 10, after.end(), 16), 9);
 }
 
 TEST(LowRegretPolicy, DriftDetectionCanBeTurnedOff) {

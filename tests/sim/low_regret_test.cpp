@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <string>
 
 #include "support/shared_data.hpp"
 #include "zeus/common/error.hpp"
@@ -37,16 +38,19 @@ struct Comparison {
   std::vector<std::string> worse_final;  // low-regret's final configuration costs > 0.5% more
 };
 
-// Both policies on one cell; a cell the paper's policy cannot finish (its pruning finds nothing
-// that converges, as on imagenet/p100 at 0.6) is left out of the sums.
+// Both policies on one cell; a cell the paper's policy cannot finish in every seed (its pruning
+// finds nothing that converges, as on imagenet/p100 at 0.6 in 12 of 50 seeds) is left out of the
+// sums.
 void compare(const zeus::sim::WorkloadTrace& trace, const std::vector<std::uint64_t>& list,
-             Comparison& out) {
-  const zeus::sim::SimulationConfig config;
+             Comparison& out, const zeus::sim::SimulationConfig& config = {}) {
   zeus::sim::CellSummary paper;
   try {
     paper = zeus::sim::run_cell(trace, PolicyKind::kZeus, config, list, 2);
   } catch (const zeus::Error&) {
     return;
+  }
+  if (!paper.failed_seeds.empty()) {
+    return;  // some of its seeds failed (issue 30: the cell reports the others): not comparable
   }
   const zeus::sim::CellSummary low =
       zeus::sim::run_cell(trace, PolicyKind::kLowRegret, config, list, 2);
@@ -155,6 +159,103 @@ TEST(LowRegretOnBuiltinModels, HandlesDriftAtLeastAsWellAsWindowedThompsonSampli
   EXPECT_EQ(low_windowed.unsettled_seeds, 0);
   EXPECT_LE(low_windowed.settle_recurrences_mean, paper_windowed.settle_recurrences_mean);
   EXPECT_LE(low_windowed.regret_after_mean, paper_windowed.regret_after_mean);
+}
+
+// Issue 30's overlapping jobs: 100 jobs, each overlapping the next k - 1 (k = 2, 3, 5, 8), on the
+// paper's cells: total regret at most 0.75x the paper policy's, no cell above 1.25x.
+TEST_F(LowRegretOnTraces, OverlappingJobs) {
+  const zeus::sim::TraceDirectory traces(trace_dir());
+  for (const int overlap : {2, 3, 5, 8}) {
+    SCOPED_TRACE(std::to_string(overlap) + " overlapping");
+    zeus::sim::SimulationConfig config;
+    for (int i = 0; i < 100; ++i) {
+      config.arrivals.push_back({i * 10.0, i * 10.0 + 10.0 * overlap - 1.0, 1.0});
+    }
+    Comparison result;
+    for (const auto& workload : zeus::sim::paper_workloads()) {
+      for (const auto& gpu : zeus::sim::trace_gpus()) {
+        compare(traces.load(gpu, workload), seeds(50), result, config);
+      }
+    }
+    ASSERT_EQ(result.cells, 24);
+    // Measured 0.63x-0.69x, worst cell 0.91x-1.02x (docs/reproduction.md).
+    EXPECT_LE(result.low_regret, 0.75 * result.paper_regret)
+        << result.low_regret << " vs " << result.paper_regret;
+    EXPECT_LE(result.worst_cell_ratio, 1.25) << result.worst_cell;
+  }
+}
+
+// Issue 30's drift targets, in both directions: low-regret's final configuration within 2% of the
+// paper policy's cost (or 1% of the oracle's), and its regret after the drift at most 1.25x the
+// paper policy's plus 2 oracle runs, with and without a window.
+struct DriftScenario {
+  std::string name;
+  zeus::sim::WorkloadTrace before;
+  std::shared_ptr<const zeus::sim::WorkloadTrace> after;
+  int at = 0;
+};
+
+void expect_drift_targets(const DriftScenario& scenario) {
+  for (const int window : {0, 10}) {
+    SCOPED_TRACE(scenario.name + ", window " + std::to_string(window));
+    zeus::sim::SimulationConfig config;
+    config.window_size = window;
+    config.drift = zeus::sim::Drift{scenario.at, scenario.after};
+    const auto paper =
+        zeus::sim::run_cell(scenario.before, PolicyKind::kZeus, config, seeds(50), 2);
+    const auto low =
+        zeus::sim::run_cell(scenario.before, PolicyKind::kLowRegret, config, seeds(50), 2);
+    ASSERT_TRUE(paper.drift && low.drift);
+    const double oracle = low.drift->new_oracle_expected_cost;
+    EXPECT_TRUE(low.final_expected_cost_mean <= 1.02 * paper.final_expected_cost_mean ||
+                low.final_expected_cost_mean <= 1.01 * oracle)
+        << low.final_expected_cost_mean / oracle << " vs "
+        << paper.final_expected_cost_mean / oracle << " oracle costs";
+    EXPECT_LE(low.drift->regret_after_mean, 1.25 * paper.drift->regret_after_mean + 2.0 * oracle)
+        << low.drift->regret_after_mean / oracle << " vs "
+        << paper.drift->regret_after_mean / oracle << " oracle runs";
+  }
+}
+
+TEST(LowRegretOnBuiltinModels, DriftTargetsInBothDirections) {
+  const auto scenario = [](const std::string& gpu, const std::string& dataset, double factor,
+                           int at) {
+    const zeus::sim::Workload workload = zeus::sim::paper_workload(dataset);
+    return DriftScenario{dataset + "/" + gpu + " best x " + std::to_string(factor),
+                         zeus::sim::builtin_trace(gpu, workload),
+                         std::make_shared<const zeus::sim::WorkloadTrace>(zeus::sim::builtin_trace(
+                             gpu, workload, zeus::sim::ConvergenceShift{factor})),
+                         at};
+  };
+  expect_drift_targets(scenario("v100", "movielens-1m", 4.0, 40));  // the best moves up
+  expect_drift_targets(scenario("a40", "imagenet", 0.5, 40));       // and down
+  expect_drift_targets(scenario("v100", "librispeech", 4.0, 80));
+  expect_drift_targets(scenario("a40", "cifar100", 2.0, 40));
+}
+
+TEST_F(LowRegretOnTraces, DriftTargetsWhenTheTargetGetsEasierOrHarder) {
+  const zeus::sim::TraceDirectory traces(trace_dir());
+  const auto scenario = [&](const std::string& gpu, const std::string& dataset, double from,
+                            double to, int at) {
+    zeus::sim::Workload workload = zeus::sim::paper_workload(dataset);
+    if (from > 0.0) {
+      workload.target_metric = from;
+    }
+    zeus::sim::Workload changed = workload;
+    changed.target_metric = to;
+    return DriftScenario{
+        dataset + "/" + gpu + " target " + std::to_string(to), traces.load(gpu, workload),
+        std::make_shared<const zeus::sim::WorkloadTrace>(traces.load(gpu, changed)), at};
+  };
+  // Every batch size gets cheaper (the example of issue 30: low-regret left the optimum in 50 of
+  // 50 seeds, 55.7 oracle runs of regret after the drift against 0).
+  expect_drift_targets(scenario("a40", "librispeech", 0.0, 60.0, 50));
+  expect_drift_targets(scenario("v100", "cifar100", 0.0, 0.5, 50));
+  expect_drift_targets(scenario("a40", "imagenet", 0.0, 0.55, 40));
+  // Dearer.
+  expect_drift_targets(scenario("a40", "librispeech", 45.0, 40.0, 50));
+  expect_drift_targets(scenario("v100", "cifar100", 0.55, 0.6, 50));
+  expect_drift_targets(scenario("a40", "imagenet", 0.6, 0.65, 40));
 }
 
 }  // namespace

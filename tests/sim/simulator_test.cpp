@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -164,6 +165,64 @@ TEST(Simulator, ConcurrentSubmissionsUseTheBestKnownWhileExploring) {
   }
   // Jobs 2 and 3 start while job 1's exploration of b0 is in flight: they run b0 as well.
   EXPECT_EQ(result.history[1].batch_size, 32);
+}
+
+TEST(Simulator, RegretOfScaledJobsIsAgainstTheOracleScaledAlike) {
+  // One job at a time, each 2x as long as the trace's runs: every cost doubles, and so must the
+  // regret (it was 2 x the regret plus one oracle cost per job against an unscaled oracle).
+  const WorkloadTrace trace = tiny_trace();
+  const auto regret = [&](double ratio) {
+    SimulationConfig config;
+    for (int i = 0; i < 20; ++i) {
+      config.arrivals.push_back({i * 1000.0, i * 1000.0 + 10.0, ratio});
+    }
+    return zeus::sim::run_cell(trace, PolicyKind::kOracle, config, {1, 2, 3}, 1).cum_regret_mean;
+  };
+  const double oracle = zeus::sim::compute_oracle(trace, 0.5).expected_cost;
+  EXPECT_NEAR(regret(2.0), 2.0 * regret(1.0), 1e-9 * oracle * 20.0) << "oracle cost " << oracle;
+}
+
+TEST(Simulator, AFailedSeedIsReportedAndTheCellGoesOn) {
+  // b0 misses the target in one run of four (the other batch size, 64, never does) and a
+  // recurrence gets one try: about half the seeds fail (which ones depends on their draws), for
+  // every policy.
+  WorkloadTrace trace = tiny_trace();
+  trace.batch_sizes[1].target_epochs = {6, 6, 7, std::nullopt};
+  trace.batch_sizes = {trace.batch_sizes[1], trace.batch_sizes[2]};
+  SimulationConfig config;
+  config.recurrences = 2;
+  config.max_tries = 1;
+  std::vector<std::uint64_t> seeds;
+  for (std::uint64_t seed = 1; seed <= 20; ++seed) {
+    seeds.push_back(seed);
+  }
+  for (const PolicyKind& policy :
+       {PolicyKind::kDefault, PolicyKind::kZeus, PolicyKind::kLowRegret, PolicyKind::kOracle}) {
+    const auto cell = zeus::sim::run_cell(trace, policy, config, seeds, 2);
+    SCOPED_TRACE(std::string(zeus::sim::policy_name(policy)));
+    EXPECT_EQ(cell.seeds, 20);
+    ASSERT_GE(cell.failed_seeds.size(), 1u);
+    ASSERT_LT(cell.failed_seeds.size(), 20u);
+    std::uint64_t previous = 0;
+    for (const auto& failed : cell.failed_seeds) {
+      EXPECT_GT(failed.seed, previous);  // in the order given, each once
+      previous = failed.seed;
+      EXPECT_NE(failed.error.find("1 tries"), std::string::npos) << failed.error;
+      EXPECT_TRUE(cell.runs[failed.seed - 1].history.empty());
+    }
+    EXPECT_TRUE(std::isfinite(cell.cum_regret_mean));
+    EXPECT_GT(cell.final_batch_size, 0);
+  }
+  // Every seed failing fails the cell, with the first seed's error.
+  trace.batch_sizes[0].target_epochs = {6, std::nullopt, std::nullopt, std::nullopt};
+  config.recurrences = 40;
+  try {
+    zeus::sim::run_cell(trace, PolicyKind::kDefault, config, seeds, 2);
+    FAIL();
+  } catch (const zeus::Error& error) {
+    EXPECT_NE(std::string(error.what()).find("every seed failed (20); seed 1:"), std::string::npos)
+        << error.what();
+  }
 }
 
 TEST(Simulator, ArrivalsFileErrorsNameTheLine) {

@@ -15,8 +15,10 @@
 //    runs stop at beta x the best mean cost.
 //
 // Drift: an observation far outside its batch size's predictive spread twice running on the same
-// side resets every batch size to its latest observation and re-opens the walk from the best,
-// so the policy re-explores when the workload changes. A window (mab.window_size) also limits
+// side is drift, in either direction: that batch size keeps only those two observations (its
+// post-drift evidence), the others one observation each, shifted as the drift shifted it when
+// costs fell; when costs rose, pruned batch sizes are probed again from the best. The two
+// surprises are taken out of the pooled noise. A window (mab.window_size) also limits
 // each batch size's mean to its latest runs.
 //
 // Pure like the paper's policy: no I/O, clock or globals; exact JSON save/restore; concurrent
@@ -51,11 +53,18 @@ class LowRegretPolicy final : public BatchSizeSearch {
     double mean = 0.0;
     double m2 = 0.0;
     int surprise_side = 0;  // +1/-1: the last observation was a surprise on that side
-    // log(per-epoch cost) when the first observation came: observations are log(cost) minus
-    // this, i.e. log(epochs), so that batch sizes can share what they say. `scaled` is false
-    // when no per-epoch cost was known (then observations are log(cost) and are not pooled).
+    // That surprise: its value, the mean it was a surprise against, and what it added to the
+    // pooled noise (taken back out when a second surprise makes it drift, not noise).
+    double surprise_y = 0.0;
+    double surprise_mean = 0.0;
+    double surprise_ss = 0.0;
+    // log(per-epoch cost), averaged over the runs observed (scale_count): observations are
+    // log(cost) minus their own run's, i.e. log(epochs), so that batch sizes can share what they
+    // say. `scaled` is false when no per-epoch cost was known (then observations are log(cost)
+    // and are not pooled).
     double log_scale = 0.0;
     bool scaled = false;
+    std::int64_t scale_count = 0;  // runs log_scale averages
   };
   struct PendingTrial {
     int id = 0;
@@ -130,10 +139,20 @@ class LowRegretPolicy final : public BatchSizeSearch {
   Belief belief(const Candidate& candidate, const Pool& pool) const;
   double arm_noise(const Candidate& candidate, double pooled) const;
   bool probe_in_flight() const;
+  // Whether a Thompson draw of a batch size other than `best` is in flight.
+  bool mab_exploration_in_flight(int best) const;
+  // The batch size whose cost is best established: the lowest posterior mean log cost plus one
+  // posterior standard deviation (`fallback` before any reached the target).
+  int established_best(const Pool& shared, int fallback) const;
   Decision dispatch(int batch_size, TrialKind kind, std::optional<double> threshold);
   int thompson_draw(const Pool& shared);
   void observe(int batch_size, double cost);
-  void reset_after_drift();
+  // Drift detected by `y` at `source` (its `contribution` to the pooled noise), a surprise on
+  // `side` after another: the batch sizes with a surprise on that side keep only their
+  // surprises (post-drift evidence), the others one observation at their mean, moved by the
+  // shift the surprises show when costs fell and left where it was when they rose (then pruned
+  // batch sizes are probed again from the best).
+  void reset_after_drift(int source, double y, double contribution, int side);
 
   BatchSizePolicyConfig config_;
   std::map<int, Candidate> candidates_;  // every batch size, ascending
@@ -147,6 +166,7 @@ class LowRegretPolicy final : public BatchSizeSearch {
   double noise_ss_ = 0.0;
   double noise_dof_ = 0.0;
   int drifts_ = 0;
+  int last_surprise_side_ = 0;  // the latest observation's surprise (+1/-1), 0 none
   Rng rng_;
 };
 

@@ -91,6 +91,9 @@ struct RecurrenceRecord {
   double cost = 0.0;      // all tries, eta*E + (1-eta)*MaxPower*T
   int tries = 0;
   bool profiled = false;  // the last try profiled power limits in its first epoch
+  // The job's runtime_ratio (replayed arrivals; 1 otherwise): its energy, time and cost are
+  // scaled by it, and so is the oracle's cost that its regret is measured against.
+  double runtime_ratio = 1.0;
 };
 
 struct RunResult {
@@ -155,7 +158,14 @@ struct DriftSummary {
   double regret_after_mean = 0.0;  // cumulative regret from AT on, against the new oracle
 };
 
+// A seed whose simulation failed (e.g. a recurrence exceeded max_tries), and why.
+struct FailedSeed {
+  std::uint64_t seed = 0;
+  std::string error;
+};
+
 // A cell (workload x GPU x policy) over many seeds, compared with Default on the same seeds.
+// The figures are over the seeds that did not fail (seeds - failed_seeds.size()).
 struct CellSummary {
   std::string workload;
   std::string gpu;
@@ -181,11 +191,14 @@ struct CellSummary {
   double failed_runs_mean = 0.0;
   std::vector<std::string> notes;
   std::optional<DriftSummary> drift;
-  // Per seed (for --out): the policy's history.
+  std::vector<FailedSeed> failed_seeds;  // in the order of the seeds given
+  // Per seed (for --out): the policy's history (empty for a failed seed).
   std::vector<RunResult> runs;
 };
 
-// Runs `seeds` with `threads` worker threads (0: hardware concurrency).
+// Runs `seeds` with `threads` worker threads (0: hardware concurrency). A seed that fails is
+// listed in failed_seeds and the others are summarised; throws kInvalidArgument when every seed
+// fails (with the first seed's error).
 CellSummary run_cell(const WorkloadTrace& trace, PolicyKind policy, const SimulationConfig& config,
                      const std::vector<std::uint64_t>& seeds, unsigned threads = 0);
 

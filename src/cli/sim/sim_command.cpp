@@ -360,6 +360,16 @@ int run(const SimArgs& args) {
   }
   const auto failed = std::count_if(cells.begin(), cells.end(),
                                     [](const Cell& cell) { return cell.error.has_value(); });
+  std::size_t failed_seeds = 0;
+  for (const Cell& cell : cells) {
+    failed_seeds += cell.summary.failed_seeds.size();
+  }
+  if (failed_seeds > 0) {
+    std::cerr << fmt::format(
+        "zeus: error: {} seeds failed; each cell lists its failed seeds and reports the "
+        "others\n",
+        failed_seeds);
+  }
   if (failed > 0) {
     for (const Cell& cell : cells) {
       if (cell.error) {
@@ -371,7 +381,7 @@ int run(const SimArgs& args) {
                              failed, cells.size());
     return kExitError;
   }
-  return kExitOk;
+  return failed_seeds > 0 ? kExitError : kExitOk;
 }
 
 }  // namespace

@@ -36,6 +36,14 @@ json drift_json(const sim::DriftSummary& d) {
   };
 }
 
+json failed_seeds_json(const std::vector<sim::FailedSeed>& failed) {
+  json out = json::array();
+  for (const sim::FailedSeed& each : failed) {
+    out.push_back({{"seed", each.seed}, {"error", each.error}});
+  }
+  return out;
+}
+
 json cell_json(const Cell& cell) {
   const sim::CellSummary& s = cell.summary;
   if (cell.error) {
@@ -73,6 +81,7 @@ json cell_json(const Cell& cell) {
       {"final_matches_oracle_pct", s.final_matches_oracle_pct},
       {"failed_runs_mean", s.failed_runs_mean},
       {"drift", s.drift ? drift_json(*s.drift) : json(nullptr)},
+      {"failed_seeds", failed_seeds_json(s.failed_seeds)},
       {"notes", s.notes},
   };
 }
@@ -338,6 +347,22 @@ void write_text(std::ostream& out, const SimArgs& args, const std::vector<std::u
       out << (printed.empty() ? "\n Notes:\n" : "") << line << "\n";
       printed.push_back(line);
     }
+  }
+  bool any_failed_seed = false;
+  for (const Cell& cell : cells) {
+    const sim::CellSummary& s = cell.summary;
+    if (cell.error || s.failed_seeds.empty()) {
+      continue;
+    }
+    std::vector<std::uint64_t> failed;
+    for (const sim::FailedSeed& each : s.failed_seeds) {
+      failed.push_back(each.seed);
+    }
+    out << (any_failed_seed ? "" : "\n Failed seeds (the cell's figures are the other seeds'):\n")
+        << fmt::format("   {}/{}/{}: {} of {} (seeds {}); seed {}: {}\n", s.workload, s.gpu,
+                       s.policy, failed.size(), s.seeds, fmt::join(failed, ", "), failed.front(),
+                       s.failed_seeds.front().error);
+    any_failed_seed = true;
   }
   bool any_error = false;
   for (const Cell& cell : cells) {
