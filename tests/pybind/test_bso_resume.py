@@ -25,7 +25,7 @@ from conftest import subprocess_env  # noqa: E402
 from zeus_cpp.monitor import ZeusMonitor  # noqa: E402
 from zeus_cpp.optimizer.batch_size.client import BatchSizeOptimizer  # noqa: E402
 from zeus_cpp.optimizer.batch_size.common import JobSpec  # noqa: E402
-from zeus_cpp.optimizer.batch_size.exceptions import ZeusBSOTrialWarning  # noqa: E402
+from zeus_cpp.optimizer.batch_size.exceptions import ZeusBSORuntimError, ZeusBSOTrialWarning  # noqa: E402
 
 # A training script: converges at its fifth epoch; raises KeyboardInterrupt in the middle of
 # epoch `interrupt_at` (0-based; -1: never). It resumes "from its checkpoint" at the epoch the
@@ -181,3 +181,20 @@ def test_a_bad_record_is_named_and_skipped(bso_server, monitor):
         again = BatchSizeOptimizer(monitor, bso_server.url, spec(job_id="resume-3"))
     assert again.trial_number == 0
     again.close()
+
+
+def test_a_resumed_trial_the_server_no_longer_takes_is_an_error_naming_the_record(bso_server, monitor):
+    first = BatchSizeOptimizer(monitor, bso_server.url, spec(job_id="resume-4"))
+    first.get_batch_size()
+    with pytest.warns(ZeusBSOTrialWarning, match="stays open"):
+        first.close()
+    # Someone ends the trial on the server meanwhile (the reference client's PATCH /trials).
+    body = json.dumps({"job_id": "resume-4", "batch_size": 64, "trial_number": 1}).encode()
+    urllib.request.urlopen(urllib.request.Request(f"{bso_server.url}/trials", data=body, method="PATCH"), timeout=10)
+    with pytest.warns(ZeusBSOTrialWarning, match="resuming trial 1"):
+        again = BatchSizeOptimizer(monitor, bso_server.url, spec(job_id="resume-4"))
+    again.on_train_begin()
+    with pytest.raises(ZeusBSORuntimError, match=r"resumed that trial from .*trial-1.json, which is now removed"):
+        again.on_evaluate(0.1)
+    assert not list(Path(os.environ["ZEUS_BSO_STATE_DIR"]).glob("*/trial-*.json"))
+    again.close()  # nothing left to end, nothing to say
