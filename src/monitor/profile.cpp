@@ -243,8 +243,7 @@ SweepReport sweep(const ProfileTarget& target, const SweepOptions& options, Swep
     const double measurement_s =
         swept == Swept::kMeasurement ? candidate_s : options.fixed_duration_s;
     const double cooldown_s = swept == Swept::kCooldown ? candidate_s : options.fixed_duration_s;
-    return measurement_s + cooldown_s +
-           options.num_warmup_iterations * report.iteration_duration_s;
+    return measurement_s + cooldown_s + options.num_warmup_iterations * report.iteration_duration_s;
   };
   double estimate_s = options.num_warmup_trials * warmup_measurement_s;
   for (const double candidate_s : candidates_s) {
@@ -286,13 +285,12 @@ SweepReport sweep(const ProfileTarget& target, const SweepOptions& options, Swep
       result.trials.push_back(outcome);
     }
     summarise(result, options.trial_stddev_threshold, options.relative_threshold);
-    log().info("profile: {} {:g} s: spread of energy per iteration {:g}{} (threshold {:g}{}): {}",
-               what, candidate_s,
-               options.relative_threshold ? result.relative_stddev
-                                          : result.stddev_energy_per_iteration_j,
-               options.relative_threshold ? "" : " J", options.trial_stddev_threshold,
-               options.relative_threshold ? "" : " J",
-               result.valid ? "stable" : "not stable enough");
+    log().info(
+        "profile: {} {:g} s: spread of energy per iteration {:g}{} (threshold {:g}{}): {}", what,
+        candidate_s,
+        options.relative_threshold ? result.relative_stddev : result.stddev_energy_per_iteration_j,
+        options.relative_threshold ? "" : " J", options.trial_stddev_threshold,
+        options.relative_threshold ? "" : " J", result.valid ? "stable" : "not stable enough");
     report.sweep.push_back(std::move(result));
     if (report.sweep.back().valid && !report.chosen_s) {
       report.chosen_s = candidate_s;

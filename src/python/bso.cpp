@@ -154,8 +154,7 @@ void bind_bso(py::module_& module) {
           [](BatchSizeOptimizer& self, const std::string& job_id, int batch_size, int trial_number,
              int epochs, double time_s, double energy_j) {
             guarded("ZeusBSOBadOperationError", [&] {
-              self.resume(bso::TrialId{job_id, batch_size, trial_number}, epochs, time_s,
-                          energy_j);
+              self.resume(bso::TrialId{job_id, batch_size, trial_number}, epochs, time_s, energy_j);
               return 0;
             });
           },

@@ -139,8 +139,7 @@ void BatchSizeOptimizer::set_trial(const TrialId& trial) {
   trial_ = trial;
 }
 
-void BatchSizeOptimizer::resume(const TrialId& trial, int epochs, double time_s,
-                                double energy_j) {
+void BatchSizeOptimizer::resume(const TrialId& trial, int epochs, double time_s, double energy_j) {
   if (epochs < 0 || !std::isfinite(time_s) || time_s < 0.0 || !std::isfinite(energy_j) ||
       energy_j < 0.0) {
     throw Error(ErrorKind::kInvalidArgument,

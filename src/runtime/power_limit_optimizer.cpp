@@ -174,8 +174,8 @@ void PowerLimitOptimizer::remeasure(const std::vector<std::string>& skipped, int
   }
   std::string limits;
   for (const std::uint32_t limit_mw : missing) {
-    limits += (limits.empty() ? "" : ", ") +
-              std::to_string(units::whole_watts_from_milliwatts(limit_mw));
+    limits +=
+        (limits.empty() ? "" : ", ") + std::to_string(units::whole_watts_from_milliwatts(limit_mw));
   }
   log().warn("power-limit profile {}: profiling {} W again; the file is rewritten when done",
              profile_path_.string(), limits);
@@ -293,9 +293,10 @@ void PowerLimitOptimizer::next_limit_after(std::uint32_t limit_mw) {
 
 void PowerLimitOptimizer::select_and_save() {
   if (measurements_.empty()) {
-    log().warn("power-limit optimizer: no power limit could be measured; staying at the maximum, "
-               "{} W, and saving no profile",
-               units::whole_watts_from_milliwatts(max_power_limit_mw_));
+    log().warn(
+        "power-limit optimizer: no power limit could be measured; staying at the maximum, "
+        "{} W, and saving no profile",
+        units::whole_watts_from_milliwatts(max_power_limit_mw_));
     state_ = plo_state::Done{max_power_limit_mw_};
     set_power_limit(max_power_limit_mw_);
     return;

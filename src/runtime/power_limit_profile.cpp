@@ -148,8 +148,9 @@ void save_power_limit_profile(const std::filesystem::path& path, const PowerLimi
     }
     if (!problem.empty()) {
       throw Error(ErrorKind::kInvalidArgument, where + "measurement " + std::to_string(i) + ": " +
-                                                   problem + "; it would not load, so nothing "
-                                                             "is written");
+                                                   problem +
+                                                   "; it would not load, so nothing "
+                                                   "is written");
     }
   }
   nlohmann::json document;
