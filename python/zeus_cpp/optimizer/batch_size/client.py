@@ -171,10 +171,7 @@ class BatchSizeOptimizer(Callback):
         self._state_directory = job_directory(
             Path(state_dir) if state_dir is not None else default_state_dir(), self._impl.server_url, self.job.job_id
         )
-        if self.resume:
-            self._not_kept = ""
-        else:
-            self._not_kept = "resume=False"
+        self._not_kept = "" if self.resume else "resume=False"
         for saved, problem in saved_trials(
             self._state_directory, self._impl.server_url, self.job.job_id, self.job.batch_sizes
         ):
