@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 
+#include "common/log.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
 
@@ -15,6 +16,9 @@ namespace {
 
 constexpr const char* kTrialWindow = "__zeus_profile_run_trial";
 constexpr const char* kCalibrationWindow = "__zeus_profile_calibrate";
+// A sweep expected to run longer than this says so at level warn when it starts (shorter ones at
+// info), so that a long silent run is never a surprise.
+constexpr double kLongSweepS = 600.0;
 
 void check_target(const ProfileTarget& target) {
   if (!target.iteration) {
@@ -232,6 +236,25 @@ SweepReport sweep(const ProfileTarget& target, const SweepOptions& options, Swep
   // measurement duration of the sweep.
   const double warmup_measurement_s =
       swept == Swept::kMeasurement ? candidates_s.back() : options.fixed_duration_s;
+  const char* what = swept == Swept::kMeasurement ? "measurement duration" : "cooldown duration";
+  // Progress: what the sweep will take at most (every candidate tried), then a line per
+  // candidate (level info).
+  const auto trial_s = [&](double candidate_s) {
+    const double measurement_s =
+        swept == Swept::kMeasurement ? candidate_s : options.fixed_duration_s;
+    const double cooldown_s = swept == Swept::kCooldown ? candidate_s : options.fixed_duration_s;
+    return measurement_s + cooldown_s + options.num_warmup_iterations * report.iteration_duration_s;
+  };
+  double estimate_s = options.num_warmup_trials * warmup_measurement_s;
+  for (const double candidate_s : candidates_s) {
+    estimate_s += options.num_trials * trial_s(candidate_s);
+  }
+  log().log(estimate_s > kLongSweepS ? spdlog::level::warn : spdlog::level::info,
+            "profile: sweeping the {} over {} ({} trials each, {} warm-up trials) takes up to "
+            "about {:.0f} s ({:.1f} min); each candidate is logged at level info "
+            "(ZEUS_LOG_LEVEL=info); fewer candidates or trials take less",
+            what, format_range(candidates_s), options.num_trials, options.num_warmup_trials,
+            estimate_s, estimate_s / 60.0);
   for (int trial = 0; trial < options.num_warmup_trials; ++trial) {
     const TrialResult outcome =
         run_trial(target, warmup_measurement_s, 0.0, 0, report.iteration_duration_s);
@@ -240,7 +263,11 @@ SweepReport sweep(const ProfileTarget& target, const SweepOptions& options, Swep
                        outcome);
     }
   }
-  for (const double candidate_s : candidates_s) {
+  for (std::size_t index = 0; index < candidates_s.size(); ++index) {
+    const double candidate_s = candidates_s[index];
+    log().info("profile: {} {:g} s, candidate {} of {}: {} trials of about {:.1f} s", what,
+               candidate_s, index + 1, candidates_s.size(), options.num_trials,
+               trial_s(candidate_s));
     const double measurement_s =
         swept == Swept::kMeasurement ? candidate_s : options.fixed_duration_s;
     const double cooldown_s = swept == Swept::kCooldown ? candidate_s : options.fixed_duration_s;
@@ -258,6 +285,12 @@ SweepReport sweep(const ProfileTarget& target, const SweepOptions& options, Swep
       result.trials.push_back(outcome);
     }
     summarise(result, options.trial_stddev_threshold, options.relative_threshold);
+    log().info(
+        "profile: {} {:g} s: spread of energy per iteration {:g}{} (threshold {:g}{}): {}", what,
+        candidate_s,
+        options.relative_threshold ? result.relative_stddev : result.stddev_energy_per_iteration_j,
+        options.relative_threshold ? "" : " J", options.trial_stddev_threshold,
+        options.relative_threshold ? "" : " J", result.valid ? "stable" : "not stable enough");
     report.sweep.push_back(std::move(result));
     if (report.sweep.back().valid && !report.chosen_s) {
       report.chosen_s = candidate_s;

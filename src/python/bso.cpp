@@ -149,6 +149,33 @@ void bind_bso(py::module_& module) {
              py::gil_scoped_release release;
              self.end();
            })
+      .def(
+          "resume",
+          [](BatchSizeOptimizer& self, const std::string& job_id, int batch_size, int trial_number,
+             int epochs, double time_s, double energy_j) {
+            guarded("ZeusBSOBadOperationError", [&] {
+              self.resume(bso::TrialId{job_id, batch_size, trial_number}, epochs, time_s, energy_j);
+              return 0;
+            });
+          },
+          py::arg("job_id"), py::arg("batch_size"), py::arg("trial_number"), py::arg("epochs"),
+          py::arg("time"), py::arg("energy"))
+      .def("suspend",
+           [](BatchSizeOptimizer& self) -> py::object {
+             const std::optional<monitor::Measurement> unfinished = self.suspend();
+             if (!unfinished) {
+               return py::none();
+             }
+             return py::make_tuple(unfinished->time_s, unfinished->total_energy_j());
+           })
+      .def(
+          "abandon_trial",
+          [](BatchSizeOptimizer& self, const std::string& job_id, int batch_size,
+             int trial_number) {
+            py::gil_scoped_release release;
+            self.client().end_trial(bso::TrialId{job_id, batch_size, trial_number});
+          },
+          py::arg("job_id"), py::arg("batch_size"), py::arg("trial_number"))
       .def_property_readonly(
           "job_json",
           [](const BatchSizeOptimizer& self) { return bso::to_json(self.job()).dump(); })

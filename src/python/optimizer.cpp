@@ -316,6 +316,9 @@ void save_profile(const std::filesystem::path& path,
   try {
     runtime::save_power_limit_profile(path, runtime::PowerLimitProfile{measurements});
   } catch (const Error& error) {
+    if (error.kind() == ErrorKind::kInvalidArgument) {
+      throw py::value_error(error.what());  // a measurement that would not load back
+    }
     PyErr_SetString(PyExc_OSError, error.what());
     throw py::error_already_set();
   }

@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "common/log.hpp"
@@ -136,6 +137,40 @@ void BatchSizeOptimizer::set_trial(const TrialId& trial) {
                             fmt::join(job_.batch_sizes, ", ")));
   }
   trial_ = trial;
+}
+
+void BatchSizeOptimizer::resume(const TrialId& trial, int epochs, double time_s, double energy_j) {
+  if (epochs < 0 || !std::isfinite(time_s) || time_s < 0.0 || !std::isfinite(energy_j) ||
+      energy_j < 0.0) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("resume: trial {} carries {} epochs, {} s and {} J; they must be "
+                            "finite and not negative",
+                            trial.trial_number, epochs, time_s, energy_j));
+  }
+  set_trial(trial);
+  dispatched_here_ = true;
+  current_epoch_ = epochs;
+  time_s_ = time_s;
+  energy_j_ = energy_j;
+  log().info("BSO: trial {} of job {} (batch size {}) resumed after {} epochs, {:.3f} s, {:.3f} J",
+             trial.trial_number, trial.job_id, trial.batch_size, epochs, time_s, energy_j);
+}
+
+std::optional<monitor::Measurement> BatchSizeOptimizer::suspend() {
+  std::optional<monitor::Measurement> unfinished;
+  if (ended_) {
+    return unfinished;
+  }
+  ended_ = true;
+  if (window_open_) {
+    window_open_ = false;
+    try {
+      unfinished = monitor_->end_window(kWindowName, {.sync_execution = false});
+    } catch (const std::exception& error) {
+      log().warn("BSO: closing the measurement window: {}", error.what());
+    }
+  }
+  return unfinished;
 }
 
 void BatchSizeOptimizer::on_train_begin() {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/log.hpp"
 #include "runtime/power_limit_restorer.hpp"
@@ -79,6 +81,7 @@ PowerLimitOptimizer::PowerLimitOptimizer(std::shared_ptr<monitor::WindowMonitor>
   if (power_limits_mw_.back() != range.min_mw) {
     power_limits_mw_.push_back(range.min_mw);  // the minimum is always a candidate
   }
+  profile_order_ = power_limits_mw_;
 
   selector_ = options.selector;
   if (!selector_) {
@@ -122,7 +125,21 @@ void PowerLimitOptimizer::start(int wait_steps) {
     }
   }
   if (load_profile) {
-    measurements_ = load_power_limit_profile(profile_path_).measurements;
+    std::vector<std::string> skipped;
+    try {
+      measurements_ = load_power_limit_profile(profile_path_, &skipped).measurements;
+    } catch (const Error& error) {
+      if (error.kind() != ErrorKind::kInvalidArgument) {
+        throw;
+      }
+      throw Error(ErrorKind::kInvalidArgument,
+                  std::string(error.what()) +
+                      "; delete the file (or choose another profile_path) to profile again");
+    }
+    if (!skipped.empty()) {
+      remeasure(skipped, wait_steps);
+      return;
+    }
     const auto optimal_mw = static_cast<std::uint32_t>(selector_->select(measurements_)) * 1000u;
     log().info("power-limit profile {} loaded: {} W ({})", profile_path_.string(),
                units::whole_watts_from_milliwatts(optimal_mw), selector_->describe());
@@ -132,6 +149,39 @@ void PowerLimitOptimizer::start(int wait_steps) {
   }
   set_power_limit(max_power_limit_mw_);
   state_ = plo_state::Ready{max_power_limit_mw_, wait_steps + 1};
+}
+
+void PowerLimitOptimizer::remeasure(const std::vector<std::string>& skipped, int wait_steps) {
+  for (const std::string& message : skipped) {
+    log().warn("{}; skipped", message);
+  }
+  std::vector<std::uint32_t> missing;
+  for (const std::uint32_t limit_mw : power_limits_mw_) {
+    const int limit_w = static_cast<int>(units::whole_watts_from_milliwatts(limit_mw));
+    if (std::none_of(measurements_.begin(), measurements_.end(),
+                     [&](const auto& m) { return m.power_limit_w == limit_w; })) {
+      missing.push_back(limit_mw);
+    }
+  }
+  // Every process profiles the same limits, or none does (their windows are reduced together).
+  if (reducer_->world_size() > 1 && reducer_->sum(missing.empty() ? 0.0 : 1.0) != 0.0) {
+    measurements_.clear();
+    missing = power_limits_mw_;
+  }
+  if (missing.empty()) {
+    select_and_save();
+    return;
+  }
+  std::string limits;
+  for (const std::uint32_t limit_mw : missing) {
+    limits +=
+        (limits.empty() ? "" : ", ") + std::to_string(units::whole_watts_from_milliwatts(limit_mw));
+  }
+  log().warn("power-limit profile {}: profiling {} W again; the file is rewritten when done",
+             profile_path_.string(), limits);
+  profile_order_ = std::move(missing);
+  set_power_limit(max_power_limit_mw_);
+  state_ = plo_state::Ready{profile_order_.front(), wait_steps + 1};
 }
 
 PowerLimitOptimizer::~PowerLimitOptimizer() {
@@ -163,6 +213,7 @@ void PowerLimitOptimizer::set_power_limit(std::uint32_t power_limit_mw) {
 }
 
 void PowerLimitOptimizer::on_step_begin() {
+  ++steps_this_epoch_;
   if (auto* ready = std::get_if<plo_state::Ready>(&state_)) {
     if (--ready->steps > 0) {
       return;
@@ -198,18 +249,37 @@ void PowerLimitOptimizer::finish_window() {
   result.power_limit_w = static_cast<int>(units::whole_watts_from_milliwatts(limit_mw));
   result.energy_j = reducer_->sum(measurement.total_energy_j());
   result.time_s = reducer_->max(measurement.time_s);
-  measurements_.push_back(result);
-
-  const auto position = std::find(power_limits_mw_.begin(), power_limits_mw_.end(), limit_mw);
-  if (position + 1 == power_limits_mw_.end()) {
-    const auto optimal_mw = static_cast<std::uint32_t>(selector_->select(measurements_)) * 1000u;
-    log().info("power-limit profiling done: {} W ({})",
-               units::whole_watts_from_milliwatts(optimal_mw), selector_->describe());
-    state_ = plo_state::Done{optimal_mw};
-    set_power_limit(optimal_mw);
-    if (!profile_path_.empty()) {
-      save_power_limit_profile(profile_path_, {measurements_});
+  if (const std::string problem = power_limit_measurement_problem(result); !problem.empty()) {
+    // No energy (or time) in the window: the GPUs' energy counter did not advance within
+    // profile_steps steps. A selector cannot use it and the profile file could not hold it.
+    ++bad_windows_;
+    const bool again = bad_windows_ < kMaxEmptyProfilingWindows;
+    log().warn(
+        "power-limit optimizer: the profiling window at {} W ({} steps) measured {} J in {} s "
+        "({} of {} tries): {}. The window is probably shorter than the GPUs' energy counter "
+        "update; raise profile_steps",
+        result.power_limit_w, profile_steps_, result.energy_j, result.time_s, bad_windows_,
+        kMaxEmptyProfilingWindows,
+        again ? "measuring it again" : "leaving this limit out of the profile");
+    if (again) {
+      state_ = plo_state::Warmup{limit_mw, warmup_steps_};
+      if (warmup_steps_ == 0) {
+        monitor_->begin_window(window_name(limit_mw));
+        state_ = plo_state::Profiling{limit_mw, profile_steps_};
+      }
+      return;
     }
+  } else {
+    measurements_.push_back(result);
+  }
+  bad_windows_ = 0;
+  next_limit_after(limit_mw);
+}
+
+void PowerLimitOptimizer::next_limit_after(std::uint32_t limit_mw) {
+  const auto position = std::find(profile_order_.begin(), profile_order_.end(), limit_mw);
+  if (position == profile_order_.end() || position + 1 == profile_order_.end()) {
+    select_and_save();
     return;
   }
   const std::uint32_t next_mw = *(position + 1);
@@ -221,7 +291,32 @@ void PowerLimitOptimizer::finish_window() {
   }
 }
 
+void PowerLimitOptimizer::select_and_save() {
+  if (measurements_.empty()) {
+    log().warn(
+        "power-limit optimizer: no power limit could be measured; staying at the maximum, "
+        "{} W, and saving no profile",
+        units::whole_watts_from_milliwatts(max_power_limit_mw_));
+    state_ = plo_state::Done{max_power_limit_mw_};
+    set_power_limit(max_power_limit_mw_);
+    return;
+  }
+  // The selectors' tie rule favours the first measurement, which is the higher limit when
+  // profiling runs from the maximum down; a profile completed by remeasuring keeps that order.
+  std::stable_sort(measurements_.begin(), measurements_.end(),
+                   [](const auto& a, const auto& b) { return a.power_limit_w > b.power_limit_w; });
+  const auto optimal_mw = static_cast<std::uint32_t>(selector_->select(measurements_)) * 1000u;
+  log().info("power-limit profiling done: {} W ({})",
+             units::whole_watts_from_milliwatts(optimal_mw), selector_->describe());
+  state_ = plo_state::Done{optimal_mw};
+  set_power_limit(optimal_mw);
+  if (!profile_path_.empty()) {
+    save_power_limit_profile(profile_path_, {measurements_});
+  }
+}
+
 void PowerLimitOptimizer::on_epoch_end() {
+  const int steps = std::exchange(steps_this_epoch_, 0);
   std::uint32_t interrupted_mw = 0;
   if (const auto* warmup = std::get_if<plo_state::Warmup>(&state_)) {
     interrupted_mw = warmup->power_limit_mw;
@@ -230,6 +325,18 @@ void PowerLimitOptimizer::on_epoch_end() {
     monitor_->end_window(window_name(interrupted_mw), {.sync_execution = false, .cancel = true});
   } else {
     return;
+  }
+  // One limit needs a step to set it, warmup_steps and profile_steps within one epoch: an epoch
+  // shorter than that interrupts every try, and the optimizer would wait at the maximum forever.
+  const long long needed = 1LL + warmup_steps_ + profile_steps_;
+  if (steps < needed && !warned_short_epochs_) {
+    warned_short_epochs_ = true;
+    log().warn(
+        "power-limit optimizer: this epoch had {} steps, but profiling one power limit needs {} "
+        "within one epoch (1 + warmup_steps {} + profile_steps {}); with epochs this short it "
+        "never finishes and the GPUs stay at the maximum limit. Lower warmup_steps and "
+        "profile_steps so that 1 + warmup_steps + profile_steps <= the steps of an epoch",
+        steps, needed, warmup_steps_, profile_steps_);
   }
   // The measurement would straddle an epoch boundary (evaluation, checkpointing): discard it and
   // profile the same limit again from the next step.

@@ -1,8 +1,12 @@
+#include <fmt/format.h>
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "common/output_file.hpp"
 #include "common/text.hpp"
@@ -11,7 +15,21 @@
 
 namespace zeus::runtime {
 
-PowerLimitProfile load_power_limit_profile(const std::filesystem::path& path) {
+std::string power_limit_measurement_problem(const optimizer::PowerLimitMeasurement& measurement) {
+  if (measurement.power_limit_w <= 0) {
+    return "power_limit " + std::to_string(measurement.power_limit_w) +
+           " W is not a positive number of watts";
+  }
+  if (!(measurement.energy_j > 0.0) || !std::isfinite(measurement.energy_j) ||
+      !(measurement.time_s > 0.0) || !std::isfinite(measurement.time_s)) {
+    return fmt::format("energy ({:g} J) and time ({:g} s) must be positive and finite",
+                       measurement.energy_j, measurement.time_s);
+  }
+  return "";
+}
+
+PowerLimitProfile load_power_limit_profile(const std::filesystem::path& path,
+                                           std::vector<std::string>* skipped) {
   const std::string text = text::read_file(path, "power-limit profile");
   const std::string where = "power-limit profile " + path.string() + ": ";
   // Where the parser was, for a value it cannot hold (1e999 overflows a double): the last key
@@ -60,14 +78,22 @@ PowerLimitProfile load_power_limit_profile(const std::filesystem::path& path) {
   for (const auto& entry : document["measurements"]) {
     const std::size_t this_index = index++;
     const std::string at = where + "measurement " + std::to_string(this_index) + ": ";
+    // A bad entry: an error, or (with `skipped`) a message and the next entry.
+    const auto refuse = [&](const std::string& why) {
+      if (skipped == nullptr) {
+        throw Error(ErrorKind::kInvalidArgument, at + why);
+      }
+      skipped->push_back(at + why);
+    };
     if (!entry.is_object() || !entry.contains("power_limit") || !entry.contains("energy") ||
         !entry.contains("time")) {
-      throw Error(ErrorKind::kInvalidArgument, at + "needs power_limit, energy and time");
+      refuse("needs power_limit, energy and time");
+      continue;
     }
     if (!entry["power_limit"].is_number_integer() || !entry["energy"].is_number() ||
         !entry["time"].is_number()) {
-      throw Error(ErrorKind::kInvalidArgument,
-                  at + "power_limit must be an integer (W), energy and time numbers");
+      refuse("power_limit must be an integer (W), energy and time numbers");
+      continue;
     }
     // get<int>() would wrap an integer that does not fit (4294967496 read as 200 W).
     const nlohmann::json& limit = entry["power_limit"];
@@ -77,37 +103,56 @@ PowerLimitProfile load_power_limit_profile(const std::filesystem::path& path) {
             ? limit.get<std::uint64_t>() <= static_cast<std::uint64_t>(kMaxW)
             : limit.get<std::int64_t>() >= -kMaxW && limit.get<std::int64_t>() <= kMaxW;
     if (!fits) {
-      throw Error(ErrorKind::kInvalidArgument,
-                  at + "power_limit " + limit.dump() +
-                      " is out of range; a power limit is a positive whole number of watts");
+      refuse("power_limit " + limit.dump() +
+             " is out of range; a power limit is a positive whole number of watts");
+      continue;
     }
     optimizer::PowerLimitMeasurement measurement;
     measurement.power_limit_w = limit.get<int>();
     measurement.energy_j = entry["energy"].get<double>();
     measurement.time_s = entry["time"].get<double>();
-    if (measurement.power_limit_w <= 0 || !(measurement.energy_j > 0.0) ||
-        !(measurement.time_s > 0.0) || !std::isfinite(measurement.energy_j) ||
-        !std::isfinite(measurement.time_s)) {
-      throw Error(ErrorKind::kInvalidArgument,
-                  at + "power_limit, energy and time must be positive");
+    if (const std::string problem = power_limit_measurement_problem(measurement);
+        !problem.empty()) {
+      refuse(problem);
+      continue;
     }
     // Two rows for one limit would leave every selector to pick whichever it meets first.
     const auto [previous, fresh] = seen.emplace(measurement.power_limit_w, this_index);
     if (!fresh) {
-      throw Error(ErrorKind::kInvalidArgument,
-                  at + "power_limit " + std::to_string(measurement.power_limit_w) +
-                      " W is measured twice (also measurement " + std::to_string(previous->second) +
-                      "); keep one of them");
+      refuse("power_limit " + std::to_string(measurement.power_limit_w) +
+             " W is measured twice (also measurement " + std::to_string(previous->second) +
+             "); keep one of them");
+      continue;
     }
     profile.measurements.push_back(measurement);
   }
-  if (profile.measurements.empty()) {
+  if (profile.measurements.empty() && skipped == nullptr) {
     throw Error(ErrorKind::kInvalidArgument, where + "has no measurement");
   }
   return profile;
 }
 
 void save_power_limit_profile(const std::filesystem::path& path, const PowerLimitProfile& profile) {
+  const std::string where = "power-limit profile " + path.string() + ": ";
+  if (profile.measurements.empty()) {
+    throw Error(ErrorKind::kInvalidArgument, where + "no measurement to save");
+  }
+  std::map<int, std::size_t> seen;  // the checks of load_power_limit_profile, before writing
+  for (std::size_t i = 0; i < profile.measurements.size(); ++i) {
+    const optimizer::PowerLimitMeasurement& m = profile.measurements[i];
+    std::string problem = power_limit_measurement_problem(m);
+    if (const auto [previous, fresh] = seen.emplace(m.power_limit_w, i);
+        problem.empty() && !fresh) {
+      problem = "power_limit " + std::to_string(m.power_limit_w) +
+                " W is measured twice (also measurement " + std::to_string(previous->second) + ")";
+    }
+    if (!problem.empty()) {
+      throw Error(ErrorKind::kInvalidArgument, where + "measurement " + std::to_string(i) + ": " +
+                                                   problem +
+                                                   "; it would not load, so nothing "
+                                                   "is written");
+    }
+  }
   nlohmann::json document;
   document["measurements"] = nlohmann::json::array();
   for (const auto& m : profile.measurements) {

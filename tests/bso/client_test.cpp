@@ -314,6 +314,56 @@ TEST(BsoClient, AnAbortedRunIsEndedAtDestructionWithItsWindowClosed) {
   EXPECT_EQ(peer.requests("PATCH", "/trials").size(), 1u);
 }
 
+// Interruption and resumption (issue 31): suspend() leaves the trial open (no PATCH /trials) and
+// returns the unfinished epoch's measurement, uncounted; resume() continues the trial with the
+// earlier run's totals, without a new GET /jobs/batch_size, and then ends it as its own.
+TEST(BsoClient, ASuspendedTrialIsLeftOpenAndResumedWithItsTotals) {
+  Peer peer;
+  Rig rig(1, "v100");
+  peer.script("POST /report",
+              {{200, R"({"stop_train": false, "converged": false, "message": "go"})"},
+               {200, R"({"stop_train": false, "converged": false, "message": "go"})"}});
+  double first_energy = 0.0;
+  {
+    BatchSizeOptimizer bso(rig.monitor, rig.set, peer.url(), sample_job(), FastRetries().options());
+    bso.get_batch_size();
+    bso.on_train_begin();
+    rig.clock->advance_s(4.0);
+    bso.on_evaluate(0.1);
+    first_energy = bso.energy_j();
+    rig.clock->advance_s(2.0);  // Ctrl-C in the middle of the second epoch
+    const auto unfinished = bso.suspend();
+    ASSERT_TRUE(unfinished.has_value());
+    EXPECT_NEAR(unfinished->time_s, 2.0, 1e-9);
+    EXPECT_NEAR(bso.time_s(), 4.0, 1e-9);  // not counted
+    EXPECT_FALSE(bso.suspend().has_value());
+    EXPECT_TRUE(rig.monitor->open_windows().empty());
+  }
+  EXPECT_TRUE(peer.requests("PATCH", "/trials").empty());
+  {
+    BatchSizeOptimizer bso(rig.monitor, rig.set, peer.url(), sample_job(), FastRetries().options());
+    expect_error(
+        [&] {
+          bso.resume({"mnist-job", 64, 1}, -1, 4.0, 1.0);
+        },
+        ErrorKind::kInvalidArgument, {"not negative"});
+    bso.resume({"mnist-job", 64, 1}, 1, 4.0, first_energy);
+    EXPECT_EQ(bso.get_batch_size(), 64);
+    EXPECT_EQ(peer.requests("GET", "/jobs/batch_size").size(), 1u);  // the first run's only
+    bso.on_train_begin();
+    rig.clock->advance_s(3.0);
+    bso.on_evaluate(0.2);
+  }
+  const auto reports = peer.requests("POST", "/report");
+  ASSERT_EQ(reports.size(), 2u);
+  const json resumed = json::parse(reports[1].body);
+  EXPECT_EQ(resumed["trial_number"], 1);
+  EXPECT_EQ(resumed["current_epoch"], 2);
+  EXPECT_NEAR(resumed["time"].get<double>(), 7.0, 1e-9);
+  EXPECT_GT(resumed["energy"].get<double>(), first_energy);
+  EXPECT_EQ(peer.requests("PATCH", "/trials").size(), 1u);  // the resumed run ended it
+}
+
 TEST(BsoClient, WithoutATrialNothingIsEnded) {
   Peer peer;
   Rig rig(1, "v100");

@@ -122,3 +122,10 @@ def run_python(code: str, env: Optional[Dict[str, str]] = None, timeout: float =
 def python_runner():
     """:func:`run_python`, as a fixture."""
     return run_python
+
+
+@pytest.fixture(autouse=True)
+def _bso_state_dir(tmp_path_factory, monkeypatch):
+    """Batch-size-optimizer clients record undecided trials in a directory of the test's own (and
+    so do the interpreters a test starts), never in the user's ~/.local/state."""
+    monkeypatch.setenv("ZEUS_BSO_STATE_DIR", str(tmp_path_factory.mktemp("bso-state")))

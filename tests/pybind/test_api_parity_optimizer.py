@@ -11,7 +11,12 @@ import pytest
 
 
 def params(callable_) -> list[str]:
-    return [name for name in inspect.signature(callable_).parameters if name != "self"]
+    """The parameters a reference call can pass: keyword-only ones are zeus_cpp's additions."""
+    return [
+        name
+        for name, parameter in inspect.signature(callable_).parameters.items()
+        if name != "self" and parameter.kind is not inspect.Parameter.KEYWORD_ONLY
+    ]
 
 
 PYTHON_SIGNATURES = [
@@ -50,6 +55,9 @@ def test_defaults():
     assert defaults == {"monitor": inspect.Parameter.empty, "optimum_selector": None, "wait_steps": 1,
                         "warmup_steps": 10, "profile_steps": 40, "pl_step": 25, "profile_path": None}  # fmt: skip
     assert inspect.signature(BatchSizeOptimizer).parameters["rank"].default == 0
+    # zeus_cpp's additions (interruption and resumption), keyword only so reference calls bind alike.
+    added = {n: p for n, p in inspect.signature(BatchSizeOptimizer).parameters.items() if p.kind is p.KEYWORD_ONLY}
+    assert {n: p.default for n, p in added.items()} == {"resume": True, "state_dir": None}
 
 
 def test_callback_hooks():

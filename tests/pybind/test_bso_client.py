@@ -59,7 +59,9 @@ def make_client(bso_server, monitor):
 def test_signature_and_base_class():
     assert issubclass(BatchSizeOptimizer, Callback)
     parameters = inspect.signature(BatchSizeOptimizer).parameters
-    assert list(parameters) == ["monitor", "server_url", "job", "rank"]
+    # The reference's parameters, then zeus_cpp's keyword-only ones (interruption and resumption).
+    assert list(parameters) == ["monitor", "server_url", "job", "rank", "resume", "state_dir"]
+    assert all(parameters[name].kind is inspect.Parameter.KEYWORD_ONLY for name in ("resume", "state_dir"))
     assert parameters["rank"].default == 0
 
 

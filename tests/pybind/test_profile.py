@@ -251,3 +251,44 @@ def test_iterations_fill_the_measurement_as_the_references() -> None:
     trial = profile.measure(lambda: None, monitor, measurement_duration=0.25, cooldown_duration=0.0,
                             num_warmup_iterations=0, num_calibration_iterations=1)  # fmt: skip
     assert trial.iterations == 3  # ceil(0.25 / 0.1): the window lasts at least 0.25 s
+
+
+def test_a_long_sweep_says_how_long_when_it_starts(capfd) -> None:
+    # profile_parameters with its defaults runs for most of an hour: it says so at level warn
+    # before the first trial (the target stops the run right after the calibration).
+    monitor = ZeusMonitor(gpu_indices=[0])
+    calls = []
+
+    def target() -> None:
+        calls.append(1)
+        if len(calls) > 10 + 100:  # the default warm-up and calibration iterations
+            raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        profile.profile_parameters(target, monitor)
+    err = capfd.readouterr().err
+    assert "profile: sweeping the measurement duration over [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] s" in err, err
+    assert "(10 trials each, 2 warm-up trials) takes up to about 15" in err and "ZEUS_LOG_LEVEL=info" in err
+
+
+def test_each_candidate_is_logged_at_level_info() -> None:
+    import subprocess
+    import sys
+
+    from conftest import subprocess_env
+
+    code = (
+        "import time\n"
+        "from zeus_cpp import profile\n"
+        "from zeus_cpp.monitor import ZeusMonitor\n"
+        "profile.profile_parameters(lambda: time.sleep(0.002), ZeusMonitor(gpu_indices=[0]), [0.01], [0.0, 0.01],\n"
+        "    num_trials=2, num_warmup_trials=0, trial_stddev_threshold=1e9, num_warmup_iterations=0,\n"
+        "    num_calibration_iterations=2)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], env=subprocess_env({"ZEUS_LOG_LEVEL": "info"}),
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "profile: measurement duration 0.01 s, candidate 1 of 1: 2 trials" in result.stderr, result.stderr
+    assert "profile: cooldown duration 0 s, candidate 1 of 2" in result.stderr
+    assert "profile: cooldown duration 0.01 s, candidate 2 of 2" in result.stderr
+    assert "profile: cooldown duration 0.01 s: spread of energy per iteration" in result.stderr

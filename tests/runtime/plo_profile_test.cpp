@@ -1,5 +1,6 @@
 // The power-limit profile file (load_power_limit_profile, save_power_limit_profile) on hostile
-// input: limits past an int, a FIFO in its place, a link to it.
+// input: limits past an int, a FIFO in its place, a link to it, bad entries (skipped on request,
+// never written).
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "zeus/common/error.hpp"
 #include "zeus/runtime/power_limit_optimizer.hpp"
@@ -74,6 +76,32 @@ TEST(PowerLimitOptimizerErrors, AFifoProfileIsRefusedAndSavingKeepsLinks) {
   EXPECT_EQ(zeus::runtime::load_power_limit_profile(real).measurements.size(), 2u);
   fs::remove(link);
   fs::remove(real);
+}
+
+// An entry that measured 0 J (issue 31): refused by save (nothing written); on load an error, or
+// with `skipped` a message naming the file and the entry while the others load.
+TEST(PowerLimitOptimizerErrors, BadEntriesAreNeverWrittenAndSkippedOnRequest) {
+  const fs::path path = temp_path("zero.json");
+  fs::remove(path);
+  EXPECT_THROW(zeus::runtime::save_power_limit_profile(path, {{{250, 10.0, 1.0}, {200, 0.0, 1.0}}}),
+               zeus::Error);
+  EXPECT_THROW(zeus::runtime::save_power_limit_profile(path, {{{250, 10.0, 1.0}, {250, 9.0, 1.0}}}),
+               zeus::Error);
+  EXPECT_THROW(zeus::runtime::save_power_limit_profile(path, {}), zeus::Error);
+  EXPECT_FALSE(fs::exists(path));
+  std::ofstream(path) << R"({"measurements": [{"power_limit": 250, "energy": 10, "time": 1},)"
+                      << R"( {"power_limit": 200, "energy": 0, "time": 1}, {"time": 1},)"
+                      << R"( {"power_limit": 150, "energy": 4, "time": 2}]})";
+  EXPECT_THROW(zeus::runtime::load_power_limit_profile(path), zeus::Error);
+  std::vector<std::string> skipped;
+  const auto profile = zeus::runtime::load_power_limit_profile(path, &skipped);
+  ASSERT_EQ(profile.measurements.size(), 2u);
+  EXPECT_EQ(profile.measurements[1].power_limit_w, 150);
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_NE(skipped[0].find(path.string() + ": measurement 1: energy (0 J)"), std::string::npos)
+      << skipped[0];
+  EXPECT_NE(skipped[1].find("measurement 2: needs power_limit"), std::string::npos) << skipped[1];
+  fs::remove(path);
 }
 
 }  // namespace

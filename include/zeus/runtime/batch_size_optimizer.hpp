@@ -83,6 +83,18 @@ class BatchSizeOptimizer {
   // only; the destructor calls it. Throws ServerError when the server cannot be reached.
   void end();
 
+  // Interruption and resumption (zeus_cpp's, not the reference's; docs/python-optimizers.md):
+  // suspend() leaves an undecided trial open on the server for a later run to resume: it closes
+  // the window (returning what it measured since the last report, which is not added to the
+  // totals: the resumed run repeats that epoch) and makes end() a no-op, so no PATCH /trials
+  // marks the trial failed. nullopt when no window was open.
+  std::optional<monitor::Measurement> suspend();
+  // Continues `trial`, dispatched to an earlier run of this job that reported `epochs` epochs,
+  // `time_s` and `energy_j` (its totals) before it was interrupted: the next report carries
+  // them plus this run's. This process then ends the trial as if it had dispatched it. Throws
+  // Error(kInvalidArgument) as set_trial() does, or for negative or non-finite totals.
+  void resume(const TrialId& trial, int epochs, double time_s, double energy_j);
+
   // The job as the server stored it (job_id set).
   const JobSpec& job() const { return job_; }
   bool job_created() const { return job_created_; }  // 201 (new job) rather than 200

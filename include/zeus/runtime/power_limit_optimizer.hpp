@@ -28,12 +28,24 @@ struct PowerLimitProfile {
   std::vector<optimizer::PowerLimitMeasurement> measurements;
 };
 // Throws Error(kNotFound) for a missing file, Error(kInvalidArgument) naming the file for anything
-// malformed (not JSON, missing keys, non-positive values, no measurement).
-PowerLimitProfile load_power_limit_profile(const std::filesystem::path& path);
+// malformed (not JSON, missing keys, non-positive values, no measurement). With `skipped`, a bad
+// measurement is not an error: its message (naming the file and the measurement) is appended to
+// `skipped` and the others are returned (possibly none); only a file that is not a profile at all
+// still throws.
+PowerLimitProfile load_power_limit_profile(const std::filesystem::path& path,
+                                           std::vector<std::string>* skipped = nullptr);
+// Writes only what load_power_limit_profile reads back: throws Error(kInvalidArgument) naming the
+// first measurement it would refuse (energy or time not positive and finite, a power limit that is
+// not a positive number of watts, a limit measured twice) or an empty profile, writing nothing.
 void save_power_limit_profile(const std::filesystem::path& path, const PowerLimitProfile& profile);
+// Why load_power_limit_profile would refuse `measurement` ("" when it would not).
+std::string power_limit_measurement_problem(const optimizer::PowerLimitMeasurement& measurement);
 
 // The largest value any of the options' counts may take.
 inline constexpr int kMaxPowerLimitOptimizerOption = 1'000'000'000;
+// Windows in a row at one limit that may measure no energy (or no time) before that limit is left
+// out of the profile with a warning; each is remeasured from the warm-up.
+inline constexpr int kMaxEmptyProfilingWindows = 3;
 
 // The defaults here are the only ones: the Python binding and GlobalPowerLimitOptimizer read
 // them from this struct. The constructor checks the values (the binding and Python only convert
@@ -109,8 +121,13 @@ class PowerLimitOptimizer {
  private:
   // The constructor's part after registration: loads the profile or starts at the maximum.
   void start(int wait_steps);
+  // Profiles the limits of profile_order_ missing from a profile whose bad entries were skipped.
+  void remeasure(const std::vector<std::string>& skipped, int wait_steps);
   void set_power_limit(std::uint32_t power_limit_mw);
   void finish_window();
+  // After the window at `limit_mw`: the next limit of profile_order_, or the selection.
+  void next_limit_after(std::uint32_t limit_mw);
+  void select_and_save();
   std::string window_name(std::uint32_t power_limit_mw) const;
 
   std::shared_ptr<monitor::WindowMonitor> monitor_;
@@ -121,6 +138,11 @@ class PowerLimitOptimizer {
   int profile_steps_;
   std::filesystem::path profile_path_;
   std::vector<std::uint32_t> power_limits_mw_;
+  // The limits to profile, in order: power_limits_mw_, or those a damaged profile lacked.
+  std::vector<std::uint32_t> profile_order_;
+  int bad_windows_ = 0;  // consecutive windows at the current limit that measured nothing
+  int steps_this_epoch_ = 0;
+  bool warned_short_epochs_ = false;
   std::uint32_t max_power_limit_mw_ = 0;
   std::uint32_t current_power_limit_mw_ = 0;  // what this optimizer last set (0: nothing yet)
   std::vector<optimizer::PowerLimitMeasurement> measurements_;

@@ -15,3 +15,11 @@ __all__ = [
     "ZeusBSORuntimError",
     "ZeusBSOTrainFailError",
 ]
+
+
+class ZeusBSOTrialWarning(UserWarning):
+    """zeus_cpp's: what became of a trial the server had not decided when its run ended (kept for
+    resumption, resumed, or marked failed), and why."""
+
+
+__all__.append("ZeusBSOTrialWarning")
