@@ -32,6 +32,9 @@ const double kLargeSurprise = std::log(1.5);
 const double kDearer = std::log(1.05);
 constexpr int kRisesToEnd = 2;
 const double kFarAbove = std::log(1.3);
+// The walk does not go to the side of the anchor away from the cheapest batch size once the
+// anchor costs this much more (in log cost, 25%) than it.
+const double kFarSide = std::log(1.25);
 
 // A batch size's mean log cost as observed (no shrinkage, no log-normal tail).
 double mean_log_cost(const LowRegretPolicy::Candidate& candidate) {
@@ -244,9 +247,12 @@ std::optional<int> LowRegretPolicy::walk_candidate() const {
   // cost both up) twice in a row, or once to far above the cheapest: cost against batch size is
   // taken as unimodal, and a climbing side is not walked further.
   double lowest = std::numeric_limits<double>::infinity();
+  int cheapest = anchor_;
   for (const auto& [batch_size, candidate] : candidates_) {
-    if (candidate.status == Status::kArm && candidate.count > 0) {
-      lowest = std::min(lowest, mean_log_cost(candidate));
+    if (candidate.status == Status::kArm && candidate.count > 0 &&
+        mean_log_cost(candidate) < lowest) {
+      lowest = mean_log_cost(candidate);
+      cheapest = batch_size;
     }
   }
   const auto step = [&](auto begin, auto end) -> std::optional<int> {
@@ -289,8 +295,17 @@ std::optional<int> LowRegretPolicy::walk_candidate() const {
     }
     return std::nullopt;
   };
-  if (const auto down = step(std::make_reverse_iterator(anchor), candidates_.rend())) {
-    return down;
+  // Unimodal too: when the cheapest batch size lies on one side of the anchor and the anchor
+  // costs more than kFarSide above it, no batch size on the other side can be the best.
+  const bool anchor_far = anchor->second.status == Status::kArm && anchor->second.count > 0 &&
+                          mean_log_cost(anchor->second) > lowest + kFarSide;
+  if (!(anchor_far && cheapest > anchor_)) {
+    if (const auto down = step(std::make_reverse_iterator(anchor), candidates_.rend())) {
+      return down;
+    }
+  }
+  if (anchor_far && cheapest < anchor_) {
+    return std::nullopt;
   }
   return step(std::next(anchor), candidates_.end());
 }

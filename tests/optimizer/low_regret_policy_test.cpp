@@ -161,6 +161,24 @@ TEST(LowRegretPolicy, EndsASideWhereCostsClimbTwiceOrOnceFarAboveTheBest) {
   EXPECT_EQ(drive(near, bump, 3), (std::vector<int>{32, 16, 8}));
 }
 
+// And the side of b0 away from the cheapest batch size is not walked once b0 costs more than
+// 25 % above it: by unimodality nothing there can be the best.
+TEST(LowRegretPolicy, SkipsTheSideAwayFromAMuchCheaperBatchSize) {
+  Job job;
+  job.epoch_cost = {{8, 3.0}, {16, 1.0}, {32, 1.0}, {64, 0.8}, {128, 0.7}};
+  // Costs: 8: 30 (stopped at the cap), 16: 5, 32: 10, 64: 16, 128: 28.
+  job.epochs = {{8, 10}, {16, 5}, {32, 10}, {64, 20}, {128, 40}};
+  LowRegretPolicy far(config());
+  EXPECT_EQ(drive(far, job, 3), (std::vector<int>{32, 16, 8}));
+  EXPECT_FALSE(far.exploring());
+  EXPECT_EQ(far.next().kind, TrialKind::kMab);
+  EXPECT_EQ(far.candidates().at(64).status, LowRegretPolicy::Status::kUntried);
+
+  job.epochs[16] = 9;  // 16 costs 9: b0 is only 11 % dearer, and the walk goes up too
+  LowRegretPolicy near(config());
+  EXPECT_EQ(drive(near, job, 4), (std::vector<int>{32, 16, 8, 64}));
+}
+
 TEST(LowRegretPolicy, ConcurrentTrialsAndOutOfOrderReports) {
   LowRegretPolicy policy(config());
   const Job job = toy_job();

@@ -89,9 +89,9 @@ TEST_F(LowRegretOnTraces, AboutHalfThePaperPolicysRegretOnThePapersCells) {
     }
   }
   ASSERT_EQ(result.cells, 24);
-  // Measured 0.551x with the worst cell at 1.02x (docs/reproduction.md; 0.590x before the walk
-  // ended a climbing side).
-  EXPECT_LE(result.low_regret, 0.56 * result.paper_regret)
+  // Measured 0.520x with the worst cell at 1.05x (docs/reproduction.md; 0.590x before the walk
+  // took cost against batch size as unimodal).
+  EXPECT_LE(result.low_regret, 0.53 * result.paper_regret)
       << result.low_regret << " vs " << result.paper_regret;
   EXPECT_LE(result.worst_cell_ratio, 1.10) << result.worst_cell;
   EXPECT_TRUE(result.worse_final.empty()) << result.worse_final.front();
@@ -110,8 +110,8 @@ TEST_F(LowRegretOnTraces, GeneralisesToTargetsItWasNotTunedOn) {
     }
   }
   EXPECT_GE(result.cells, 23);  // imagenet/p100 at 0.6 defeats the paper's pruning
-  // Measured 0.566x, worst cell 1.00x (0.610x before the walk ended a climbing side).
-  EXPECT_LE(result.low_regret, 0.58 * result.paper_regret)
+  // Measured 0.537x, worst cell 1.00x (0.610x before the walk took cost as unimodal).
+  EXPECT_LE(result.low_regret, 0.55 * result.paper_regret)
       << result.low_regret << " vs " << result.paper_regret;
   EXPECT_LE(result.worst_cell_ratio, 1.15) << result.worst_cell;
   EXPECT_TRUE(result.worse_final.empty()) << result.worse_final.front();
@@ -133,9 +133,9 @@ TEST_F(LowRegretOnTraces, GeneralisesToEasierTargets) {
     }
   }
   EXPECT_GE(result.cells, 23);  // imagenet/p100 at 0.55 defeats the paper's pruning
-  // Measured 0.677x, worst cell 1.02x (0.707x and 1.04x before the walk ended a climbing side;
+  // Measured 0.640x, worst cell 1.05x (0.707x and 1.04x before the walk took cost as unimodal;
   // issue 30's target is 0.60x).
-  EXPECT_LE(result.low_regret, 0.69 * result.paper_regret)
+  EXPECT_LE(result.low_regret, 0.65 * result.paper_regret)
       << result.low_regret << " vs " << result.paper_regret;
   EXPECT_LE(result.worst_cell_ratio, 1.10) << result.worst_cell;
 }
@@ -148,10 +148,10 @@ TEST(LowRegretOnBuiltinModels, LessRegretThanThePaperPolicy) {
     }
   }
   ASSERT_EQ(result.cells, 24);
-  // Measured 0.71x (0.70x with 50 seeds; 0.77x and 0.76x before the walk ended a climbing side);
-  // the built-in models' sentiment140 has a batch size whose runs straddle two epoch counts,
-  // where low-regret sometimes settles on the runner-up (3-6% dearer).
-  EXPECT_LE(result.low_regret, 0.75 * result.paper_regret)
+  // Measured 0.645x (0.77x before the walk took cost against batch size as unimodal); the
+  // built-in models' sentiment140 has a batch size whose runs straddle two epoch counts, where
+  // low-regret sometimes settles on the runner-up (3-6% dearer).
+  EXPECT_LE(result.low_regret, 0.70 * result.paper_regret)
       << result.low_regret << " vs " << result.paper_regret;
 }
 
