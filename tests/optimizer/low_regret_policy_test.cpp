@@ -135,6 +135,50 @@ TEST(LowRegretPolicy, StepsOverOneFailedProbeWhileTheEpochGetsCheaper) {
   EXPECT_EQ(policy.best_batch_size(), 128);
 }
 
+// Issue 30: cost against batch size is taken as unimodal. Going down from 32, 16 and 8 each
+// converge, each dearer than the step before in both factors (per-epoch cost and total): the
+// walk stops going down there, and goes up. One such step near the best is not enough (costs
+// are not monotone along the walk); one to far above the cheapest is.
+TEST(LowRegretPolicy, EndsASideWhereCostsClimbTwiceOrOnceFarAboveTheBest) {
+  Job climbing;
+  climbing.epoch_cost = {{2, 1.6}, {4, 1.3}, {8, 1.2}, {16, 1.1}, {32, 1.0}, {64, 0.9}};
+  climbing.epochs = {{2, 10}, {4, 10}, {8, 10}, {16, 10}, {32, 10}, {64, 10}};
+  LowRegretPolicy twice(config({2, 4, 8, 16, 32, 64}, 32));
+  EXPECT_EQ(drive(twice, climbing, 4), (std::vector<int>{32, 16, 8, 64}));
+  EXPECT_EQ(twice.candidates().at(4).status, LowRegretPolicy::Status::kUntried);
+  EXPECT_FALSE(twice.exploring());
+
+  Job steep = climbing;
+  steep.epoch_cost[16] = 1.4;  // 40 % above 32, still under the 1.5x cap: converges
+  LowRegretPolicy once(config({2, 4, 8, 16, 32, 64}, 32));
+  EXPECT_EQ(drive(once, steep, 3), (std::vector<int>{32, 16, 64}));
+  EXPECT_EQ(once.candidates().at(16).status, LowRegretPolicy::Status::kArm);
+  EXPECT_EQ(once.candidates().at(8).status, LowRegretPolicy::Status::kUntried);
+
+  Job bump = climbing;
+  bump.epoch_cost[8] = 0.8;  // 16 is 10 % dearer than 32, but 8 beyond it is the best
+  LowRegretPolicy near(config({2, 4, 8, 16, 32, 64}, 32));
+  EXPECT_EQ(drive(near, bump, 3), (std::vector<int>{32, 16, 8}));
+}
+
+// And the side of b0 away from the cheapest batch size is not walked once b0 costs more than
+// 25 % above it: by unimodality nothing there can be the best.
+TEST(LowRegretPolicy, SkipsTheSideAwayFromAMuchCheaperBatchSize) {
+  Job job;
+  job.epoch_cost = {{8, 3.0}, {16, 1.0}, {32, 1.0}, {64, 0.8}, {128, 0.7}};
+  // Costs: 8: 30 (stopped at the cap), 16: 5, 32: 10, 64: 16, 128: 28.
+  job.epochs = {{8, 10}, {16, 5}, {32, 10}, {64, 20}, {128, 40}};
+  LowRegretPolicy far(config());
+  EXPECT_EQ(drive(far, job, 3), (std::vector<int>{32, 16, 8}));
+  EXPECT_FALSE(far.exploring());
+  EXPECT_EQ(far.next().kind, TrialKind::kMab);
+  EXPECT_EQ(far.candidates().at(64).status, LowRegretPolicy::Status::kUntried);
+
+  job.epochs[16] = 9;  // 16 costs 9: b0 is only 11 % dearer, and the walk goes up too
+  LowRegretPolicy near(config());
+  EXPECT_EQ(drive(near, job, 4), (std::vector<int>{32, 16, 8, 64}));
+}
+
 TEST(LowRegretPolicy, ConcurrentTrialsAndOutOfOrderReports) {
   LowRegretPolicy policy(config());
   const Job job = toy_job();

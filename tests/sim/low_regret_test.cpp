@@ -89,8 +89,9 @@ TEST_F(LowRegretOnTraces, AboutHalfThePaperPolicysRegretOnThePapersCells) {
     }
   }
   ASSERT_EQ(result.cells, 24);
-  // Measured 0.59x with the worst cell at 1.02x (docs/reproduction.md).
-  EXPECT_LE(result.low_regret, 0.60 * result.paper_regret)
+  // Measured 0.520x with the worst cell at 1.05x (docs/reproduction.md; 0.590x before the walk
+  // took cost against batch size as unimodal).
+  EXPECT_LE(result.low_regret, 0.53 * result.paper_regret)
       << result.low_regret << " vs " << result.paper_regret;
   EXPECT_LE(result.worst_cell_ratio, 1.10) << result.worst_cell;
   EXPECT_TRUE(result.worse_final.empty()) << result.worse_final.front();
@@ -109,11 +110,34 @@ TEST_F(LowRegretOnTraces, GeneralisesToTargetsItWasNotTunedOn) {
     }
   }
   EXPECT_GE(result.cells, 23);  // imagenet/p100 at 0.6 defeats the paper's pruning
-  // Measured 0.61x, worst cell 1.02x.
-  EXPECT_LE(result.low_regret, 0.65 * result.paper_regret)
+  // Measured 0.537x, worst cell 1.00x (0.610x before the walk took cost as unimodal).
+  EXPECT_LE(result.low_regret, 0.55 * result.paper_regret)
       << result.low_regret << " vs " << result.paper_regret;
   EXPECT_LE(result.worst_cell_ratio, 1.15) << result.worst_cell;
   EXPECT_TRUE(result.worse_final.empty()) << result.worse_final.front();
+}
+
+// The second held-out set (issue 30): easier targets, where every batch size converges and the
+// first walk dominates the regret. squad keeps the paper's target (84.5 is out of reach on three
+// GPUs).
+TEST_F(LowRegretOnTraces, GeneralisesToEasierTargets) {
+  const zeus::sim::TraceDirectory traces(trace_dir());
+  const std::map<std::string, double> targets = {{"librispeech", 50.0},   {"squad", 84.0},
+                                                 {"sentiment140", 0.845}, {"imagenet", 0.55},
+                                                 {"cifar100", 0.5},       {"movielens-1m", 0.35}};
+  Comparison result;
+  for (zeus::sim::Workload workload : zeus::sim::paper_workloads()) {
+    workload.target_metric = targets.at(workload.dataset);
+    for (const auto& gpu : zeus::sim::trace_gpus()) {
+      compare(traces.load(gpu, workload), seeds(50), result);
+    }
+  }
+  EXPECT_GE(result.cells, 23);  // imagenet/p100 at 0.55 defeats the paper's pruning
+  // Measured 0.640x, worst cell 1.05x (0.707x and 1.04x before the walk took cost as unimodal;
+  // issue 30's target is 0.60x).
+  EXPECT_LE(result.low_regret, 0.65 * result.paper_regret)
+      << result.low_regret << " vs " << result.paper_regret;
+  EXPECT_LE(result.worst_cell_ratio, 1.10) << result.worst_cell;
 }
 
 TEST(LowRegretOnBuiltinModels, LessRegretThanThePaperPolicy) {
@@ -124,9 +148,10 @@ TEST(LowRegretOnBuiltinModels, LessRegretThanThePaperPolicy) {
     }
   }
   ASSERT_EQ(result.cells, 24);
-  // Measured 0.75x with 50 seeds; the built-in models' sentiment140 has a batch size whose runs
-  // straddle two epoch counts, where low-regret sometimes settles on the runner-up (3-6% dearer).
-  EXPECT_LE(result.low_regret, 0.85 * result.paper_regret)
+  // Measured 0.645x (0.77x before the walk took cost against batch size as unimodal); the
+  // built-in models' sentiment140 has a batch size whose runs straddle two epoch counts, where
+  // low-regret sometimes settles on the runner-up (3-6% dearer).
+  EXPECT_LE(result.low_regret, 0.70 * result.paper_regret)
       << result.low_regret << " vs " << result.paper_regret;
 }
 
