@@ -28,8 +28,15 @@ double wall_time_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// The CPUs of get_cpus(), failing clearly when packages were asked for but cannot be read.
-std::vector<std::shared_ptr<device::Cpu>> default_cpus(const ZeusMonitorOptions& options) {
+}  // namespace
+
+// The options are read here, before anything moves them (the order in which a constructor's
+// arguments are evaluated is unspecified: a check reading `options` beside a `std::move(options)`
+// argument may see them moved-from, which once hid the reason CPU packages could not be read).
+ZeusMonitor::DefaultDevices ZeusMonitor::default_devices(ZeusMonitorOptions options) {
+  static const device::Gpus kNoGpus;
+  const bool no_gpu = options.gpu_indices && options.gpu_indices->empty();
+  const device::Gpus* gpus = no_gpu ? &kNoGpus : &device::get_gpus();
   const device::CpuDiscovery& discovery = device::get_cpus();
   const bool requested = options.cpu_indices && !options.cpu_indices->empty();
   if (requested && discovery.cpus.empty()) {
@@ -38,13 +45,14 @@ std::vector<std::shared_ptr<device::Cpu>> default_cpus(const ZeusMonitorOptions&
                     " were asked for, but: " + discovery.message,
                 ErrorSubject::kCpu);
   }
-  return discovery.cpus;
+  return {gpus, discovery.cpus, std::move(options)};
 }
 
-}  // namespace
-
 ZeusMonitor::ZeusMonitor(ZeusMonitorOptions options)
-    : ZeusMonitor(device::get_gpus(), default_cpus(options), std::move(options)) {}
+    : ZeusMonitor(default_devices(std::move(options))) {}
+
+ZeusMonitor::ZeusMonitor(DefaultDevices devices)
+    : ZeusMonitor(*devices.gpus, std::move(devices.cpus), std::move(devices.options)) {}
 
 ZeusMonitor::ZeusMonitor(const device::Gpus& gpus, std::vector<std::shared_ptr<device::Cpu>> cpus,
                          ZeusMonitorOptions options)
@@ -73,6 +81,9 @@ ZeusMonitor::ZeusMonitor(const device::Gpus& gpus, std::vector<std::shared_ptr<d
   }
 
   warned_zero_energy_ = std::vector<std::atomic<bool>>(gpus_.size());
+  for (std::atomic<bool>& warned : warned_zero_energy_) {
+    warned = !options.warn_zero_energy;
+  }
   init_error_bounds(options.sensor_parameters);
   warned_short_window_ = !options.warn_short_windows;
 
