@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import subprocess_env
+from zeusd_daemon import daemons  # noqa: F401  (the fixture)
 from zeus_cpp import _zeus
 from zeus_cpp.device import get_cpus, get_gpus
 from zeus_cpp.device.cpu import empty_cpus
@@ -193,3 +194,18 @@ def test_cpus_of_this_machine_are_never_zeusd_without_a_daemon() -> None:
         return
     assert all(not isinstance(cpu, ZeusdRAPLCPU) for cpu in cpus.cpus)
     assert all(isinstance(cpu, RAPLCPU) for cpu in cpus.cpus)
+
+
+def test_packages_read_through_zeusd_are_zeusd_rapl_cpus(daemons, python_runner,  # noqa: F811
+                                                         tmp_path) -> None:
+    daemon = daemons()
+    out = python_runner(
+        "from zeus_cpp.device import get_cpus\n"
+        "from zeus_cpp.device.cpu.rapl import RAPLCPUs, RAPLCPU, ZeusdRAPLCPU\n"
+        "cpus = get_cpus()\n"
+        "print(isinstance(cpus, RAPLCPUs), isinstance(cpus.cpus[0], RAPLCPU),\n"
+        "      isinstance(cpus.cpus[0], ZeusdRAPLCPU))\n",
+        env={"ZEUSD_SOCK_PATH": str(daemon.socket_path), "ZEUSD_HOST_PORT": None,
+             "ZEUS_POWERCAP_ROOT": str(tmp_path / "no-local-rapl")},
+    )
+    assert out.split() == ["True", "True", "True"]
