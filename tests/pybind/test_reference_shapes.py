@@ -5,6 +5,7 @@ power_monitor, infer_counter_update_period, the vendor classes for isinstance, o
 
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
@@ -114,6 +115,11 @@ def test_vendor_classes_answer_isinstance() -> None:
         EmptyGPUs()
     assert isinstance(empty_cpus(), EmptyCPUs)
     assert not isinstance(empty_cpus(), RAPLCPUs)
+    # The reference's constructor parameters, for code (and the signature check) that reads them.
+    assert list(inspect.signature(NVIDIAGPUs.__init__).parameters) == ["self", "ensure_homogeneous"]
+    assert list(inspect.signature(RAPLCPU.__init__).parameters) == ["self", "cpu_index", "rapl_dir"]
+    with pytest.raises(TypeError, match="get_cpus"):
+        RAPLCPU(0, "/sys/class/powercap/intel-rapl")
     assert not isinstance(gpus, RAPLCPUs)
 
 

@@ -11,6 +11,7 @@ error otherwise (``NVIDIAGPUs()`` on a machine without NVML raises ZeusGPUInitEr
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
 
@@ -34,10 +35,17 @@ class VendorClass(type):
 def vendor_class(name: str, doc: str, matches: Callable[[Any], bool],
                  instance: Callable[..., Any], module: str) -> VendorClass:
     """A vendor class named ``name`` in ``module`` (its reference path)."""
-    cls = VendorClass(name, (), {"__doc__": doc, "__module__": module,
-                                 "_matches": staticmethod(matches),
-                                 "_instance": staticmethod(instance)})
-    return cls
+    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        # Never called (calling the class goes to `instance`): it shows the reference's
+        # constructor parameters, which are `instance`'s, to inspect.signature.
+        pass
+
+    parameters = list(inspect.signature(instance).parameters.values())
+    self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    __init__.__signature__ = inspect.Signature([self_parameter, *parameters])  # type: ignore[attr-defined]
+    return VendorClass(name, (), {"__doc__": doc, "__module__": module, "__init__": __init__,
+                                  "_matches": staticmethod(matches),
+                                  "_instance": staticmethod(instance)})
 
 
 __all__ = ["VendorClass", "vendor_class"]

@@ -151,11 +151,17 @@ def _rapl_cpus():  # noqa: ANN202
     return get_cpus()
 
 
-def _no_constructor(name: str):  # noqa: ANN202
-    def construct(*args: object, **kwargs: object) -> None:
-        raise TypeError(f"{name} is not constructed directly in zeus_cpp: use get_cpus().cpus")
+def _not_constructed(name: str) -> TypeError:
+    return TypeError(f"{name} is not constructed directly in zeus_cpp: use get_cpus().cpus")
 
-    return construct
+
+# The reference's constructor parameters (shown by inspect.signature), refused.
+def _rapl_cpu(cpu_index: int, rapl_dir: str) -> None:
+    raise _not_constructed("RAPLCPU")
+
+
+def _zeusd_rapl_cpu(cpu_index: int, client: object) -> None:
+    raise _not_constructed("ZeusdRAPLCPU")
 
 
 # The reference's classes, as checks on zeus_cpp's one CPUs and CPU classes (device/_vendor.py):
@@ -168,13 +174,13 @@ RAPLCPUs = vendor_class(
 )
 RAPLCPU = vendor_class(
     "RAPLCPU", "One RAPL package: ``isinstance(cpu, RAPLCPU)`` for each of ``get_cpus().cpus``.",
-    _is_rapl_cpu, _no_constructor("RAPLCPU"), __name__,
+    _is_rapl_cpu, _rapl_cpu, __name__,
 )
 ZeusdRAPLCPU = vendor_class(
     "ZeusdRAPLCPU",
     "One RAPL package read through the zeusd daemon (ZEUSD_SOCK_PATH or ZEUSD_HOST_PORT set and "
     "RAPL not readable locally).",
-    _through_zeusd, _no_constructor("ZeusdRAPLCPU"), __name__,
+    _through_zeusd, _zeusd_rapl_cpu, __name__,
 )
 
 __all__ = ["rapl_is_available", "get_current_rapl_zone_id", "RAPL_DIR", "RAPLCPUs", "RAPLCPU",

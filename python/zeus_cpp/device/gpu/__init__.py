@@ -89,8 +89,8 @@ def get_gpus(ensure_homogeneous: bool = False) -> GPUs:
     return _zeus.get_gpus(ensure_homogeneous)
 
 
-def _empty_gpus() -> GPUs:
-    gpus = get_gpus()
+def _empty_gpus(ensure_homogeneous: bool = False) -> GPUs:
+    gpus = get_gpus(ensure_homogeneous)
     if len(gpus) != 0:
         raise TypeError(
             f"EmptyGPUs() stands for a process without GPUs, and this one has {len(gpus)}; use "
