@@ -37,15 +37,23 @@ ZeusMonitor::DefaultDevices ZeusMonitor::default_devices(ZeusMonitorOptions opti
   static const device::Gpus kNoGpus;
   const bool no_gpu = options.gpu_indices && options.gpu_indices->empty();
   const device::Gpus* gpus = no_gpu ? &kNoGpus : &device::get_gpus();
+  std::vector<std::shared_ptr<device::Cpu>> cpus = discovered_cpus(options.cpu_indices);
+  return {gpus, std::move(cpus), std::move(options)};
+}
+
+std::vector<std::shared_ptr<device::Cpu>> discovered_cpus(
+    const std::optional<std::vector<int>>& cpu_indices) {
+  if (cpu_indices && cpu_indices->empty()) {
+    return {};
+  }
   const device::CpuDiscovery& discovery = device::get_cpus();
-  const bool requested = options.cpu_indices && !options.cpu_indices->empty();
-  if (requested && discovery.cpus.empty()) {
+  if (cpu_indices && discovery.cpus.empty()) {
     throw Error(discovery.permission_denied ? ErrorKind::kNoPermission : ErrorKind::kNotSupported,
-                "CPU packages " + join_indices(*options.cpu_indices) +
-                    " were asked for, but: " + discovery.message,
+                "CPU packages " + join_indices(*cpu_indices) + " were asked for, but: " +
+                    discovery.message,
                 ErrorSubject::kCpu);
   }
-  return {gpus, discovery.cpus, std::move(options)};
+  return discovery.cpus;
 }
 
 ZeusMonitor::ZeusMonitor(ZeusMonitorOptions options)

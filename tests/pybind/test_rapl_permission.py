@@ -41,6 +41,12 @@ else:
     print("NO ERROR")
 # Without cpu_indices: no CPU, silently (as the reference).
 print("DEFAULT", ZeusMonitor(gpu_indices=[]).cpu_indices)
+# The Prometheus counter asks for CPU packages the same way (nothing is pushed here).
+from zeus_cpp.metric import EnergyCumulativeCounter
+try:
+    EnergyCumulativeCounter([0], [], 5, "http://127.0.0.1:9", "job")
+except RuntimeError as error:
+    print("COUNTER", type(error).__name__, "Linux 5.10" in str(error))
 """
 
 
@@ -93,6 +99,7 @@ def test_asking_for_cpu_packages_says_why_and_how_to_fix_it(root_only_tree: Path
         assert fix in message, message
     assert "no CPU package is available" not in message
     assert lines["DEFAULT"] == "[]"
+    assert lines.get("COUNTER") == "ZeusCPUNoPermissionError True", result.stdout
 
 
 def test_the_cli_prints_the_cause_not_a_usage_error(root_only_tree: Path) -> None:

@@ -69,6 +69,13 @@ struct ZeusMonitorOptions {
   bool warn_zero_energy = true;
 };
 
+// get_cpus()'s packages, for a monitor asked for `cpu_indices` (nullopt: every one, {}: none,
+// and then an empty list). Throws Error(kNoPermission), or kNotSupported without RAPL, with the
+// discovery's reason and its fixes (root-only energy_uj since Linux 5.10: root, a chmod rule,
+// zeusd) when packages were asked for and none can be read.
+std::vector<std::shared_ptr<device::Cpu>> discovered_cpus(
+    const std::optional<std::vector<int>>& cpu_indices);
+
 class ZeusMonitor final : public WindowMonitor {
  public:
   // Uses get_gpus() and get_cpus(); with gpu_indices {} no GPU is discovered (nothing is said
