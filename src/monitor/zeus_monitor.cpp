@@ -48,10 +48,10 @@ std::vector<std::shared_ptr<device::Cpu>> discovered_cpus(
   }
   const device::CpuDiscovery& discovery = device::get_cpus();
   if (cpu_indices && discovery.cpus.empty()) {
-    throw Error(discovery.permission_denied ? ErrorKind::kNoPermission : ErrorKind::kNotSupported,
-                "CPU packages " + join_indices(*cpu_indices) + " were asked for, but: " +
-                    discovery.message,
-                ErrorSubject::kCpu);
+    throw Error(
+        discovery.permission_denied ? ErrorKind::kNoPermission : ErrorKind::kNotSupported,
+        "CPU packages " + join_indices(*cpu_indices) + " were asked for, but: " + discovery.message,
+        ErrorSubject::kCpu);
   }
   return discovery.cpus;
 }
