@@ -165,8 +165,13 @@ class ZeusCPUInitError(ZeusBaseCPUError):
     """No CPU energy interface could be initialised."""
 
 
-class ZeusCPUNoPermissionError(ZeusBaseCPUError):
-    """The CPU energy counters exist but this process may not read them."""
+class ZeusCPUNoPermissionError(ZeusBaseCPUError, RuntimeError):
+    """The CPU energy counters exist but this process may not read them.
+
+    Also a RuntimeError: where the reference's ZeusMonitor turns this error into a RuntimeError
+    (CPU packages asked for, RAPL root-only), ours raises this one, which ``except RuntimeError``
+    catches too. The message gives the cause and the fixes (zeusd, permissions, root).
+    """
 
 
 class ZeusCPUNotFoundError(ZeusBaseCPUError):

@@ -206,6 +206,7 @@ CpuDiscovery discover_cpus(const EnvLookup& env) {
       return local;
     }
     through_daemon.available = true;
+    through_daemon.through_zeusd = true;
     through_daemon.message = std::to_string(through_daemon.cpus.size()) +
                              " CPU package(s) read through the zeusd daemon at " +
                              config->describe() + " (locally: " + local.message + ")";

@@ -28,23 +28,39 @@ double wall_time_s() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-// The CPUs of get_cpus(), failing clearly when packages were asked for but cannot be read.
-std::vector<std::shared_ptr<device::Cpu>> default_cpus(const ZeusMonitorOptions& options) {
+}  // namespace
+
+// The options are read here, before anything moves them (the order in which a constructor's
+// arguments are evaluated is unspecified: a check reading `options` beside a `std::move(options)`
+// argument may see them moved-from, which once hid the reason CPU packages could not be read).
+ZeusMonitor::DefaultDevices ZeusMonitor::default_devices(ZeusMonitorOptions options) {
+  static const device::Gpus kNoGpus;
+  const bool no_gpu = options.gpu_indices && options.gpu_indices->empty();
+  const device::Gpus* gpus = no_gpu ? &kNoGpus : &device::get_gpus();
+  std::vector<std::shared_ptr<device::Cpu>> cpus = discovered_cpus(options.cpu_indices);
+  return {gpus, std::move(cpus), std::move(options)};
+}
+
+std::vector<std::shared_ptr<device::Cpu>> discovered_cpus(
+    const std::optional<std::vector<int>>& cpu_indices) {
+  if (cpu_indices && cpu_indices->empty()) {
+    return {};
+  }
   const device::CpuDiscovery& discovery = device::get_cpus();
-  const bool requested = options.cpu_indices && !options.cpu_indices->empty();
-  if (requested && discovery.cpus.empty()) {
-    throw Error(discovery.permission_denied ? ErrorKind::kNoPermission : ErrorKind::kNotSupported,
-                "CPU packages " + join_indices(*options.cpu_indices) +
-                    " were asked for, but: " + discovery.message,
-                ErrorSubject::kCpu);
+  if (cpu_indices && discovery.cpus.empty()) {
+    throw Error(
+        discovery.permission_denied ? ErrorKind::kNoPermission : ErrorKind::kNotSupported,
+        "CPU packages " + join_indices(*cpu_indices) + " were asked for, but: " + discovery.message,
+        ErrorSubject::kCpu);
   }
   return discovery.cpus;
 }
 
-}  // namespace
-
 ZeusMonitor::ZeusMonitor(ZeusMonitorOptions options)
-    : ZeusMonitor(device::get_gpus(), default_cpus(options), std::move(options)) {}
+    : ZeusMonitor(default_devices(std::move(options))) {}
+
+ZeusMonitor::ZeusMonitor(DefaultDevices devices)
+    : ZeusMonitor(*devices.gpus, std::move(devices.cpus), std::move(devices.options)) {}
 
 ZeusMonitor::ZeusMonitor(const device::Gpus& gpus, std::vector<std::shared_ptr<device::Cpu>> cpus,
                          ZeusMonitorOptions options)
@@ -73,6 +89,9 @@ ZeusMonitor::ZeusMonitor(const device::Gpus& gpus, std::vector<std::shared_ptr<d
   }
 
   warned_zero_energy_ = std::vector<std::atomic<bool>>(gpus_.size());
+  for (std::atomic<bool>& warned : warned_zero_energy_) {
+    warned = !options.warn_zero_energy;
+  }
   init_error_bounds(options.sensor_parameters);
   warned_short_window_ = !options.warn_short_windows;
 

@@ -376,6 +376,10 @@ void bind_device(py::module_& module) {
       },
       "The CPU packages of this machine (RAPL).");
 
+  module.def(
+      "_cpus_through_zeusd", []() { return zeus::device::get_cpus().through_zeusd; },
+      "Whether get_cpus()'s packages are read through the zeusd daemon (ZeusdRAPLCPU).");
+
   // Simulated GPUs on a clock that never moves: reading them costs a mutex and no clock read
   // (the benchmark's "zero-cost device"; their energy stays 0). With tick_s, each read of the
   // clock moves it on by tick_s, so that every energy read finds more energy (the same cost and

@@ -91,6 +91,9 @@ void bind_monitor(py::module_& module) {
                      options.gpu_indices = std::move(gpu_indices);
                      options.cpu_indices = std::move(cpu_indices);
                      options.approx_instant_energy = approx_instant_energy;
+                     // A 0 J window is warned about through Python's warnings
+                     // (window_calls.cpp), not also in the native log.
+                     options.warn_zero_energy = false;
                      if (log_file) {
                        options.log_file = *log_file;
                      }

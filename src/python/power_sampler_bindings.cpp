@@ -261,6 +261,18 @@ void bind_power_sampler(py::module_& module) {
             self.sampler->stop();
           },
           "Stops the thread (idempotent).");
+  module.def(
+      "_infer_power_update_period",
+      [](int gpu_index, const std::string& domain, double budget_s) {
+        const monitor::PowerDomain parsed = monitor::parse_power_domain(domain);
+        device::Gpu& gpu = device::get_gpus().at(gpu_index);
+        py::gil_scoped_release release;
+        return monitor::infer_power_update_period_s(gpu, parsed, *steady_clock(), budget_s);
+      },
+      py::arg("gpu_index"), py::arg("domain"), py::arg("budget_s") = 0.2,
+      "Half the shortest interval between changes of GPU `gpu_index`'s `domain` power reading, "
+      "polled back to back for up to budget_s, within [1 ms, 100 ms] (100 ms when it never "
+      "changes): how a PowerMonitor without update_period picks its period.");
   module.def("_manual_power_sampler", &manual_sampler, py::arg("count"), py::arg("model"),
              py::arg("domains"), py::arg("period_s"), py::arg("max_samples"),
              py::arg("temperature") = false,

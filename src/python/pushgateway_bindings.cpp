@@ -12,6 +12,7 @@
 #include "zeus/device/discovery.hpp"
 #include "zeus/metrics/prometheus.hpp"
 #include "zeus/metrics/pushgateway.hpp"
+#include "zeus/monitor/zeus_monitor.hpp"
 
 namespace zeus::python {
 namespace {
@@ -174,10 +175,7 @@ void bind_pushgateway(py::module_& module) {
                        metrics::GroupingKey grouping, double connect_timeout, double timeout) {
              auto client = make_client(url, job, std::move(grouping), connect_timeout, timeout);
              py::gil_scoped_release release;
-             std::vector<std::shared_ptr<device::Cpu>> cpus;
-             if (!cpu_indices || !cpu_indices->empty()) {
-               cpus = device::get_cpus().cpus;
-             }
+             std::vector<std::shared_ptr<device::Cpu>> cpus = monitor::discovered_cpus(cpu_indices);
              return std::make_unique<metrics::EnergyCounterPusher>(
                  device::get_gpus(), all_if_none(std::move(gpu_indices)), std::move(cpus),
                  std::move(cpu_indices), period, std::move(client));

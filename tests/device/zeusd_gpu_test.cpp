@@ -387,6 +387,7 @@ TEST(ZeusdCpu, UnreadableLocalRaplIsReadThroughTheDaemon) {
   ASSERT_EQ(found.cpus.size(), 2u);
   EXPECT_NE(found.message.find("through the zeusd daemon"), std::string::npos) << found.message;
   ASSERT_NE(dynamic_cast<device::ZeusdCpu*>(found.cpus[0].get()), nullptr);
+  EXPECT_TRUE(found.through_zeusd);  // zeus_cpp's ZeusdRAPLCPU
   EXPECT_EQ(found.cpus[0]->index(), 0);
   EXPECT_EQ(found.cpus[0]->name(), "package-0");
   EXPECT_EQ(found.cpus[0]->package_energy_uj(), 1'000'000u);
@@ -410,6 +411,7 @@ TEST(ZeusdCpu, ReadableLocalRaplStaysLocal) {
   ASSERT_TRUE(found.available) << found.message;
   ASSERT_EQ(found.cpus.size(), 2u);
   EXPECT_EQ(dynamic_cast<device::ZeusdCpu*>(found.cpus[0].get()), nullptr);
+  EXPECT_FALSE(found.through_zeusd);
 }
 
 TEST(ZeusdCpu, DaemonWithoutCpuReadOrUnreachableSaysWhy) {

@@ -43,7 +43,7 @@ def test_three_days_at_ten_hertz_answer_every_interval(manual_samplers: List[obj
     truth = [[0.0, 0.0]]  # each GPU's exact energy at every 6 hours
     for _ in range(12):
         truth.append(sampler._drive(6 * HOUR, LOADS, 37.0))
-    timelines = monitor.get_power_timeline()
+    timelines = monitor.get_power_timeline_array()
     start = timelines[0][0, 0]  # the run's first sample is still the first row
 
     resolutions = monitor.get_timeline_resolution()

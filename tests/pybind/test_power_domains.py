@@ -35,7 +35,7 @@ def test_default_samples_every_domain() -> None:
     with PowerMonitor(update_period=0.02) as monitor:
         assert monitor.power_domains == list(PowerDomain)
         time.sleep(0.2)
-        timelines = monitor.get_all_power_timelines()
+        timelines = monitor.get_all_power_timeline_arrays()
     assert sorted(timelines) == sorted(d.value for d in PowerDomain)
     for domain in PowerDomain:
         per_gpu = timelines[domain.value]

@@ -1,4 +1,5 @@
-"""PowerMonitor: background power sampling, timelines as numpy arrays."""
+"""PowerMonitor: background power sampling; timelines as numpy arrays (get_power_timeline_array;
+test_reference_shapes.py: the reference's lists of tuples)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def test_signature() -> None:
 
 
 def test_timeline_is_a_numpy_array(power_monitor: PowerMonitor) -> None:
-    timelines = power_monitor.get_power_timeline(PowerDomain.DEVICE_INSTANT)
+    timelines = power_monitor.get_power_timeline_array(PowerDomain.DEVICE_INSTANT)
     assert sorted(timelines) == power_monitor.gpu_indices
     for timeline in timelines.values():
         assert isinstance(timeline, np.ndarray)
@@ -42,11 +43,11 @@ def test_timeline_is_a_numpy_array(power_monitor: PowerMonitor) -> None:
 
 
 def test_timeline_filters(power_monitor: PowerMonitor) -> None:
-    full = power_monitor.get_power_timeline("device_instant", gpu_index=0)[0]
+    full = power_monitor.get_power_timeline_array("device_instant", gpu_index=0)[0]
     middle = full[len(full) // 2, 0]
-    later = power_monitor.get_power_timeline(gpu_index=0, start_time=middle)[0]
+    later = power_monitor.get_power_timeline_array(gpu_index=0, start_time=middle)[0]
     assert later[0, 0] >= middle
-    earlier = power_monitor.get_power_timeline(gpu_index=0, end_time=middle)[0]
+    earlier = power_monitor.get_power_timeline_array(gpu_index=0, end_time=middle)[0]
     assert earlier[-1, 0] <= middle
 
 

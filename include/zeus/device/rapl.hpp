@@ -27,6 +27,7 @@ struct CpuDiscovery {
   bool available = false;                  // at least one package zone was found and readable
   std::string message;                     // why not available, or a summary of what was found
   bool permission_denied = false;          // zones exist but this process may not read them
+  bool through_zeusd = false;              // the packages are read through the zeusd daemon
 };
 
 // Finds RAPL package zones (intel-rapl:N, also under an intel-rapl/ subfolder) and their DRAM

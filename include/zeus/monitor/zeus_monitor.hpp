@@ -63,11 +63,25 @@ struct ZeusMonitorOptions {
   // Log a warning (once) for the first window shorter than short_window_s(). `zeus monitor`
   // says it in its summary instead.
   bool warn_short_windows = true;
+  // Log a warning (once per GPU) for a window in which a GPU measured 0 J. The Python module
+  // turns it off: it warns through Python's warnings at every such window, as the reference
+  // does, and one window should not be reported twice.
+  bool warn_zero_energy = true;
 };
+
+// get_cpus()'s packages, for a monitor asked for `cpu_indices` (nullopt: every one, {}: none,
+// and then an empty list). Throws Error(kNoPermission), or kNotSupported without RAPL, with the
+// discovery's reason and its fixes (root-only energy_uj since Linux 5.10: root, a chmod rule,
+// zeusd) when packages were asked for and none can be read.
+std::vector<std::shared_ptr<device::Cpu>> discovered_cpus(
+    const std::optional<std::vector<int>>& cpu_indices);
 
 class ZeusMonitor final : public WindowMonitor {
  public:
-  // Uses get_gpus() and get_cpus().
+  // Uses get_gpus() and get_cpus(); with gpu_indices {} no GPU is discovered (nothing is said
+  // about a machine without GPUs when none was asked for). Throws Error(kNoPermission) (or
+  // kNotSupported) with the discovery's reason and its fixes when CPU packages were asked for
+  // and none can be read.
   explicit ZeusMonitor(ZeusMonitorOptions options = {});
   // Explicit devices. Throws Error(kInvalidArgument) for an invalid GPU or CPU index (listing the
   // valid ones) and Error(kNoPermission) when CPU packages were asked for but cannot be read.
@@ -99,6 +113,15 @@ class ZeusMonitor final : public WindowMonitor {
   std::vector<CounterPowerCheck> cross_check(const CrossCheckOptions& options = {}) const;
 
  private:
+  // The devices of the first constructor, chosen before its options are moved on.
+  struct DefaultDevices {
+    const device::Gpus* gpus = nullptr;
+    std::vector<std::shared_ptr<device::Cpu>> cpus;
+    ZeusMonitorOptions options;
+  };
+  static DefaultDevices default_devices(ZeusMonitorOptions options);
+  explicit ZeusMonitor(DefaultDevices devices);
+
   // Cumulative readings at one instant. Values are in the devices' units (mJ, µJ) or, for
   // sampled GPUs, joules of the sampler's virtual counter.
   struct Snapshot {

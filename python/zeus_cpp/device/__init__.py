@@ -5,12 +5,7 @@ from __future__ import annotations
 from zeus_cpp import _zeus
 from zeus_cpp.device.cpu import CPUs, CpuDramMeasurement, get_cpus
 from zeus_cpp.device.gpu import GPU, GPUs, get_gpus
-from zeus_cpp.exception import ZeusSoCInitError
-
-
-def get_soc() -> None:
-    """zeus_cpp measures no system-on-chip: always raises :class:`ZeusSoCInitError`."""
-    raise ZeusSoCInitError("zeus_cpp has no SoC (Apple Silicon, Jetson) support")
+from zeus_cpp.device.soc import get_soc
 
 
 def has_sys_admin() -> bool:

@@ -8,7 +8,9 @@ that has no sample yet); when it ends it prints the elapsed time and each GPU's 
 over the same power domain it printed.
 
 Bad arguments (including a GPU or CPU index the machine does not have) exit with status 2 and
-argparse's usage message; a machine that cannot measure at all (no GPU for ``power``) exits 1.
+argparse's usage message; a machine that cannot measure what was asked for (no GPU for
+``power``; ``--cpu-indices`` where RAPL is missing or root-only) exits 1 with the reason and, for
+permissions, the fixes.
 """
 
 from __future__ import annotations

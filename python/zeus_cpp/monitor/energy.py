@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional, Sequence, Type, Union
 
 from zeus_cpp import _zeus
 from zeus_cpp.monitor import _checks
-from zeus_cpp.utils._sync import SyncWith, resolve_sync_hook
+from zeus_cpp.utils._sync import SyncWith, lazy_sync_hook
 
 #: What a window measured: ``time`` (s), ``gpu_energy`` ({GPU index: J}), ``cpu_energy`` and
 #: ``dram_energy`` ({package index: J}, or None without CPU/DRAM data), ``soc_energy`` (None) and
@@ -78,7 +78,7 @@ class ZeusMonitor(_zeus.ZeusMonitor):
         cpus = _checks.index_list("cpu_indices", cpu_indices)
         approx = _checks.boolean("approx_instant_energy", approx_instant_energy)
         log = _checks.optional_path("log_file", log_file)
-        hook = resolve_sync_hook(sync_execution_with)
+        hook = lazy_sync_hook(sync_execution_with)
         super().__init__(gpus, cpus, approx, log, hook)
         self.sync_execution_with = sync_execution_with
         self.approx_instant_energy = approx
@@ -106,6 +106,34 @@ class ZeusMonitor(_zeus.ZeusMonitor):
             return get_cpus()
         except ZeusBaseCPUError:
             return empty_cpus()
+
+    #: The reference's SoC attributes: zeus_cpp measures no system-on-chip, so ``soc`` is an
+    #: :class:`~zeus_cpp.device.soc.EmptySoC` and ``soc_is_present`` False.
+    soc_is_present = False
+
+    @property
+    def soc(self):  # noqa: ANN201  (zeus_cpp.device.soc.EmptySoC)
+        """No SoC (:class:`~zeus_cpp.device.soc.EmptySoC`), as the reference without one."""
+        from zeus_cpp.device.soc import EmptySoC
+
+        return EmptySoC()
+
+    @property
+    def power_monitor(self):  # noqa: ANN201  (Optional[zeus_cpp.monitor.power.PowerMonitor])
+        """As the reference: None when every monitored GPU has an energy counter, else a
+        :class:`~zeus_cpp.monitor.power.PowerMonitor` over those that have none (made at the
+        first read, with an inferred period). The windows do not use it: they read those GPUs'
+        power from the monitor's own native sampler.
+        """
+        if not hasattr(self, "_power_monitor"):
+            from zeus_cpp.device import get_gpus
+            from zeus_cpp.monitor.power import PowerMonitor
+
+            gpus = get_gpus() if self.gpu_indices else None
+            old = [i for i in self.gpu_indices
+                   if not gpus.supports_get_total_energy_consumption(i)]  # type: ignore[union-attr]
+            self._power_monitor = PowerMonitor(gpu_indices=old) if old else None
+        return self._power_monitor
 
     @property
     def measurement_states(self) -> Dict[str, None]:

@@ -1,9 +1,10 @@
 """PowerMonitor: GPU power timelines sampled by a background thread.
 
-Timelines come back as numpy arrays of shape ``(n, 2)``: column 0 is the sample time
-(``time.time()`` seconds), column 1 the power in W; iterating rows gives ``(time, watts)`` pairs
-like the reference's lists. Energies integrate the sampled power as a held (piecewise-constant)
-signal over exactly the interval asked for.
+Timelines come back as the reference's lists of ``(time, watts)`` tuples (``time.time()``
+seconds, W). The same data as numpy arrays of shape ``(n, 2)`` (column 0 the time, column 1 the
+power; no tuple per sample, for long timelines) come from :meth:`PowerMonitor.get_power_timeline_array`
+and :meth:`PowerMonitor.get_all_power_timeline_arrays`. Energies integrate the sampled power as a
+held (piecewise-constant) signal over exactly the interval asked for.
 
 A timeline keeps a whole run in bounded memory: past ``max_samples_per_gpu`` rows its oldest
 samples are compacted into spans (one row each: the span's start and mean power) rather than
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -71,6 +72,31 @@ def supported_domains(gpus: object, gpu_indices: Sequence[int]) -> List[PowerDom
             continue
         result.append(domain)
     return result
+
+
+def infer_counter_update_period(gpu_indicies: Sequence[int]) -> float:
+    """The sampling period a PowerMonitor without ``update_period`` uses, as the reference's
+    function of that name (and its parameter's spelling): for each distinct GPU model among
+    ``gpu_indicies``, the power reading (instant, else average) is polled back to back and half
+    its shortest interval between changes taken; the result is the smallest over the models,
+    within [1 ms, 0.1 s] (0.1 s when a reading never changes or no GPU reports power).
+    """
+    indices = _checks.index_list("gpu_indicies", gpu_indicies) or []
+    gpus = _zeus.get_gpus()
+    period = 0.1
+    models = set()
+    for index in indices:
+        model = gpus.get_name(index)
+        if model in models:
+            continue
+        models.add(model)
+        for domain in (PowerDomain.DEVICE_INSTANT, PowerDomain.DEVICE_AVERAGE):
+            try:
+                period = min(period, _zeus._infer_power_update_period(index, domain.value))
+                break
+            except ZeusGPUNotSupportedError:
+                continue
+    return period
 
 
 def _domain(name: str, value: object) -> PowerDomain:
@@ -163,8 +189,25 @@ class PowerMonitor(SampledMonitor):
         gpu_index: Optional[int] = None,
         start_time: Optional[float] = None,
         end_time: Optional[float] = None,
+    ) -> Dict[int, List[Tuple[float, float]]]:
+        """{GPU index: [(time, W), ...]} with start_time <= time <= end_time, sorted by time (the
+        reference's lists of tuples; :meth:`get_power_timeline_array` for numpy arrays)."""
+        return {
+            gpu: list(map(tuple, timeline.tolist()))
+            for gpu, timeline in self.get_power_timeline_array(
+                power_domain, gpu_index, start_time, end_time
+            ).items()
+        }
+
+    def get_power_timeline_array(
+        self,
+        power_domain: DomainLike = PowerDomain.DEVICE_INSTANT,
+        gpu_index: Optional[int] = None,
+        start_time: Optional[float] = None,
+        end_time: Optional[float] = None,
     ) -> Dict[int, np.ndarray]:
-        """{GPU index: (n, 2) array of (time, W)} with start_time <= time <= end_time."""
+        """{GPU index: (n, 2) float64 array of (time, W)} with start_time <= time <= end_time:
+        :meth:`get_power_timeline`'s samples without a Python tuple each."""
         domain = self._check_domain(power_domain)
         start = _checks.optional_number("start_time", start_time)
         end = _checks.optional_number("end_time", end_time)
@@ -178,12 +221,29 @@ class PowerMonitor(SampledMonitor):
         gpu_index: Optional[int] = None,
         start_time: Optional[float] = None,
         end_time: Optional[float] = None,
-    ) -> Dict[str, Dict[int, np.ndarray]]:
+    ) -> Dict[str, Dict[int, List[Tuple[float, float]]]]:
         """{domain name: get_power_timeline(domain, ...)} for every sampled domain."""
         return {
             domain.value: self.get_power_timeline(domain, gpu_index, start_time, end_time)
             for domain in self.power_domains
         }
+
+    def get_all_power_timeline_arrays(
+        self,
+        gpu_index: Optional[int] = None,
+        start_time: Optional[float] = None,
+        end_time: Optional[float] = None,
+    ) -> Dict[str, Dict[int, np.ndarray]]:
+        """{domain name: get_power_timeline_array(domain, ...)} for every sampled domain."""
+        return {
+            domain.value: self.get_power_timeline_array(domain, gpu_index, start_time, end_time)
+            for domain in self.power_domains
+        }
+
+    @property
+    def measurement_domains(self) -> List[PowerDomain]:
+        """The reference's name of :attr:`power_domains` (the domains sampled)."""
+        return self.power_domains
 
     def get_energy(
         self,
@@ -231,4 +291,5 @@ class PowerMonitor(SampledMonitor):
         return self._every_gpu(lambda gpu: self._sampler.power(domain.value, gpu, when))
 
 
-__all__ = ["PowerMonitor", "PowerDomain", "PowerSample", "TimelineResolution"]
+__all__ = ["PowerMonitor", "PowerDomain", "PowerSample", "TimelineResolution",
+           "infer_counter_update_period"]

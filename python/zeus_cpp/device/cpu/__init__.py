@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from zeus_cpp import _zeus
+from zeus_cpp.device._vendor import vendor_class
 from zeus_cpp.exception import (  # noqa: F401  (re-exported, as zeus.device.cpu)
     ZeusBaseCPUError,
     ZeusCPUInitError,
@@ -117,9 +118,24 @@ def get_cpus() -> CPUs:
     return _cpus
 
 
-from zeus_cpp.device.cpu.rapl import get_current_rapl_zone_id  # noqa: E402  (the reference's)
+#: The reference's CPUs of a machine without readable RAPL: ``isinstance(cpus, EmptyCPUs)`` holds
+#: for a CPUs with no package (ZeusMonitor(...).cpus there); ``EmptyCPUs()`` is empty_cpus().
+EmptyCPUs = vendor_class(
+    "EmptyCPUs",
+    "No CPU package: ``isinstance(cpus, EmptyCPUs)`` holds for a CPUs with none.",
+    lambda value: isinstance(value, CPUs) and len(value) == 0,
+    empty_cpus,
+    "zeus_cpp.device.cpu.common",
+)
 
-__all__ = ["get_cpus", "empty_cpus", "CPU", "CPUs", "CpuDramMeasurement",
-           "get_current_rapl_zone_id"] + sorted(
+from zeus_cpp.device.cpu.rapl import (  # noqa: E402  (the reference's)
+    RAPLCPU,
+    RAPLCPUs,
+    ZeusdRAPLCPU,
+    get_current_rapl_zone_id,
+)
+
+__all__ = ["get_cpus", "empty_cpus", "CPU", "CPUs", "CpuDramMeasurement", "EmptyCPUs",
+           "RAPLCPUs", "RAPLCPU", "ZeusdRAPLCPU", "get_current_rapl_zone_id"] + sorted(
     name for name in dir() if name.startswith("Zeus") and name.endswith("Error")
 )

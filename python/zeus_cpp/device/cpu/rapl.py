@@ -10,6 +10,7 @@ import os
 import re
 from typing import List, Optional, Tuple, Union
 
+from zeus_cpp.device._vendor import vendor_class
 from zeus_cpp.exception import ZeusRAPLNotSupportedError
 
 # Where the kernel's powercap driver lists the RAPL zones.
@@ -126,4 +127,61 @@ def get_current_rapl_zone_id(pid: Union[int, str] = "current") -> int:
     )
 
 
-__all__ = ["rapl_is_available", "get_current_rapl_zone_id", "RAPL_DIR"]
+def _is_rapl_cpus(value: object) -> bool:
+    from zeus_cpp.device.cpu import CPUs
+
+    return isinstance(value, CPUs) and len(value) > 0
+
+
+def _is_rapl_cpu(value: object) -> bool:
+    from zeus_cpp.device.cpu import CPU
+
+    return isinstance(value, CPU)
+
+
+def _through_zeusd(value: object) -> bool:
+    from zeus_cpp import _zeus
+
+    return _is_rapl_cpu(value) and _zeus._cpus_through_zeusd()
+
+
+def _rapl_cpus():  # noqa: ANN202
+    from zeus_cpp.device.cpu import get_cpus
+
+    return get_cpus()
+
+
+def _not_constructed(name: str) -> TypeError:
+    return TypeError(f"{name} is not constructed directly in zeus_cpp: use get_cpus().cpus")
+
+
+# The reference's constructor parameters (shown by inspect.signature), refused.
+def _rapl_cpu(cpu_index: int, rapl_dir: str) -> None:
+    raise _not_constructed("RAPLCPU")
+
+
+def _zeusd_rapl_cpu(cpu_index: int, client: object) -> None:
+    raise _not_constructed("ZeusdRAPLCPU")
+
+
+# The reference's classes, as checks on zeus_cpp's one CPUs and CPU classes (device/_vendor.py):
+# every package on Linux is RAPL, read locally or (ZeusdRAPLCPU) through the zeusd daemon.
+RAPLCPUs = vendor_class(
+    "RAPLCPUs",
+    "RAPL CPU packages: ``isinstance(cpus, RAPLCPUs)`` holds for a CPUs with packages; "
+    "``RAPLCPUs()`` is get_cpus().",
+    _is_rapl_cpus, _rapl_cpus, __name__,
+)
+RAPLCPU = vendor_class(
+    "RAPLCPU", "One RAPL package: ``isinstance(cpu, RAPLCPU)`` for each of ``get_cpus().cpus``.",
+    _is_rapl_cpu, _rapl_cpu, __name__,
+)
+ZeusdRAPLCPU = vendor_class(
+    "ZeusdRAPLCPU",
+    "One RAPL package read through the zeusd daemon (ZEUSD_SOCK_PATH or ZEUSD_HOST_PORT set and "
+    "RAPL not readable locally).",
+    _through_zeusd, _zeusd_rapl_cpu, __name__,
+)
+
+__all__ = ["rapl_is_available", "get_current_rapl_zone_id", "RAPL_DIR", "RAPLCPUs", "RAPLCPU",
+           "ZeusdRAPLCPU"]

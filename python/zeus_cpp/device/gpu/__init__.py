@@ -12,6 +12,7 @@ import warnings
 from typing import Callable, Set
 
 from zeus_cpp import _zeus
+from zeus_cpp.device._vendor import vendor_class
 from zeus_cpp.exception import (  # noqa: F401  (re-exported, as zeus.device.gpu.common)
     ZeusBaseGPUError,
     ZeusGPUAlreadyInitializedError,
@@ -88,10 +89,32 @@ def get_gpus(ensure_homogeneous: bool = False) -> GPUs:
     return _zeus.get_gpus(ensure_homogeneous)
 
 
-# The reference's availability probes, at its path too (zeus.device.gpu.nvml_is_available).
-from zeus_cpp.device.gpu.amd import amdsmi_is_available  # noqa: E402
-from zeus_cpp.device.gpu.nvidia import nvml_is_available  # noqa: E402
+def _empty_gpus(ensure_homogeneous: bool = False) -> GPUs:
+    gpus = get_gpus(ensure_homogeneous)
+    if len(gpus) != 0:
+        raise TypeError(
+            f"EmptyGPUs() stands for a process without GPUs, and this one has {len(gpus)}; use "
+            "isinstance(gpus, EmptyGPUs) to ask"
+        )
+    return gpus
 
-__all__ = ["get_gpus", "GPUs", "GPU", "nvml_is_available", "amdsmi_is_available"] + sorted(
+
+#: The reference's GPUs of a process without GPUs: ``isinstance(get_gpus(), EmptyGPUs)`` holds
+#: when there is none (its methods raise ``ValueError("No GPUs available.")``).
+EmptyGPUs = vendor_class(
+    "EmptyGPUs",
+    "No GPU: ``isinstance(gpus, EmptyGPUs)`` holds for a GPUs with none.",
+    lambda value: isinstance(value, GPUs) and len(value) == 0,
+    _empty_gpus,
+    "zeus_cpp.device.gpu.common",
+)
+
+# The reference's availability probes and vendor classes, at its paths too
+# (zeus.device.gpu.nvml_is_available, zeus.device.gpu.nvidia.NVIDIAGPUs).
+from zeus_cpp.device.gpu.amd import AMDGPUs, amdsmi_is_available  # noqa: E402
+from zeus_cpp.device.gpu.nvidia import NVIDIAGPUs, nvml_is_available  # noqa: E402
+
+__all__ = ["get_gpus", "GPUs", "GPU", "nvml_is_available", "amdsmi_is_available", "EmptyGPUs",
+           "NVIDIAGPUs", "AMDGPUs"] + sorted(
     name for name in dir() if name.startswith("Zeus") and name.endswith("Error")
 )
