@@ -118,7 +118,23 @@ int BatchSizeOptimizer::get_batch_size() {
   dispatched_here_ = true;
   log().info("BSO: trial {} of job {}: batch size {}", trial_->trial_number, *job_.job_id,
              trial_->batch_size);
+  begin_implicitly();
   return trial_->batch_size;
+}
+
+// The reference lets rank 0 call on_evaluate() without on_train_begin(): measuring starts when
+// the trial is handed out, and on_train_begin() restarts it from there when it is called.
+void BatchSizeOptimizer::begin_implicitly() {
+  if (window_open_ || training_finished_) {
+    return;
+  }
+  try {
+    monitor_->begin_window(kWindowName);
+  } catch (const Error&) {
+    return;  // another client on the same monitor measures: on_train_begin() will say so
+  }
+  window_open_ = true;
+  implicit_window_ = true;
 }
 
 void BatchSizeOptimizer::set_trial(const TrialId& trial) {
@@ -154,6 +170,7 @@ void BatchSizeOptimizer::resume(const TrialId& trial, int epochs, double time_s,
   energy_j_ = energy_j;
   log().info("BSO: trial {} of job {} (batch size {}) resumed after {} epochs, {:.3f} s, {:.3f} J",
              trial.trial_number, trial.job_id, trial.batch_size, epochs, time_s, energy_j);
+  begin_implicitly();
 }
 
 std::optional<monitor::Measurement> BatchSizeOptimizer::suspend() {
@@ -178,11 +195,13 @@ void BatchSizeOptimizer::on_train_begin() {
     throw Error(ErrorKind::kInvalidArgument,
                 "on_train_begin: call get_batch_size() (rank 0) or set_trial() first");
   }
-  if (training_finished_ || window_open_) {
+  if (training_finished_ || (window_open_ && !implicit_window_)) {
     return;
   }
-  monitor_->begin_window(kWindowName);
+  // Training starts here: a window opened when the trial was handed out starts again.
+  monitor_->begin_window(kWindowName, {.restart = implicit_window_});
   window_open_ = true;
+  implicit_window_ = false;
 }
 
 ReportResponse BatchSizeOptimizer::on_evaluate(double metric) {
@@ -196,6 +215,11 @@ ReportResponse BatchSizeOptimizer::on_evaluate(double metric) {
   if (!window_open_) {
     throw Error(ErrorKind::kInvalidArgument, "on_evaluate: call on_train_begin() first");
   }
+  if (implicit_window_ && current_epoch_ == 0) {
+    log().info("BSO: on_evaluate() before on_train_begin(): the first epoch is measured from "
+               "get_batch_size()");
+  }
+  implicit_window_ = false;
   window_open_ = false;
   const monitor::Measurement measured = monitor_->end_window(kWindowName);
   ++current_epoch_;

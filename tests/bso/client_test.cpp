@@ -181,6 +181,23 @@ TEST(BsoClient, AnInvalidSpecIsRefusedBeforeAnyRequest) {
 
 // ---- One training run ----
 
+TEST(BsoClient, OnEvaluateWithoutOnTrainBeginMeasuresFromTheTrial) {
+  // The reference's rank 0 may report without on_train_begin(): the epoch runs from the moment
+  // the trial was handed out.
+  Peer peer;
+  Rig rig(1, "a100");
+  peer.script("POST /report",
+              {{200, R"({"stop_train": true, "converged": true, "message": "Train succeeded"})"}});
+  BatchSizeOptimizer bso(rig.monitor, rig.set, peer.url(), sample_job(), FastRetries().options());
+  EXPECT_EQ(bso.get_batch_size(), 64);
+  rig.gpus[0]->set_utilization(1.0);  // 400 W
+  rig.clock->advance_s(4.0);
+  EXPECT_TRUE(bso.on_evaluate(0.9).converged);
+  EXPECT_EQ(bso.current_epoch(), 1);
+  EXPECT_NEAR(bso.time_s(), 4.0, 1e-9);
+  EXPECT_NEAR(bso.energy_j(), 1600.0, 1.0);
+}
+
 TEST(BsoClient, ReportsCumulativeTimeAndEnergyAndEndsTheTrial) {
   Peer peer;
   Rig rig(2, "a100");
@@ -195,8 +212,7 @@ TEST(BsoClient, ReportsCumulativeTimeAndEnergyAndEndsTheTrial) {
     const auto gets = peer.requests("GET", "/jobs/batch_size");
     ASSERT_EQ(gets.size(), 1u);
     EXPECT_EQ(gets[0].query_job_id, "mnist-job");
-    expect_error([&] { bso.on_evaluate(0.1); }, ErrorKind::kInvalidArgument, {"on_train_begin"});
-
+    rig.clock->advance_s(3.0);  // set-up before training: on_train_begin() starts afresh
     bso.on_train_begin();
     rig.gpus[0]->set_utilization(1.0);  // 400 W
     rig.gpus[1]->set_utilization(1.0);

@@ -207,11 +207,6 @@ SKIPPED_TESTS: dict[tuple[str, str], str] = {}
 # strict xfail: the test still runs, and passing (the difference fixed) fails the run, so that
 # the entry is removed and the test counted among those that must pass.
 KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    ("tests/optimizer/batch_size/test_client.py", "test_distributed_setting"): (
-        "rank 0's on_evaluate() without on_train_begin() raises ZeusBSOOperationOrderError; "
-        "the reference calls the monitor's end_window regardless, which the test's MagicMock "
-        "answers (a real ZeusMonitor would raise for the window never begun)"
-    ),
 }
 
 

@@ -109,6 +109,10 @@ class BatchSizeOptimizer {
   static constexpr const char* kWindowName = "__zeus_bso_client";
 
  private:
+  // Opens the measurement window when the trial is handed out (get_batch_size, resume), so that
+  // on_evaluate() works without on_train_begin(), as in the reference.
+  void begin_implicitly();
+
   std::shared_ptr<monitor::WindowMonitor> monitor_;
   BsoClient client_;
   int rank_;
@@ -118,6 +122,7 @@ class BatchSizeOptimizer {
   bool dispatched_here_ = false;  // this process obtained the trial: it ends it
   bool ended_ = false;
   bool window_open_ = false;
+  bool implicit_window_ = false;  // opened when the trial was handed out (begin_implicitly)
   bool training_finished_ = false;
   int current_epoch_ = 0;
   double time_s_ = 0.0;
