@@ -148,6 +148,10 @@ spdlog::logger& module_log(std::string_view name) {
   return *loggers().modules[0];
 }
 
+std::string_view log_module_of(std::string_view source_file) {
+  return kModules[module_index(source_file)];
+}
+
 std::span<const std::string_view> log_module_names() {
   return kModules;
 }

@@ -42,6 +42,23 @@ TEST_F(LogTest, EveryModuleHasItsLoggerAndTheRestIsThePackages) {
   EXPECT_EQ(zeus::log().name(), "zeus_cpp");  // this file is not under src/
 }
 
+TEST_F(LogTest, TheModuleComesFromTheSourceFilesLayer) {
+  EXPECT_EQ(zeus::log_module_of("/work/x/src/monitor/zeus_monitor.cpp"), "zeus_cpp.monitor");
+  EXPECT_EQ(zeus::log_module_of("../../src/device/rapl_tracker.cpp"), "zeus_cpp.device");
+  EXPECT_EQ(zeus::log_module_of("src/runtime/power_limit_optimizer.cpp"),
+            "zeus_cpp.optimizer.power_limit");
+  EXPECT_EQ(zeus::log_module_of("src/runtime/batch_size_optimizer.cpp"),
+            "zeus_cpp.optimizer.batch_size");
+  EXPECT_EQ(zeus::log_module_of("src/bso/transport.cpp"), "zeus_cpp.optimizer.batch_size");
+  EXPECT_EQ(zeus::log_module_of("src/metrics/window_pusher.cpp"), "zeus_cpp.metric");
+  EXPECT_EQ(zeus::log_module_of("src/daemon/main.cpp"), "zeus_cpp.zeusd");
+  EXPECT_EQ(zeus::log_module_of("src/http/session.hpp"), "zeus_cpp.http");
+  EXPECT_EQ(zeus::log_module_of("src/common/log.cpp"), "zeus_cpp");
+  EXPECT_EQ(zeus::log_module_of("src/python/module.cpp"), "zeus_cpp");
+  EXPECT_EQ(zeus::log_module_of("main.cpp"), "zeus_cpp");
+  EXPECT_EQ(zeus::log_module_of("src/monitor"), "zeus_cpp.monitor");
+}
+
 TEST_F(LogTest, AForwardGetsTheModuleLevelAndTextOfEnabledLinesOnly) {
   zeus::module_log("zeus_cpp.monitor").warn("window '{}' {}", "w", 3);
   zeus::module_log("zeus_cpp.monitor").info("not at warn");
