@@ -7,6 +7,7 @@ a native thread keeps logging."""
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import sys
 import threading
@@ -14,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import subprocess_env
+from conftest import REPO, subprocess_env
 
 zeus_cpp = pytest.importorskip("zeus_cpp")
 from zeus_cpp import _logging, _zeus  # noqa: E402
@@ -44,17 +45,25 @@ def test_a_native_line_is_a_record_of_its_modules_logger(caplog) -> None:
     assert record.thread == threading.get_ident()
 
 
-@pytest.mark.filterwarnings("ignore::UserWarning")
 def test_a_library_warning_comes_from_the_monitor_logger(caplog) -> None:
+    """A real one: profile_parameters with its defaults warns how long it will take."""
+    from zeus_cpp import profile
     from zeus_cpp.monitor import ZeusMonitor
 
     caplog.set_level(logging.WARNING)
-    monitor = ZeusMonitor(gpu_indices=[0], cpu_indices=[], sync_execution_with=lambda index: None)
-    monitor.begin_window("short")
-    monitor.end_window("short")
-    found = records(caplog, "zeus_cpp.monitor")
-    assert found and all(record.levelno == logging.WARNING for record in found)
-    assert any("window 'short'" in record.getMessage() for record in found), found
+    calls = []
+
+    def target() -> None:
+        calls.append(1)
+        if len(calls) > 10 + 100:  # the default warm-up and calibration iterations
+            raise RuntimeError("stop here")
+
+    with pytest.raises(RuntimeError, match="stop here"):
+        profile.profile_parameters(target, ZeusMonitor(gpu_indices=[0]))
+    found = [record for record in caplog.records
+             if "profile: sweeping the measurement duration" in record.getMessage()]
+    assert [(record.name, record.levelno) for record in found] == [
+        ("zeus_cpp.monitor", logging.WARNING)]
 
 
 def test_a_native_threads_warning_arrives_while_python_waits_for_that_thread(caplog) -> None:
@@ -138,3 +147,15 @@ def test_the_interpreter_exits_while_a_native_thread_keeps_logging() -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     assert time.monotonic() - start < 60
     assert "zeus_cpp.monitor line 0" in result.stdout  # through logging while Python ran
+
+
+def test_the_docs_logging_example_runs() -> None:
+    text = (REPO / "docs" / "python.md").read_text()
+    section = text.split("\n## Logging\n", 1)[1]
+    example = re.search(r"```python\n(.*?)```", section, re.DOTALL)[1]
+    result = run(example + "import zeus_cpp._zeus as z\n"
+                 "z._log_for_test('zeus_cpp.monitor', 2, 'an info line')\n"
+                 "z._log_for_test('zeus_cpp.device', 3, 'a device warning')\n")
+    assert result.returncode == 0, result.stderr
+    assert "zeus_cpp.monitor INFO an info line" in result.stderr
+    assert "a device warning" not in result.stderr  # zeus_cpp.device at ERROR
