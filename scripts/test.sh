@@ -8,10 +8,10 @@
 # build's `zeus`; the ones that drive the reference's own BSO and zeusd clients run only with
 # ZEUS_REFERENCE_SRC set (docs/bso-compatibility.md, docs/zeusd.md). Last, the Python package's
 # tests (tests/pybind) against the `release` build (an ASan-built extension cannot load into an
-# uninstrumented interpreter), and the wheel built from it (scripts/wheel.sh) installed into a venv
-# (tests/wheel). Then the threaded suites under ThreadSanitizer (the `tsan` preset builds only the
-# tests labelled `threaded`) and every fuzz target for 5 seconds (scripts/fuzz.sh), as
-# docs/testing.md describes.
+# uninstrumented interpreter), and the wheels built from it (scripts/wheel.sh, one per CPython
+# version found) installed into venvs (tests/wheel). Then the threaded suites under
+# ThreadSanitizer (the `tsan` preset builds only the tests labelled `threaded`) and every fuzz
+# target for 5 seconds (scripts/fuzz.sh), as docs/testing.md describes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
@@ -40,10 +40,13 @@ ctest --preset release -R "$perf_tests"
 ctest --preset release -L slurm --output-on-failure
 ZEUS_CPP_PYTHONPATH="$PWD/build/release/python" ZEUS_CLI="$PWD/build/release/src/cli/zeus" \
   PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/pybind
-# The self-contained wheel from the same build (scripts/wheel.sh), checked unpacked and installed
-# into a fresh venv (tests/wheel, docs/python.md "Installing the wheel").
-wheel=$(./scripts/wheel.sh | tail -n 1)
-ZEUS_WHEEL="$PWD/$wheel" ZEUS_WHEEL_BUILD_DIR="$PWD/build/release" PYTHONDONTWRITEBYTECODE=1 \
+# The self-contained wheels from the same build (scripts/wheel.sh: one per CPython 3.10-3.13 found
+# here, the release build's own Python's last), checked unpacked and each installed into a fresh
+# venv of its interpreter (tests/wheel, docs/python.md "Installing the wheel", "Python versions").
+wheels=$(./scripts/wheel.sh)
+wheel=$(tail -n 1 <<<"$wheels")
+ZEUS_WHEEL="$PWD/$wheel" ZEUS_WHEELS="$(sed "s|^|$PWD/|" <<<"$wheels" | tr '\n' ' ')" \
+  ZEUS_WHEEL_BUILD_DIR="$PWD/build/release" PYTHONDONTWRITEBYTECODE=1 \
   /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/wheel
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan

@@ -23,7 +23,8 @@ The same keys (``build-dir``, ``build-jobs``, ``cmake-args``, ``repair``) are ac
 The wheel also carries the ``zeus`` CLI (target ``zeus_wheel_cli``: the CLI without PostgreSQL) as
 ``zeus_cpp/_bin/zeus``, with a ``zeus`` console script (zeus_cpp._cli) that execs it, and the
 licences of the project and of everything compiled in or shipped under
-``<dist-info>/licenses/``. README.md is the long description.
+``<dist-info>/licenses/``. The wheel's long description is wheel-description.md (beside this file),
+with the interpreter and the platform filled in; the sdist's is README.md.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ NAME = "zeus_cpp"
 DIST_NAME = "zeus-cpp"
 VERSION = "0.1.0"
 SUMMARY = "Measure and optimize the GPU energy of deep learning (C++ port of Zeus)"
-REQUIRES_PYTHON = ">=3.9"
+REQUIRES_PYTHON = ">=3.10"
 REQUIRES_DIST = ["numpy"]
 
 ConfigSettings = Optional[Mapping[str, object]]
@@ -75,7 +76,8 @@ def prepare_metadata_for_build_wheel(
 ) -> str:
     dist_info = Path(metadata_directory) / _dist_info_name()
     dist_info.mkdir(parents=True, exist_ok=True)
-    (dist_info / "METADATA").write_text(_metadata(_source_dir()), encoding="utf-8")
+    (dist_info / "METADATA").write_text(_metadata(_source_dir(), platform=_plain_platform()),
+                                        encoding="utf-8")
     (dist_info / "WHEEL").write_text(_wheel_file(_wheel_tag()), encoding="utf-8")
     return dist_info.name
 
@@ -94,8 +96,14 @@ def build_wheel(
 
     staging = Path(tempfile.mkdtemp(prefix="wheel-staging-", dir=build_dir))
     try:
+        # The package folder may hold the extension for other Pythons too (src/python's
+        # ZEUS_PYTHON_EXTRA_INTERPRETERS): a wheel carries only this interpreter's.
+        own = f"_zeus{_extension_suffix()}"
         shutil.copytree(package, staging / NAME,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                        ignore=lambda folder, names: {
+                            name for name in names
+                            if name == "__pycache__" or name.endswith(".pyc")
+                            or (name.startswith("_zeus.") and name.endswith(".so") and name != own)})
         binaries = sorted((staging / NAME).glob("_zeus*.so"))
         cli = build_dir / "src" / "cli" / "wheel" / "zeus"
         if with_cli:
@@ -132,7 +140,7 @@ def build_wheel(
         licenses = _license_files(source, build_dir, shipped)
         entries += [(f"{dist_info}/licenses/{name}", data) for name, data in licenses]
         entries.append((f"{dist_info}/METADATA",
-                        _metadata(source, [name for name, _ in licenses]).encode()))
+                        _metadata(source, [name for name, _ in licenses], platform).encode()))
         entries.append((f"{dist_info}/WHEEL", _wheel_file(tag).encode()))
         entries.append((f"{dist_info}/top_level.txt", f"{NAME}\n".encode()))
         if with_cli:
@@ -263,8 +271,12 @@ def _repair_mode(config_settings: ConfigSettings) -> bool:
     return not missing
 
 
+def _extension_suffix() -> str:
+    return sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+
+
 def _check_extension(package: Path) -> None:
-    suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
+    suffix = _extension_suffix()
     if not (package / f"_zeus{suffix}").exists():
         found = sorted(p.name for p in package.glob("_zeus*"))
         raise RuntimeError(
@@ -294,7 +306,11 @@ def _dist_info_name() -> str:
     return f"{NAME}-{VERSION}.dist-info"
 
 
-def _metadata(source: Path, license_files: Tuple[str, ...] | List[str] = ()) -> str:
+def _metadata(source: Path, license_files: Tuple[str, ...] | List[str] = (),
+              platform: Optional[str] = None) -> str:
+    """METADATA (or the sdist's PKG-INFO when ``platform`` is None: the README, which describes
+    the source tree, is its long description). A wheel's long description is its own
+    (wheel-description.md), naming the interpreter and the machines it is for."""
     lines = [
         "Metadata-Version: 2.1",
         f"Name: {DIST_NAME}",
@@ -305,11 +321,29 @@ def _metadata(source: Path, license_files: Tuple[str, ...] | List[str] = ()) -> 
     ]
     lines += [f"Requires-Dist: {requirement}" for requirement in REQUIRES_DIST]
     lines += [f"License-File: {name}" for name in license_files]
-    readme = source / "README.md"
-    if not readme.is_file():
+    if platform is not None:
+        description = (Path(__file__).resolve().parent / "wheel-description.md").read_text(
+            encoding="utf-8")
+        description = description.replace("@PYTHON@", "{}.{}".format(*sys.version_info[:2]))
+        description = description.replace("@PLATFORM@", _platform_text(platform))
+    elif (source / "README.md").is_file():
+        description = (source / "README.md").read_text(encoding="utf-8")
+    else:
         return "\n".join(lines) + "\n"
     lines.append("Description-Content-Type: text/markdown")
-    return "\n".join(lines) + "\n\n" + readme.read_text(encoding="utf-8")
+    return "\n".join(lines) + "\n\n" + description
+
+
+def _platform_text(platform: str) -> str:
+    """What a platform tag means for a user, for the wheel's description."""
+    found = re.fullmatch(r"manylinux_(\d+)_(\d+)_(\w+)", platform)
+    if found:
+        major, minor, machine = found.groups()
+        return (f"Linux on {machine} with glibc {major}.{minor} or newer and a libstdc++ at least "
+                f"as new as that glibc's distributions ship (`{platform}`; e.g. Ubuntu 22.04, "
+                "Debian 12 and later, for `manylinux_2_35`)")
+    return (f"`{platform}`: a build not made self-contained (no patchelf), so it needs the shared "
+            "libraries of the machine that built it")
 
 
 # Debian files whose packages' code is compiled into the extension or the CLI (header-only

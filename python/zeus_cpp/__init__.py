@@ -16,6 +16,10 @@ from __future__ import annotations
 
 from zeus_cpp import exception  # noqa: F401  (the native module imports it too)
 from zeus_cpp import _zeus  # noqa: F401  (fails early, clearly, when the extension is missing)
+from zeus_cpp import _logging
+
+# The native log lines become records of Python's logging (docs/python.md, "Logging").
+_logging.install()
 
 __version__ = "0.1.0"
 

@@ -262,7 +262,7 @@ int main(int argc, char** argv) {
         return *exit_now;
       }
       if (std::getenv("ZEUS_LOG_LEVEL") == nullptr) {
-        zeus::log().set_level(spdlog::level::info);
+        zeus::set_log_level(spdlog::level::info);
       }
       return serve(args);
     } catch (const zeus::Error& e) {

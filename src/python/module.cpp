@@ -14,11 +14,14 @@ void bind_carbon(py::module_& module);
 void bind_profile(py::module_& module);
 // price.cpp: electricity price providers and the energy cost monitor (zeus_cpp.monitor.price).
 void bind_price(py::module_& module);
+// log_bridge.cpp: the native log through Python's logging (zeus_cpp._logging).
+void bind_log(py::module_& module);
 }  // namespace zeus::python
 
 PYBIND11_MODULE(_zeus, module) {
   module.doc() = "Native core of zeus_cpp (use the zeus_cpp package, not this module).";
   zeus::python::bind_errors(module);
+  zeus::python::bind_log(module);
   zeus::python::bind_device(module);
   zeus::python::bind_measurement(module);
   zeus::python::bind_monitor(module);

@@ -216,8 +216,9 @@ ReportResponse BatchSizeOptimizer::on_evaluate(double metric) {
     throw Error(ErrorKind::kInvalidArgument, "on_evaluate: call on_train_begin() first");
   }
   if (implicit_window_ && current_epoch_ == 0) {
-    log().info("BSO: on_evaluate() before on_train_begin(): the first epoch is measured from "
-               "get_batch_size()");
+    log().info(
+        "BSO: on_evaluate() before on_train_begin(): the first epoch is measured from "
+        "get_batch_size()");
   }
   implicit_window_ = false;
   window_open_ = false;

@@ -2,7 +2,7 @@
 that measured 0 J is measured again, never written; a profile with a bad entry is reported
 (naming the file and the entry) and that limit profiled again, never a crash at construction;
 epochs too short to profile one limit are named once. Scripted monitor on simulated GPUs; the
-warnings are the library's log lines (stderr, `[zeus W]`)."""
+warnings are the library's log lines (records of the `zeus_cpp.*` loggers: caplog)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def profile_until_done(plo, steps_per_limit, count):
     run_steps(plo, steps_per_limit * count + 1)
 
 
-def test_a_window_that_measured_nothing_is_measured_again_and_the_profile_loads(limits, tmp_path, capfd):
+def test_a_window_that_measured_nothing_is_measured_again_and_the_profile_loads(limits, tmp_path, caplog):
     low, high = limits[-1], limits[0]
     # The second limit's first window measures 0 J (a counter that had not advanced yet).
     monitor = ScriptedMonitor(energy_optimal_at(low, empty=lambda w, attempt: w == limits[1] and attempt == 1))
@@ -64,7 +64,7 @@ def test_a_window_that_measured_nothing_is_measured_again_and_the_profile_loads(
         assert all(m.energy > 0 for m in plo.measurements)
     finally:
         plo.close()
-    err = capfd.readouterr().err
+    err = caplog.text
     assert f"the profiling window at {limits[1]} W (2 steps) measured 0 J" in err, err
     assert "measuring it again" in err and "raise profile_steps" in err
     # What was written loads back, and the next run starts done.
@@ -77,7 +77,7 @@ def test_a_window_that_measured_nothing_is_measured_again_and_the_profile_loads(
     assert current_power_limit_w() == high
 
 
-def test_a_limit_that_never_measures_anything_is_left_out(limits, tmp_path, capfd):
+def test_a_limit_that_never_measures_anything_is_left_out(limits, tmp_path, caplog):
     low = limits[-1]
     monitor = ScriptedMonitor(energy_optimal_at(low, empty=lambda w, attempt: w == low))
     path = tmp_path / "profile.json"
@@ -89,13 +89,13 @@ def test_a_limit_that_never_measures_anything_is_left_out(limits, tmp_path, capf
         assert [m.power_limit for m in plo.measurements] == limits[:-1]
     finally:
         plo.close()
-    err = capfd.readouterr().err
+    err = caplog.text
     assert f"at {low} W (2 steps) measured 0 J in" in err and "(3 of 3 tries)" in err, err
     assert "leaving this limit out of the profile" in err
     assert [m.power_limit for m in load_profile(path)] == limits[:-1]
 
 
-def test_a_bad_entry_is_reported_skipped_and_profiled_again(limits, tmp_path, capfd):
+def test_a_bad_entry_is_reported_skipped_and_profiled_again(limits, tmp_path, caplog):
     low, high = limits[-1], limits[0]
     path = tmp_path / "profile.json"
     entries = [{"power_limit": w, "energy": 100.0 + abs(w - low), "time": 1.0} for w in limits]
@@ -105,7 +105,7 @@ def test_a_bad_entry_is_reported_skipped_and_profiled_again(limits, tmp_path, ca
     plo = GlobalPowerLimitOptimizer(monitor, Energy(), wait_steps=0, warmup_steps=1, profile_steps=2, pl_step=50,
                                     profile_path=path)  # fmt: skip
     try:
-        err = capfd.readouterr().err
+        err = caplog.text
         assert f"power-limit profile {path}: measurement 1: energy (0 J) and time (1 s) must be positive" in err, err
         assert "skipped" in err and f"profiling {limits[1]} W again" in err
         assert not isinstance(plo.state, Done)
@@ -133,7 +133,7 @@ def test_save_profile_writes_only_what_loads(tmp_path):
     assert not path.exists()
 
 
-def test_epochs_too_short_to_profile_are_named_once(capfd):
+def test_epochs_too_short_to_profile_are_named_once(caplog):
     monitor = ScriptedMonitor(energy_optimal_at(200))
     plo = GlobalPowerLimitOptimizer(monitor, wait_steps=1, warmup_steps=10, profile_steps=40)
     try:
@@ -143,6 +143,6 @@ def test_epochs_too_short_to_profile_are_named_once(capfd):
         assert not isinstance(plo.state, Done)
     finally:
         plo.close()
-    err = capfd.readouterr().err
+    err = caplog.text
     assert err.count("this epoch had 30 steps, but profiling one power limit needs 51") == 1, err
     assert "(1 + warmup_steps 10 + profile_steps 40)" in err and "Lower warmup_steps and profile_steps" in err

@@ -253,7 +253,7 @@ def test_iterations_fill_the_measurement_as_the_references() -> None:
     assert trial.iterations == 3  # ceil(0.25 / 0.1): the window lasts at least 0.25 s
 
 
-def test_a_long_sweep_says_how_long_when_it_starts(capfd) -> None:
+def test_a_long_sweep_says_how_long_when_it_starts(caplog) -> None:
     # profile_parameters with its defaults runs for most of an hour: it says so at level warn
     # before the first trial (the target stops the run right after the calibration).
     monitor = ZeusMonitor(gpu_indices=[0])
@@ -266,7 +266,7 @@ def test_a_long_sweep_says_how_long_when_it_starts(capfd) -> None:
 
     with pytest.raises(RuntimeError, match="stop here"):
         profile.profile_parameters(target, monitor)
-    err = capfd.readouterr().err
+    err = caplog.text
     assert "profile: sweeping the measurement duration over [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] s" in err, err
     assert "(10 trials each, 2 warm-up trials) takes up to about 15" in err and "ZEUS_LOG_LEVEL=info" in err
 

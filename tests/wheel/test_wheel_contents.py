@@ -92,6 +92,21 @@ def test_record_lists_every_file_with_its_hash(wheel: Path) -> None:
             assert int(size) == len(data), path
 
 
+def test_long_description_is_the_wheels_own(wheel: Path, unpacked: Path) -> None:
+    """Not the repository's README: nothing the wheel does not ship (docs/ links, build options,
+    rebuilding with libpq), and it names this wheel's Python and machines."""
+    body = (unpacked / DIST_INFO / "METADATA").read_text().partition("\n\n")[2]
+    for absent in ("docs/", "](", "libpq", "PostgreSQL store (", "cmake", "scripts/", "@"):
+        assert absent not in body, absent
+    interpreter, platform = wheel.name[:-len(".whl")].split("-")[2::2]
+    assert f"CPython {interpreter[2]}.{interpreter[3:]}." in body
+    assert f"`{platform}`" in body
+    assert "CPython 3.10, 3.11, 3.12 and 3.13" in body
+    glibc = re.fullmatch(r"manylinux_(\d+)_(\d+)_x86_64", platform)
+    if glibc:
+        assert f"glibc {glibc[1]}.{glibc[2]} or newer" in body and "Linux on x86_64" in body
+
+
 def test_metadata_long_description_and_licences(unpacked: Path) -> None:
     metadata = (unpacked / DIST_INFO / "METADATA").read_text()
     head, _, body = metadata.partition("\n\n")
@@ -99,6 +114,7 @@ def test_metadata_long_description_and_licences(unpacked: Path) -> None:
     assert "Description-Content-Type: text/markdown" in head
     assert "Requires-Dist: numpy" in head
     assert body.startswith("# zeus-cpp")
+    assert "Requires-Python: >=3.10" in head
     licences = unpacked / DIST_INFO / "licenses"
     assert "Apache License" in (licences / "LICENSE").read_text()
     assert "License-File: LICENSE" in head

@@ -91,6 +91,16 @@ def test_imports_from_the_venv_and_measures_simulated_gpus(venv: Venv, outside: 
     assert found["gpus"] == [0, 1] and found["time"] > 0
 
 
+def test_the_descriptions_example_runs(venv: Venv, outside: Path) -> None:
+    """The Python example of the wheel's own long description (wheel-description.md)."""
+    text = (REPO / "packaging" / "python" / "wheel-description.md").read_text()
+    example = text.split("```python\n", 1)[1].split("```", 1)[0]
+    result = python(venv, example, outside, ZEUS_SIMULATED_GPUS="1:h200")
+    assert result.returncode == 0, result.stderr
+    time_s, energy = map(float, result.stdout.split())
+    assert time_s > 0 and energy >= 0
+
+
 def test_the_extension_loads_the_shipped_libraries(venv: Venv, outside: Path) -> None:
     result = python(venv, "import zeus_cpp; print(open('/proc/self/maps').read())", outside)
     assert result.returncode == 0, result.stderr
