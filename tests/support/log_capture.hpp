@@ -1,4 +1,5 @@
-// A test helper: what the library logs (zeus::log()) while it is alive, as text.
+// A test helper: what the library logs (every module's logger, common/log.hpp) while it is
+// alive, as text.
 #pragma once
 
 #include <spdlog/sinks/ostream_sink.h>
@@ -7,6 +8,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 
 #include "common/log.hpp"
 
@@ -16,17 +18,23 @@ class LogCapture {
  public:
   LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(text_)) {
     sink_->set_pattern("%l %v");
-    zeus::log().sinks().push_back(sink_);
+    for (const std::string_view name : zeus::log_module_names()) {
+      zeus::module_log(name).sinks().push_back(sink_);
+    }
   }
   ~LogCapture() {
-    auto& sinks = zeus::log().sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+    for (const std::string_view name : zeus::log_module_names()) {
+      auto& sinks = zeus::module_log(name).sinks();
+      sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+    }
   }
   LogCapture(const LogCapture&) = delete;
   LogCapture& operator=(const LogCapture&) = delete;
 
   std::string text() {
-    zeus::log().flush();
+    for (const std::string_view name : zeus::log_module_names()) {
+      zeus::module_log(name).flush();
+    }
     return text_.str();
   }
   // How many times `needle` occurs in what was logged.
