@@ -135,8 +135,8 @@ Loggers& loggers() {
 
 }  // namespace
 
-spdlog::logger& log(std::source_location where) {
-  return *loggers().modules[module_index(where.file_name())];
+spdlog::logger& log(const char* caller_file) {
+  return *loggers().modules[module_index(caller_file)];
 }
 
 spdlog::logger& module_log(std::string_view name) {

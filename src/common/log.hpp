@@ -9,14 +9,15 @@
 #include <spdlog/spdlog.h>
 
 #include <functional>
-#include <source_location>
 #include <span>
 #include <string_view>
 
 namespace zeus {
 
-// The logger of the module that `where` (the caller's file) belongs to.
-spdlog::logger& log(std::source_location where = std::source_location::current());
+// The logger of the module that `caller_file` (the caller's source file) belongs to.
+// __builtin_FILE() rather than std::source_location: clang 14 (the fuzz build) with libstdc++ 12
+// has no std::source_location.
+spdlog::logger& log(const char* caller_file = __builtin_FILE());
 
 // The logger of a module by its name (one of log_module_names(); anything else: `zeus_cpp`).
 spdlog::logger& module_log(std::string_view name);
