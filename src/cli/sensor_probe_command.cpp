@@ -273,12 +273,13 @@ int run(const SensorProbeArgs& args) {
   const device::UpdateStats instant = device::update_stats(trace.instant_power_mw);
   const device::UpdateStats average = device::update_stats(trace.average_power_mw);
   constexpr int kReads = 2000;
-  const double energy_read_s =
-      gpu.supports_energy_counter()
-          ? device::mean_read_cost_s(*clock, kReads, [&] { (void)gpu.total_energy_mj(); })
-          : 0.0;
+  constexpr double kReadTimingS = 1.0;  // at most a second per reading's cost
+  const double energy_read_s = gpu.supports_energy_counter()
+                                   ? device::mean_read_cost_s(*clock, kReads, kReadTimingS,
+                                                              [&] { (void)gpu.total_energy_mj(); })
+                                   : 0.0;
   const double power_read_s =
-      device::mean_read_cost_s(*clock, kReads, [&] { (void)gpu.instant_power_mw(); });
+      device::mean_read_cost_s(*clock, kReads, kReadTimingS, [&] { (void)gpu.instant_power_mw(); });
 
   nlohmann::json out;
   out["gpu"] = {{"index", index}, {"name", gpu.name()}};

@@ -47,6 +47,18 @@ std::optional<std::size_t> first_point_from(std::span<const TimedValue> points, 
   return static_cast<std::size_t>(std::distance(points.begin(), it));
 }
 
+// Sleeps until the next poll, `interval_s` after the last one's slot (`next_s`, advanced here). A
+// poller that fell behind starts again from now: no burst of catch-up polls.
+void wait_for_next_poll(const Clock& clock, double& next_s, double interval_s) {
+  next_s += interval_s;
+  const double wait_s = next_s - clock.now_s();
+  if (wait_s > 0.0) {
+    clock.sleep_for_s(wait_s);
+  } else {
+    next_s = clock.now_s();
+  }
+}
+
 }  // namespace
 
 UpdateStats update_stats(std::span<const TimedValue> trace) {
@@ -116,13 +128,7 @@ SensorTrace record_sensor_trace(Gpu& gpu, const Clock& clock, double duration_s,
         average = false;
       }
     }
-    next_s += poll_interval_s;
-    const double wait_s = next_s - clock.now_s();
-    if (wait_s > 0.0) {
-      clock.sleep_for_s(wait_s);
-    } else {
-      next_s = clock.now_s();  // fell behind: no burst of catch-up polls
-    }
+    wait_for_next_poll(clock, next_s, poll_interval_s);
   }
   return trace;
 }
@@ -142,13 +148,7 @@ CounterProbe probe_energy_counter(Gpu& gpu, const Clock& clock, double max_durat
       ++changes;
     }
     samples.push_back(sample);
-    next_s += poll_interval_s;
-    const double wait_s = next_s - clock.now_s();
-    if (wait_s > 0.0) {
-      clock.sleep_for_s(wait_s);
-    } else {
-      next_s = clock.now_s();
-    }
+    wait_for_next_poll(clock, next_s, poll_interval_s);
   }
   CounterProbe probe;
   probe.counter = update_stats(samples);
@@ -174,15 +174,15 @@ std::string describe_counter_probe(const CounterProbe& probe) {
                      probe.duration_s);
 }
 
-double mean_read_cost_s(const Clock& clock, int reads, const std::function<void()>& read) {
-  if (reads <= 0) {
-    return 0.0;
-  }
+double mean_read_cost_s(const Clock& clock, int max_reads, double max_duration_s,
+                        const std::function<void()>& read) {
   const double start_s = clock.now_s();
-  for (int i = 0; i < reads; ++i) {
+  int reads = 0;
+  while (reads < max_reads && (reads == 0 || clock.now_s() - start_s < max_duration_s)) {
     read();
+    ++reads;
   }
-  return (clock.now_s() - start_s) / reads;
+  return reads == 0 ? 0.0 : (clock.now_s() - start_s) / reads;
 }
 
 std::optional<double> value_at(std::span<const TimedValue> trace, double t_s) {

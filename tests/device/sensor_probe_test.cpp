@@ -193,6 +193,22 @@ TEST(SensorProbe, ProbeOfAnIdealAFrozenAndANoCounterGpu) {
   EXPECT_THROW(probe_energy_counter(old, *clock), Error);
 }
 
+TEST(SensorProbe, ReadCostIsTimedWithinItsTimeBudget) {
+  ManualClock clock;
+  int reads = 0;
+  // A read of 4 ms (a real H200's energy counter): a 1 s budget stops after 250, not 2000.
+  const double cost_s = mean_read_cost_s(clock, 2000, 1.0, [&] {
+    ++reads;
+    clock.advance_ns(4'000'000);
+  });
+  EXPECT_EQ(reads, 250);
+  EXPECT_NEAR(cost_s, 0.004, 1e-12);
+  reads = 0;
+  EXPECT_NEAR(mean_read_cost_s(clock, 10, 1.0, [&] { ++reads; }), 0.0, 1e-12);
+  EXPECT_EQ(reads, 10);
+  EXPECT_EQ(mean_read_cost_s(clock, 0, 1.0, [&] { ++reads; }), 0.0);
+}
+
 TEST(SensorProbe, RecordingStopsOnRequestAndRefusesABadInterval) {
   auto clock = std::make_shared<ManualClock>();
   SimulatedGpu gpu(simulated_gpu_model("a100"), 0, clock);

@@ -69,8 +69,11 @@ CounterProbe probe_energy_counter(Gpu& gpu, const Clock& clock, double max_durat
 // polls): faster than they can tell", "did not change in 1.2 s".
 std::string describe_counter_probe(const CounterProbe& probe);
 
-// The mean cost in seconds of one call of `read`, over `reads` calls timed on `clock`.
-double mean_read_cost_s(const Clock& clock, int reads, const std::function<void()>& read);
+// The mean cost in seconds of one call of `read`, over up to `max_reads` calls timed on `clock`,
+// stopping early once `max_duration_s` has passed (a real H200's energy read takes 3.7 ms: 2000
+// of them would take 7.5 s).
+double mean_read_cost_s(const Clock& clock, int max_reads, double max_duration_s,
+                        const std::function<void()>& read);
 
 // The value of a step-wise reading at time `t_s`: the last sample at or before it (nullopt
 // before the first sample).
