@@ -5,7 +5,8 @@
 #         (the `demo` preset: no tests, no PostgreSQL, no zeusd, no Python, no MPI)
 #   test  (the default) everything scripts/test.sh runs: the demo's packages plus the test-only
 #         ones (GoogleTest, Google Benchmark, clang-14 for the fuzzers, MPI, PostgreSQL, Python
-#         with pybind11 and torch, a real Prometheus, headless Chromium)
+#         with pybind11 and torch, a real Prometheus, headless Chromium, Slurm, and the aarch64
+#         cross toolchain with arm64 libraries and qemu-user)
 # --dry-run prints what is missing and installs nothing. README.md, "Dependencies", says why each
 # package is here.
 set -euo pipefail
@@ -43,9 +44,19 @@ test_packages=(
   prometheus prometheus-pushgateway chromium
   slurmctld slurmd slurm-client munge libslurm-dev
 )
+# The aarch64 wheel and CLI tarball (docs/arm.md): Debian's cross toolchain, the arm64 multiarch
+# -dev packages of what the CLI and the extension link (beside the host's, under
+# /usr/lib/aarch64-linux-gnu), and user-mode emulation for their smoke test. The arm64 interpreter
+# itself cannot be installed beside the host's; scripts/aarch64-python unpacks it instead.
+cross_packages=(
+  crossbuild-essential-arm64 qemu-user
+  libfmt-dev:arm64 libspdlog-dev:arm64 libcpp-httplib-dev:arm64 libsqlite3-dev:arm64
+  libssl-dev:arm64 zlib1g-dev:arm64 libboost1.81-dev:arm64 libpython3.11-dev:arm64
+  libblas3:arm64 liblapack3:arm64
+)
 packages=("${demo_packages[@]}")
 if [ "$purpose" = test ]; then
-  packages+=("${test_packages[@]}")
+  packages+=("${test_packages[@]}" "${cross_packages[@]}")
 fi
 
 missing=()
@@ -74,5 +85,12 @@ if [ "$(id -u)" -ne 0 ]; then
   sudo_cmd=(sudo)
 fi
 export DEBIAN_FRONTEND=noninteractive
+# The arm64 packages come from the same archive once dpkg knows the architecture.
+if printf '%s\n' "${missing[@]}" | grep -q ':arm64$' &&
+  ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  "${sudo_cmd[@]}" dpkg --add-architecture arm64
+fi
 "${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# --no-remove: never make room by removing what is installed (an arm64 package that conflicts
+# with the host's, such as python3.11-minimal:arm64, would take the host's python3 with it).
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends --no-remove "${missing[@]}"

@@ -42,10 +42,16 @@ ZEUS_CPP_PYTHONPATH="$PWD/build/release/python" ZEUS_CLI="$PWD/build/release/src
   PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/pybind
 # The self-contained wheels from the same build (scripts/wheel.sh: one per CPython 3.10-3.13 found
 # here, the release build's own Python's last), checked unpacked and each installed into a fresh
-# venv of its interpreter (tests/wheel, docs/python.md "Installing the wheel", "Python versions").
-wheels=$(./scripts/wheel.sh)
+# venv of its interpreter (tests/wheel, docs/python.md "Installing the wheel", "Python versions");
+# the aarch64 wheel, cross-built once (the `aarch64` preset), and the `zeus` CLI tarballs of both
+# machines, run under qemu-user where they are aarch64 (docs/arm.md).
+artifacts=$(./scripts/wheel.sh --cli)
+wheels=$(grep '\.whl$' <<<"$artifacts" | grep -v '_aarch64\.whl$')
 wheel=$(tail -n 1 <<<"$wheels")
+aarch64_wheel=$(grep '_aarch64\.whl$' <<<"$artifacts" || true)
+tarballs=$(grep '\.tar\.gz$' <<<"$artifacts" | sed "s|^|$PWD/|" | tr '\n' ' ')
 ZEUS_WHEEL="$PWD/$wheel" ZEUS_WHEELS="$(sed "s|^|$PWD/|" <<<"$wheels" | tr '\n' ' ')" \
+  ZEUS_AARCH64_WHEEL="${aarch64_wheel:+$PWD/$aarch64_wheel}" ZEUS_CLI_TARBALLS="$tarballs" \
   ZEUS_WHEEL_BUILD_DIR="$PWD/build/release" PYTHONDONTWRITEBYTECODE=1 \
   /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/wheel
 cmake --preset tsan >/dev/null

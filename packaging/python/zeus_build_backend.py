@@ -12,7 +12,7 @@ Environment:
   has no ``CMakeCache.txt``). Default: ``build/wheel`` in the source tree.
 - ``ZEUS_CPP_BUILD_JOBS``: parallel build jobs (default: the number of CPUs).
 - ``ZEUS_CPP_CMAKE_ARGS``: extra arguments for the configure step (split on spaces).
-- ``ZEUS_CPP_WHEEL_REPAIR``: ``auto`` (default: when patchelf and ldd are there), ``yes`` or
+- ``ZEUS_CPP_WHEEL_REPAIR``: ``auto`` (default: when patchelf is there), ``yes`` or
   ``no``. Repairing (zeus_wheel_repair) copies the non-system shared libraries into
   ``zeus_cpp.libs/`` and tags the wheel ``manylinux_2_X``; without it the wheel is tagged
   ``linux_<machine>`` and needs the build machine's libraries.
@@ -49,6 +49,7 @@ from typing import Dict, List, Mapping, Optional, Tuple
 if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 import zeus_wheel_repair  # noqa: E402
+import zeus_elf  # noqa: E402
 
 NAME = "zeus_cpp"
 DIST_NAME = "zeus-cpp"
@@ -112,9 +113,10 @@ def build_wheel(
             binaries.append(staging / NAME / "_bin" / "zeus")
         # The local symbol tables (about a fifth of each file) serve only debuggers; the dynamic
         # symbols that loading needs stay. Only the staged copies: the build tree keeps its own.
-        if shutil.which("strip"):
-            for binary in binaries:
-                _run(["strip", "--strip-unneeded", str(binary)], source)
+        for binary in binaries:
+            strip = _strip_tool(binary)
+            if strip:
+                _run([strip, "--strip-unneeded", str(binary)], source)
         shipped: Dict[str, Path] = {}
         if repair:
             shipped = zeus_wheel_repair.bundle(staging, binaries)
@@ -296,6 +298,13 @@ def _plain_platform() -> str:
 
 def _machine() -> str:
     return os.uname().machine
+
+
+def _strip_tool(binary: Path) -> Optional[str]:
+    """The strip of ``binary``'s own machine: binutils' <machine>-linux-gnu-strip (the host
+    strip cannot read a cross-built aarch64 file), else plain strip; None when there is none."""
+    machine = zeus_elf.read_elf(binary).machine
+    return shutil.which(f"{machine}-linux-gnu-strip") or shutil.which("strip")
 
 
 def _wheel_tag() -> str:

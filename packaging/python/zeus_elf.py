@@ -23,10 +23,16 @@ _DT_SONAME = 14
 _DT_RPATH = 15
 _DT_RUNPATH = 29
 
+# e_machine values of the two machines the wheel is built for, and where each one's dynamic loader
+# lives on a Debian (multiarch) system; the loader lists a file's libraries (`ld.so --list`).
+MACHINES = {62: "x86_64", 183: "aarch64"}
+LOADERS = {"x86_64": "/lib64/ld-linux-x86-64.so.2", "aarch64": "/lib/ld-linux-aarch64.so.1"}
+
 
 @dataclass
 class ElfInfo:
     path: Path
+    machine: str = "unknown"  # MACHINES' name for e_machine, or "e_machine N"
     needed: List[str] = field(default_factory=list)
     soname: Optional[str] = None
     rpath: Optional[str] = None
@@ -72,7 +78,8 @@ def read_elf(path: Path) -> ElfInfo:
         end = data.index(b"\0", start)
         return data[start:end].decode("utf-8", "replace")
 
-    info = ElfInfo(Path(path))
+    (e_machine,) = struct.unpack_from("<H", data, 0x12)
+    info = ElfInfo(Path(path), machine=MACHINES.get(e_machine, f"e_machine {e_machine}"))
     for sh_type, offset, size, link in sections:
         if sh_type == _SHT_DYNAMIC:
             for position in range(offset, offset + size, 16):

@@ -66,19 +66,48 @@ def _run(command: List[str]) -> str:
 
 
 def tools_missing() -> List[str]:
-    return [tool for tool in ("patchelf", "ldd") if shutil.which(tool) is None]
+    return [tool for tool in ("patchelf",) if shutil.which(tool) is None]
+
+
+def _list_libraries(binary: Path) -> str:
+    """What the dynamic loader of ``binary``'s own machine says it would map (``ld.so --list``,
+    which is what ldd runs): natively, or under user-mode emulation (qemu-aarch64) for a file of
+    another machine, such as the cross-built aarch64 wheel's on x86_64. The kernel, not Python,
+    says which: under emulation os.uname() reports the emulated machine."""
+    machine = zeus_elf.read_elf(binary).machine
+    loader = zeus_elf.LOADERS.get(machine)
+    if loader is None:
+        raise RepairError(f"{binary}: no dynamic loader known for machine {machine}")
+    command = [loader, "--list", str(binary)]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True)
+    except OSError:  # ENOEXEC (another machine's loader) or no such loader here
+        emulator = f"qemu-{machine}"
+        if shutil.which(emulator) is None:
+            raise RepairError(f"{binary}: is for {machine}; listing its libraries needs {loader} "
+                              f"and {emulator} (apt-get install qemu-user)") from None
+        command = [emulator, *command]
+        result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        # Unlike ldd, the loader stops at the first library it cannot find.
+        missing = re.search(r"error while loading shared libraries: ([^:]+):", result.stderr)
+        if missing:
+            raise RepairError(f"{binary}: the loader cannot find {missing.group(1)} on this machine")
+        raise RepairError(f"{' '.join(command)} failed ({result.returncode}): "
+                          f"{result.stderr.strip()}")
+    return result.stdout
 
 
 def loaded_libraries(binary: Path) -> Dict[str, Path]:
     """Every shared library the loader maps for ``binary`` (its whole closure), by DT_NEEDED
-    name, as ldd resolves them on this machine."""
+    name, as the loader of the file's machine resolves them on this machine."""
     found: Dict[str, Path] = {}
-    for line in _run(["ldd", str(binary)]).splitlines():
+    for line in _list_libraries(binary).splitlines():
         match = re.match(r"\s*(\S+)\s+=>\s+(.*?)\s+\(0x[0-9a-f]+\)\s*$", line)
         if match:
             found[match.group(1)] = Path(match.group(2))
         elif "=> not found" in line:
-            raise RepairError(f"{binary}: ldd cannot find {line.split()[0]} on this machine")
+            raise RepairError(f"{binary}: the loader cannot find {line.split()[0]} on this machine")
     return found
 
 
@@ -94,16 +123,17 @@ def _relative_origin(binary: Path, libs: Path) -> str:
     return "$ORIGIN" if relative == "." else f"$ORIGIN/{relative}"
 
 
-def bundle(root: Path, binaries: Iterable[Path]) -> Dict[str, Path]:
-    """Copies the non-allow-listed closure of ``binaries`` (files under ``root``, the staged wheel
-    tree) into ``root/zeus_cpp.libs`` and patches every file. Returns {new name: source path}."""
+def bundle(root: Path, binaries: Iterable[Path], libs_dir: str = LIBS_DIR) -> Dict[str, Path]:
+    """Copies the non-allow-listed closure of ``binaries`` (files under ``root``: the staged wheel
+    tree, or the CLI archive's) into ``root/libs_dir`` and patches every file. Returns {new name:
+    source path}."""
     binaries = list(binaries)
     sources: Dict[str, Path] = {}
     for binary in binaries:
         for name, path in loaded_libraries(binary).items():
             if name not in ALLOWED:
                 sources.setdefault(name, path.resolve())
-    libs = root / LIBS_DIR
+    libs = root / libs_dir
     libs.mkdir(exist_ok=True)
     renamed = {name: unique_name(name, path) for name, path in sources.items()}
 
