@@ -46,6 +46,8 @@ class ZeroCostGpu final : public zeus::device::Gpu {
   std::uint32_t average_memory_power_mw() override { return 10'000; }
   bool supports_energy_counter() override { return counter_; }
   std::uint64_t total_energy_mj() override { return energy_mj_ += step_mj_; }
+  zeus::device::MeasuredScope power_scope() override { return zeus::device::MeasuredScope::kGpu; }
+  zeus::device::MeasuredScope energy_scope() override { return zeus::device::MeasuredScope::kGpu; }
   int temperature_c() override { return 40; }
 
   // step_mj: how far the counter moves on each read (0: a counter that has not refreshed).

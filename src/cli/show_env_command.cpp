@@ -28,6 +28,8 @@ struct GpuRow {
   std::optional<double> counter_refresh_s;
   std::string counter_refresh;
   bool can_set_power_limit = false;
+  // What its power and energy figures cover: "gpu", "module" (a Grace superchip) or "unknown".
+  std::string power_scope, energy_scope;
   std::vector<std::string> problems;  // fields that could not be read, and why
 };
 
@@ -66,6 +68,8 @@ GpuRow describe_gpu(const device::Gpus& gpus, int index, bool sys_admin) {
     row.default_w = units::watts_from_milliwatts(*value);
   }
   row.energy_counter = gpu.supports_energy_counter();
+  row.power_scope = std::string(device::measured_scope_name(gpu.power_scope()));
+  row.energy_scope = std::string(device::measured_scope_name(gpu.energy_scope()));
   row.can_set_power_limit = gpu.backend() == device::GpuBackend::kSimulated || sys_admin;
   return row;
 }
@@ -159,6 +163,8 @@ int run(bool as_json, bool probe_counter, const std::string& powercap_root_optio
                              {"counter_refresh_s", optional_json(row.counter_refresh_s)},
                              {"counter_refresh", row.counter_refresh},
                              {"can_set_power_limit", row.can_set_power_limit},
+                             {"power_scope", row.power_scope},
+                             {"energy_scope", row.energy_scope},
                              {"problems", row.problems}});
     }
     out["gpu_message"] = discovery.message;
@@ -212,6 +218,12 @@ int run(bool as_json, bool probe_counter, const std::string& powercap_root_optio
           row.energy_counter ? "yes" : "no",
           row.can_set_power_limit ? "yes"
                                   : "no (needs root or CAP_SYS_ADMIN, or the zeusd daemon)");
+      if (row.power_scope != "gpu" || row.energy_scope != "gpu") {
+        std::cout << fmt::format(
+            "        measures: power {}, energy {} (module = GPU + CPU + memory of the "
+            "superchip)\n",
+            row.power_scope, row.energy_scope);
+      }
       if (!row.counter_refresh.empty()) {
         std::cout << "        energy counter refresh: " << row.counter_refresh << "\n";
       }

@@ -236,6 +236,11 @@ class AmdSmiGpu final : public Gpu {
         std::floor(units::precise_millijoules_from_microjoules(energy_uj)));
   }
 
+  // The GPU's own power and energy: AMD SMI reports no module scope (an MI300A's CPU cores are
+  // not told apart here; docs/devices.md).
+  MeasuredScope power_scope() override { return MeasuredScope::kGpu; }
+  MeasuredScope energy_scope() override { return MeasuredScope::kGpu; }
+
   int temperature_c() override {
     std::int64_t temperature = 0;
     ZEUS_AMDSMI_CALL(*session_, amdsmi_get_temp_metric, action("reading the hotspot temperature"),

@@ -1,5 +1,9 @@
 #include "zeus/device/gpu.hpp"
 
+#include <string>
+
+#include "common/text.hpp"
+
 namespace zeus::device {
 
 std::string_view gpu_backend_name(GpuBackend backend) {
@@ -12,6 +16,28 @@ std::string_view gpu_backend_name(GpuBackend backend) {
       return "simulated";
   }
   return "unknown";
+}
+
+std::string_view measured_scope_name(MeasuredScope scope) {
+  switch (scope) {
+    case MeasuredScope::kGpu:
+      return "gpu";
+    case MeasuredScope::kModule:
+      return "module";
+    case MeasuredScope::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
+bool is_grace_superchip_name(std::string_view name) {
+  const std::string lower = text::ascii_lower(name);
+  for (const std::string_view chip : {"gh200", "gb200", "gb300"}) {
+    if (lower.find(chip) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace zeus::device

@@ -1,7 +1,7 @@
 // The NVIDIA backend's Gpu: each call is one NVML call (or a field-value query) on a device
 // handle from nvml::Library, with power in milliwatts, energy in millijoules and clocks in
 // megahertz as NVML itself reports them. Which power source (board or GPU module) a reading
-// comes from is probed once per device and remembered.
+// comes from is probed once per device and remembered; power_scope() and energy_scope() say it.
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -216,6 +216,23 @@ class NvmlGpu final : public Gpu {
     return energy_mj;
   }
 
+  // The instant power's source as probed (the average's is probed alike); without the field
+  // API, nvmlDeviceGetPowerUsage, taken as module scope on a Grace superchip.
+  MeasuredScope power_scope() override {
+    const PowerSource source = probed_source(nvml::kFieldPowerInstant, instant_scope_);
+    if (source.use_field) {
+      return source.scope == nvml::kPowerScopeModule ? MeasuredScope::kModule : MeasuredScope::kGpu;
+    }
+    return superchip() ? MeasuredScope::kModule : MeasuredScope::kGpu;
+  }
+  // The energy counter has no scope argument: on a Grace superchip (by name, or by power that
+  // is reported only for the module) it counts the whole module, as the reference found on
+  // GH200 (its PR 172). Without a counter, the power's scope.
+  MeasuredScope energy_scope() override {
+    const MeasuredScope power = power_scope();
+    return power == MeasuredScope::kModule || superchip() ? MeasuredScope::kModule : power;
+  }
+
   int temperature_c() override {
     unsigned value = 0;
     ZEUS_NVML_CALL(nvmlDeviceGetTemperature, device_, nvml::kTemperatureGpu, &value);
@@ -315,15 +332,26 @@ class NvmlGpu final : public Gpu {
     return source;
   }
 
-  std::uint32_t field_power_mw(unsigned field_id, std::optional<PowerSource>& cached) {
-    {
-      std::lock_guard lock(probe_mutex_);
-      if (!cached) {
-        cached = probe_power_source(field_id);
-      }
+  PowerSource probed_source(unsigned field_id, std::optional<PowerSource>& cached) {
+    std::lock_guard lock(probe_mutex_);
+    if (!cached) {
+      cached = probe_power_source(field_id);
     }
-    if (cached->use_field) {
-      if (const auto value = read_field_mw(field_id, cached->scope, true)) {
+    return *cached;
+  }
+
+  // Whether the model name is a Grace superchip's; false when the name cannot be read.
+  bool superchip() {
+    std::array<char, nvml::kDeviceNameBufferSize> buffer{};
+    return nvml_->fn().nvmlDeviceGetName != nullptr &&
+           nvml_->fn().nvmlDeviceGetName(device_, buffer.data(), buffer.size()) == nvml::kSuccess &&
+           is_grace_superchip_name(buffer.data());
+  }
+
+  std::uint32_t field_power_mw(unsigned field_id, std::optional<PowerSource>& cached) {
+    const PowerSource source = probed_source(field_id, cached);
+    if (source.use_field) {
+      if (const auto value = read_field_mw(field_id, source.scope, true)) {
         return *value;
       }
       throw Error(ErrorKind::kNotSupported,

@@ -55,6 +55,7 @@ SimulatedGpuModel SimulatedGpusSpec::model() const {
   SimulatedGpuModel result = simulated_gpu_model(model_key);
   result.thermal_enabled = thermal;
   result.sensor_faithful = sensor;
+  result.scope = module ? MeasuredScope::kModule : MeasuredScope::kGpu;
   return result;
 }
 
@@ -81,16 +82,19 @@ SimulatedGpusSpec parse_simulated_gpus_spec(const std::string& value) {
       text::split(std::string_view(value).substr(colon + 1), ':');
   for (std::size_t i = 1; i < parts.size(); ++i) {
     const std::string option = text::ascii_lower(parts[i]);
-    bool& flag = option == "thermal" ? spec.thermal : spec.sensor;
-    if ((option != "thermal" && option != "sensor") || flag) {
+    bool* flag = option == "thermal"  ? &spec.thermal
+                 : option == "sensor" ? &spec.sensor
+                 : option == "module" ? &spec.module
+                                      : nullptr;
+    if (flag == nullptr || *flag) {
       throw Error(ErrorKind::kInvalidArgument,
                   quoted +
-                      " is malformed: the options after the model are \"thermal\" and "
-                      "\"sensor\", each at most once, e.g. \"2:h200:thermal\" or "
-                      "\"2:h200:sensor:thermal\"",
+                      " is malformed: the options after the model are \"thermal\", "
+                      "\"sensor\" and \"module\", each at most once, e.g. \"2:h200:thermal\" "
+                      "or \"2:h200:sensor:thermal\"",
                   ErrorSubject::kGpu);
     }
-    flag = true;
+    *flag = true;
   }
   spec.model_key = text::ascii_lower(parts[0]);
   try {

@@ -101,6 +101,9 @@ std::uint32_t ZeusdPowerGpu::average_memory_power_mw() {
 std::uint64_t ZeusdPowerGpu::total_energy_mj() {
   unsupported("the energy counter");
 }
+MeasuredScope ZeusdPowerGpu::power_scope() {
+  return is_grace_superchip_name(name_) ? MeasuredScope::kModule : MeasuredScope::kGpu;
+}
 int ZeusdPowerGpu::temperature_c() {
   unsupported("the temperature");
 }

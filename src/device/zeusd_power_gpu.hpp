@@ -44,6 +44,9 @@ class ZeusdPowerGpu final : public Gpu {
   std::uint32_t average_memory_power_mw() override;
   bool supports_energy_counter() override { return false; }
   std::uint64_t total_energy_mj() override;
+  // The daemon reads the same NVML power field: module scope on a Grace superchip (by name).
+  MeasuredScope power_scope() override;
+  MeasuredScope energy_scope() override { return power_scope(); }
   int temperature_c() override;
 
  private:

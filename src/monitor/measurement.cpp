@@ -51,4 +51,21 @@ EnergyByIndex Measurement::gpu_energy_error_j() const {
   return errors;
 }
 
+device::MeasuredScope Measurement::gpu_energy_scope(int index) const {
+  if (gpu_energy_scopes != nullptr) {
+    for (const auto& [key, scope] : *gpu_energy_scopes) {
+      if (key == index) {
+        return scope;
+      }
+    }
+  }
+  return device::MeasuredScope::kUnknown;
+}
+
+bool Measurement::gpu_energy_includes_cpu() const {
+  return std::any_of(gpu_energy_j.begin(), gpu_energy_j.end(), [this](const auto& entry) {
+    return gpu_energy_scope(entry.first) == device::MeasuredScope::kModule;
+  });
+}
+
 }  // namespace zeus::monitor

@@ -94,6 +94,12 @@ ZeusMonitor::ZeusMonitor(const device::Gpus& gpus, std::vector<std::shared_ptr<d
   }
   init_error_bounds(options.sensor_parameters);
   warned_short_window_ = !options.warn_short_windows;
+  auto scopes = std::make_shared<GpuEnergyScopes>();
+  for (std::size_t i = 0; i < gpus_.size(); ++i) {
+    scopes->emplace_back(gpu_indices_[i], gpus_[i]->energy_scope());
+  }
+  std::sort(scopes->begin(), scopes->end());
+  energy_scopes_ = std::move(scopes);
 
   std::vector<int> available;
   for (const auto& cpu : cpus) {
@@ -123,6 +129,9 @@ ZeusMonitor::ZeusMonitor(const device::Gpus& gpus, std::vector<std::shared_ptr<d
       dram_indices_.push_back(index);
       drams_.push_back(*found);
     }
+  }
+  if (options.warn_module_scope && !cpus_.empty()) {
+    warn_module_scope();
   }
   // Windows may last longer than a counter takes to wrap: keep the counters read (docs/rapl.md).
   cpu_tracking_ = device::track_wraparound(cpus_);
@@ -158,6 +167,21 @@ ZeusMonitor::ZeusMonitor(const device::Gpus& gpus, std::vector<std::shared_ptr<d
 }
 
 ZeusMonitor::~ZeusMonitor() = default;
+
+void ZeusMonitor::warn_module_scope() const {
+  std::vector<int> module;
+  for (const auto& [index, scope] : *energy_scopes_) {
+    if (scope == device::MeasuredScope::kModule) {
+      module.push_back(index);
+    }
+  }
+  if (!module.empty()) {
+    log().warn(
+        "GPUs {} measure their whole module (GPU + CPU + memory of a Grace superchip): the CPU "
+        "and DRAM energy of the same windows is already part of their GPU energy; do not add it",
+        join_indices(module));
+  }
+}
 
 void ZeusMonitor::init_error_bounds(const SensorSource& source) {
   auto bounds = std::make_shared<GpuErrorBounds>();
@@ -391,6 +415,7 @@ Measurement ZeusMonitor::end_window(const std::string& name, EndWindowOptions op
     result.gpu_energy_j.set(gpu_indices_[i], energy_j);
   }
   result.gpu_error_bounds = error_bounds_;
+  result.gpu_energy_scopes = energy_scopes_;
   if (result.time_s < short_window_s_ && !warned_short_window_.load(std::memory_order_relaxed) &&
       !warned_short_window_.exchange(true)) {
     warn_short_window(name, result);

@@ -256,6 +256,18 @@ void bind_device(py::module_& module) {
       gpu_class, gpus_class, "get_uuid", +[](device::Gpu& gpu) { return gpu.uuid(); },
       "The GPU's UUID (zeus_cpp extension).");
   def_both(
+      gpu_class, gpus_class, "get_power_scope",
+      +[](device::Gpu& gpu) { return std::string(device::measured_scope_name(gpu.power_scope())); },
+      "What the power readings cover: 'gpu', 'module' (GPU + CPU + memory of a Grace superchip) "
+      "or 'unknown' (zeus_cpp extension).");
+  def_both(
+      gpu_class, gpus_class, "get_energy_scope",
+      +[](device::Gpu& gpu) {
+        return std::string(device::measured_scope_name(gpu.energy_scope()));
+      },
+      "What the measured energy covers: 'gpu', 'module' (GPU + CPU + memory of a Grace "
+      "superchip) or 'unknown' (zeus_cpp extension).");
+  def_both(
       gpu_class, gpus_class, "get_architecture",
       +[](device::Gpu& gpu) { return gpu.architecture(); },
       "The architecture name, e.g. 'hopper' (zeus_cpp extension).");

@@ -6,6 +6,7 @@
 // Calls measurement_type.cpp, window_calls.cpp and monitor_adapter.cpp; none of them calls back.
 #include <pybind11/stl.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -129,6 +130,17 @@ void bind_monitor(py::module_& module) {
       .def_property_readonly(
           "cpu_indices", [](const monitor::ZeusMonitor& self) { return self.cpu_indices(); },
           "The CPU package indices measured, in order.")
+      .def_property_readonly(
+          "gpu_energy_scope",
+          [](const monitor::ZeusMonitor& self) {
+            std::map<int, std::string> scopes;
+            for (const auto& [index, scope] : self.gpu_energy_scopes()) {
+              scopes[index] = std::string(device::measured_scope_name(scope));
+            }
+            return scopes;
+          },
+          "What each GPU's energy covers, by GPU index: 'gpu', or 'module' (GPU + CPU + memory "
+          "of a Grace superchip: CPU energy of the same window is already part of it).")
       .def(
           "cross_check",
           [](const monitor::ZeusMonitor& self, double duration_s, double poll_period_s) {

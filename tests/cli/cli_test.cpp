@@ -146,6 +146,40 @@ TEST(Cli, ShowEnvThroughTheFakeNvml) {
             std::string::npos);
 }
 
+// A GH200 as its driver shows it: GPU-scope power refused, module power there. show-env says
+// that its power and energy are the module's (GPU + CPU + memory).
+TEST(Cli, ShowEnvSaysAGraceHopperMeasuresItsModule) {
+  const std::string fake = ZEUS_FAKE_NVML_PATH;
+  const auto config = std::filesystem::temp_directory_path() /
+                      ("zeus-cli-fake-gh200-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(config) << json{
+      {"devices",
+       {{{"name", "NVIDIA GH200 480GB"},
+         {"uuid", "GPU-0a200000-0000-4000-8000-000000000000"},
+         {"architecture", 9},
+         {"power_fields", {{"186:0", {{"nvml_return", 3}}}, {"186:1", 450000}}},
+         {"energy_mj", 1}}}}}.dump();
+  const std::string env = "ZEUS_NVML_LIBRARY=" + fake + " ZEUS_FAKE_NVML_CONFIG=" + config.string();
+  const Result text = run_zeus(env, "show-env --no-probe");
+  const Result as_json = run_zeus(env, "show-env --json --no-probe");
+  std::filesystem::remove(config);
+  ASSERT_EQ(text.exit_code, 0) << text.output;
+  EXPECT_NE(text.output.find("measures: power module, energy module (module = GPU + CPU + memory"),
+            std::string::npos)
+      << text.output;
+  const json out = parse_json(as_json);
+  EXPECT_EQ(out["gpus"][0]["power_scope"], "module");
+  EXPECT_EQ(out["gpus"][0]["energy_scope"], "module");
+  // A discrete GPU says nothing of it in the text, and "gpu" in the JSON.
+  EXPECT_EQ(run_zeus("ZEUS_SIMULATED_GPUS=1:h200", "show-env --no-probe").output.find("measures:"),
+            std::string::npos);
+  const json simulated = parse_json(run_zeus("ZEUS_SIMULATED_GPUS=1:h200", "show-env --json"));
+  EXPECT_EQ(simulated["gpus"][0]["energy_scope"], "gpu");
+  const json module =
+      parse_json(run_zeus("ZEUS_SIMULATED_GPUS=1:h200:module", "show-env --json --no-probe"));
+  EXPECT_EQ(module["gpus"][0]["energy_scope"], "module");
+}
+
 TEST(Cli, ShowEnvMeasuresTheCounterRefreshUnlessAskedNotTo) {
   Result result = run_zeus("ZEUS_SIMULATED_GPUS=2:h200", "show-env");
   ASSERT_EQ(result.exit_code, 0) << result.output;

@@ -1,5 +1,6 @@
 // `zeus monitor --carbon-intensity` and `--price`: the emissions and the cost in the summary,
-// from constants, files and local ElectricityMaps and OpenEI stand-ins.
+// from constants, files and local ElectricityMaps and OpenEI stand-ins; and totals that do not
+// count a Grace superchip's CPU twice.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -10,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,6 +49,47 @@ TEST_F(CliMonitor, CarbonIntensityAddsTheEmissionsToTheSummary) {
   ASSERT_EQ(series.exit_code, 0) << series.err;
   EXPECT_TRUE(contains(series.err, "gCO2eq (GPU ")) << series.err;
   EXPECT_TRUE(contains(series.err, "at a mean 250 gCO2eq/kWh")) << series.err;
+}
+
+// A Grace superchip's GPU energy is module energy (GPU + CPU + memory): the summary labels it, and
+// neither the total nor the carbon and cost totals add the CPU and DRAM figures on top of it.
+TEST_F(CliMonitor, ModuleEnergyIsLabelledAndTheCpuIsNotCountedTwice) {
+  const fs::path root = make_powercap_tree();
+  const std::string script = "echo 5000000 > '" + (root / "intel-rapl:0/energy_uj").string() + "'";
+  const std::string module = "ZEUS_SIMULATED_GPUS=1:h200:module";
+  Result result =
+      run({module}, {"monitor", "--powercap-root", root.string(), "--json", "-o", path("s.json"),
+                     "--carbon-intensity", "360", "--price", "0.36", "--", "sh", "-c", script});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json summary = json::parse(read_file(path("s.json")));
+  EXPECT_DOUBLE_EQ(summary["cpu_energy_j"]["0"].get<double>(), 4.0);
+  EXPECT_EQ(summary["gpu_energy_scope"], json({{"0", "module"}}));
+  EXPECT_EQ(summary["cpu_energy_in_gpu_energy"], true);
+  EXPECT_NEAR(summary["carbon"]["gco2eq"].get<double>(),
+              summary["carbon"]["gpu_gco2eq"]["0"].get<double>(), 1e-12);
+  EXPECT_GT(summary["carbon"]["cpu_gco2eq"]["0"].get<double>(), 0.0);
+  EXPECT_NEAR(summary["cost"]["total"].get<double>(), summary["cost"]["gpu"]["0"].get<double>(),
+              1e-12);
+
+  result = run({module}, {"monitor", "--powercap-root", root.string(), "-o", path("s.txt"), "--",
+                          "sh", "-c", script});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string text = read_file(path("s.txt"));
+  EXPECT_TRUE(contains(text, "module energy: GPU + CPU + memory of its superchip")) << text;
+  EXPECT_TRUE(contains(text, "the totals leave them out")) << text;
+  std::smatch gpu, total;
+  ASSERT_TRUE(std::regex_search(text, gpu, std::regex(R"(GPU 0 +NVIDIA H200 +([0-9.]+) J)")));
+  ASSERT_TRUE(
+      std::regex_search(text, total, std::regex(R"(total +\(GPU modules only\) +([0-9.]+) J)")))
+      << text;
+  EXPECT_EQ(gpu[1], total[1]);  // the GPU's module energy alone
+
+  // Without CPU figures there is nothing counted twice: the row is labelled, no note.
+  result = run({module}, {"monitor", "--powercap-root", path("none").string(), "-o", path("n.txt"),
+                          "--", "true"});
+  const std::string alone = read_file(path("n.txt"));
+  EXPECT_TRUE(contains(alone, "module energy:")) << alone;
+  EXPECT_FALSE(contains(alone, "the totals leave them out")) << alone;
 }
 
 TEST_F(CliMonitor, ABadCarbonIntensityIsAUsageErrorBeforeAnythingRuns) {

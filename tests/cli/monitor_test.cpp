@@ -91,6 +91,8 @@ TEST_F(CliMonitor, JsonSummaryHasTheDocumentedKeys) {
   // No RAPL on the fake root: no CPU, and a note saying why.
   EXPECT_EQ(summary["cpu_energy_j"], json::object());
   EXPECT_EQ(summary["dram_energy_j"], json::object());
+  EXPECT_EQ(summary["gpu_energy_scope"], json({{"0", "gpu"}, {"1", "gpu"}}));
+  EXPECT_EQ(summary["cpu_energy_in_gpu_energy"], false);
   ASSERT_TRUE(summary["notes"].is_array());
   EXPECT_TRUE(contains(summary["notes"].dump(), "RAPL")) << summary["notes"];
 }

@@ -214,6 +214,72 @@ TEST_F(NvmlTest, PowerFallsBackToModuleScopeThenToPowerUsage) {
   }
 }
 
+// GH200/GB200 (docs/devices.md, "Grace Hopper and Grace Blackwell: module scope").
+json grace_hopper(int index) {
+  json device = h100(index);
+  device["name"] = "NVIDIA GH200 480GB";
+  // The driver refuses GPU scope; the module's power is there.
+  device["power_fields"] = {{"186:0", {{"nvml_return", 2}}},
+                            {"185:0", {{"nvml_return", 2}}},
+                            {"186:1", 450000},
+                            {"185:1", 440000}};
+  return device;
+}
+
+TEST_F(NvmlTest, DiscreteGpuMeasuresGpuScope) {
+  auto gpu = open({{"devices", {h100(0)}}})->open_gpu(0);
+  EXPECT_EQ(gpu->power_scope(), zeus::device::MeasuredScope::kGpu);
+  EXPECT_EQ(gpu->energy_scope(), zeus::device::MeasuredScope::kGpu);
+}
+
+TEST_F(NvmlTest, GraceHopperMeasuresModuleScope) {
+  auto gpu = open({{"devices", {grace_hopper(0)}}})->open_gpu(0);
+  EXPECT_EQ(gpu->power_scope(), zeus::device::MeasuredScope::kModule);
+  EXPECT_EQ(gpu->energy_scope(), zeus::device::MeasuredScope::kModule);
+  EXPECT_EQ(gpu->instant_power_mw(), 450000u);
+  EXPECT_EQ(gpu->average_power_mw(), 440000u);
+  EXPECT_EQ(fake_.calls("nvmlDeviceGetPowerUsage"), 0);
+}
+
+TEST_F(NvmlTest, ModuleOnlyPowerMakesTheCounterModuleScopeWhateverTheName) {
+  json device = grace_hopper(0);
+  device["name"] = "NVIDIA Future Superchip";  // not a known name: the probe decides
+  auto gpu = open({{"devices", {device}}})->open_gpu(0);
+  EXPECT_EQ(gpu->energy_scope(), zeus::device::MeasuredScope::kModule);
+  EXPECT_EQ(gpu->power_scope(), zeus::device::MeasuredScope::kModule);
+}
+
+TEST_F(NvmlTest, SuperchipCounterIsModuleScopeEvenWhenGpuPowerIsThere) {
+  json device = h100(0);  // GPU-scope power fields
+  device["name"] = "NVIDIA GB200";
+  auto gpu = open({{"devices", {device}}})->open_gpu(0);
+  EXPECT_EQ(gpu->power_scope(), zeus::device::MeasuredScope::kGpu);
+  EXPECT_EQ(gpu->energy_scope(), zeus::device::MeasuredScope::kModule);
+}
+
+TEST_F(NvmlTest, PowerUsageFallbackIsModuleScopeOnlyOnASuperchip) {
+  json discrete = h100(0);
+  discrete.erase("power_fields");
+  json superchip = h100(1);
+  superchip.erase("power_fields");
+  superchip["name"] = "NVIDIA GH200 120GB";
+  auto nvml = open({{"devices", {discrete, superchip}}});
+  EXPECT_EQ(nvml->open_gpu(0)->power_scope(), zeus::device::MeasuredScope::kGpu);
+  EXPECT_EQ(nvml->open_gpu(1)->power_scope(), zeus::device::MeasuredScope::kModule);
+  EXPECT_EQ(nvml->open_gpu(1)->energy_scope(), zeus::device::MeasuredScope::kModule);
+}
+
+TEST(GpuScope, SuperchipNamesAndScopeNames) {
+  EXPECT_TRUE(zeus::device::is_grace_superchip_name("NVIDIA GH200 480GB"));
+  EXPECT_TRUE(zeus::device::is_grace_superchip_name("nvidia gb200"));
+  EXPECT_TRUE(zeus::device::is_grace_superchip_name("NVIDIA GB300"));
+  EXPECT_FALSE(zeus::device::is_grace_superchip_name("NVIDIA H200"));
+  EXPECT_FALSE(zeus::device::is_grace_superchip_name("NVIDIA H100 80GB HBM3"));
+  EXPECT_EQ(zeus::device::measured_scope_name(zeus::device::MeasuredScope::kGpu), "gpu");
+  EXPECT_EQ(zeus::device::measured_scope_name(zeus::device::MeasuredScope::kModule), "module");
+  EXPECT_EQ(zeus::device::measured_scope_name(zeus::device::MeasuredScope::kUnknown), "unknown");
+}
+
 TEST_F(NvmlTest, EnergyCounterFromVoltaOn) {
   json pascal = h100(1);
   pascal["architecture"] = 4;

@@ -213,6 +213,35 @@ TEST(SimulatedGpusSpec, ParsesCountAndModel) {
   }
 }
 
+// ":module" labels a simulated GPU's figures module scope, as a Grace superchip's (and only
+// labels them: the draw is the same model).
+TEST(SimulatedGpusSpec, ModuleOptionLabelsTheFiguresModuleScope) {
+  using zeus::device::MeasuredScope;
+  const auto spec = zeus::device::parse_simulated_gpus_spec("2:H200:Module");
+  EXPECT_TRUE(spec.module);
+  EXPECT_EQ(spec.model().scope, MeasuredScope::kModule);
+  EXPECT_EQ(zeus::device::parse_simulated_gpus_spec("2:h200").model().scope, MeasuredScope::kGpu);
+  auto clock = make_clock();
+  // With the sensor-faithful wrapper too, which forwards the scope.
+  for (const char* text : {"1:h200:module", "1:h200:sensor:module"}) {
+    const auto provider = zeus::device::make_simulated_provider(
+        1, zeus::device::parse_simulated_gpus_spec(text).model(), clock);
+    const auto gpu = provider->open_gpu(0);
+    EXPECT_EQ(gpu->power_scope(), MeasuredScope::kModule) << text;
+    EXPECT_EQ(gpu->energy_scope(), MeasuredScope::kModule) << text;
+  }
+  SimulatedGpu plain = make_gpu(clock, "h200");
+  EXPECT_EQ(plain.energy_scope(), MeasuredScope::kGpu);
+  for (const char* bad : {"2:h200:module:module", "2:h200:modules"}) {
+    try {
+      zeus::device::parse_simulated_gpus_spec(bad);
+      FAIL() << bad;
+    } catch (const zeus::Error& error) {
+      EXPECT_NE(std::string(error.what()).find("\"module\""), std::string::npos) << error.what();
+    }
+  }
+}
+
 zeus::EnvLookup fake_env(std::map<std::string, std::string> values) {
   return [values](const std::string& name) -> std::optional<std::string> {
     const auto found = values.find(name);

@@ -7,6 +7,7 @@
 #include <new>
 
 #include "support/fault_injecting_gpu.hpp"
+#include "support/log_capture.hpp"
 #include "test_support.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/rapl.hpp"
@@ -215,6 +216,52 @@ TEST(ZeusMonitor, ApproxInstantEnergyFillsWindowsShorterThanTheCounterStep) {
   rig.clock->advance_ns(1000);
   EXPECT_EQ(plain.end_window("w").gpu_energy_j.at(0), 0.0);
   EXPECT_NEAR(approx.end_window("w").gpu_energy_j.at(0), 55.0 * 1e-6, 1e-12);
+}
+
+// A Grace superchip's GPU energy is module energy: each Measurement says so, and the monitor
+// warns once that CPU figures of the same window are already part of it.
+TEST(ZeusMonitor, ModuleScopeGpuEnergyIsLabelledAndWarnedAboutOnce) {
+  TempDir dir;
+  zeus::testing::make_powercap_tree(dir.path(), 1, true);
+  const zeus::device::CpuDiscovery cpus = zeus::device::discover_rapl_cpus(dir.path());
+  ASSERT_TRUE(cpus.available) << cpus.message;
+  SimulatedRig rig(1, "h200");
+  zeus::device::SimulatedGpuModel module_model = zeus::device::simulated_gpu_model("h200");
+  module_model.scope = zeus::device::MeasuredScope::kModule;
+  const auto module_gpu = std::make_shared<zeus::device::SimulatedGpu>(module_model, 1, rig.clock);
+  const zeus::device::Gpus gpus({rig.gpus[0], module_gpu}, {0, 1});
+  zeus::testing::LogCapture log;
+  ZeusMonitor monitor(gpus, cpus.cpus, manual(rig));
+  const std::string warning = "measure their whole module";
+  EXPECT_EQ(log.count(warning), 1) << log.text();
+  EXPECT_EQ(monitor.gpu_energy_scopes(),
+            (zeus::monitor::GpuEnergyScopes{{0, zeus::device::MeasuredScope::kGpu},
+                                            {1, zeus::device::MeasuredScope::kModule}}));
+  for (int i = 0; i < 2; ++i) {
+    monitor.begin_window("w");
+    rig.clock->advance_s(1.0);
+    const Measurement result = monitor.end_window("w");
+    EXPECT_EQ(result.gpu_energy_scope(0), zeus::device::MeasuredScope::kGpu);
+    EXPECT_EQ(result.gpu_energy_scope(1), zeus::device::MeasuredScope::kModule);
+    EXPECT_EQ(result.gpu_energy_scope(7), zeus::device::MeasuredScope::kUnknown);
+    EXPECT_TRUE(result.gpu_energy_includes_cpu());
+    // total_energy stays the GPUs' sum, as the reference's.
+    EXPECT_DOUBLE_EQ(result.total_energy_j(), result.gpu_energy_j.sum());
+  }
+  EXPECT_EQ(log.count(warning), 1);
+
+  // Only the discrete GPU: nothing to warn about; without CPUs, nothing to warn about either.
+  ZeusMonitorOptions discrete = manual(rig);
+  discrete.gpu_indices = std::vector<int>{0};
+  ZeusMonitor plain(gpus, cpus.cpus, discrete);
+  plain.begin_window("w");
+  EXPECT_FALSE(plain.end_window("w").gpu_energy_includes_cpu());
+  ZeusMonitorOptions no_cpus = manual(rig);
+  no_cpus.cpu_indices = std::vector<int>{};
+  ZeusMonitor module_only(gpus, cpus.cpus, no_cpus);
+  EXPECT_EQ(log.count(warning), 1);
+  // A measurement made by hand knows no scope.
+  EXPECT_FALSE(Measurement{}.gpu_energy_includes_cpu());
 }
 
 TEST(ZeusMonitor, CpuPackagesAndDramFromRapl) {

@@ -104,6 +104,9 @@ class FaultInjectingGpu final : public Gpu {
   std::uint64_t total_energy_mj() override {
     return call("total_energy_mj", [&] { return inner_->total_energy_mj(); });
   }
+  // Probes as well: never throw, not counted.
+  MeasuredScope power_scope() override { return inner_->power_scope(); }
+  MeasuredScope energy_scope() override { return inner_->energy_scope(); }
   int temperature_c() override {
     return call("temperature_c", [&] { return inner_->temperature_c(); });
   }

@@ -57,6 +57,8 @@ class ForwardingGpu : public Gpu {
   std::uint32_t average_memory_power_mw() override { return inner_->average_memory_power_mw(); }
   bool supports_energy_counter() override { return inner_->supports_energy_counter(); }
   std::uint64_t total_energy_mj() override { return inner_->total_energy_mj(); }
+  MeasuredScope power_scope() override { return inner_->power_scope(); }
+  MeasuredScope energy_scope() override { return inner_->energy_scope(); }
   int temperature_c() override { return inner_->temperature_c(); }
 
  protected:

@@ -18,6 +18,19 @@ enum class GpuBackend { kNvml, kAmdSmi, kSimulated };
 // "nvml", "amdsmi" or "simulated".
 std::string_view gpu_backend_name(GpuBackend backend);
 
+// What a GPU's power and energy figures cover (docs/devices.md, "Grace Hopper and Grace
+// Blackwell: module scope"). kGpu: the GPU board (the chip and its memory), as on a discrete
+// GPU. kModule: the whole superchip module, GPU plus Grace CPU plus their memory, as NVML
+// reports it on GH200 and GB200. kUnknown: the backend cannot tell.
+enum class MeasuredScope { kUnknown, kGpu, kModule };
+
+// "unknown", "gpu" or "module".
+std::string_view measured_scope_name(MeasuredScope scope);
+
+// Whether `name` is the GPU of a Grace superchip (GH200, GB200, GB300), whose NVML energy
+// counter covers the whole module: the model names NVIDIA gives them ("NVIDIA GH200 480GB").
+bool is_grace_superchip_name(std::string_view name);
+
 struct PowerLimitConstraints {
   std::uint32_t min_mw = 0;
   std::uint32_t max_mw = 0;
@@ -70,6 +83,12 @@ class Gpu {
   virtual bool supports_energy_counter() = 0;
   // Energy since the driver was loaded. kNotSupported when supports_energy_counter() is false.
   virtual std::uint64_t total_energy_mj() = 0;
+
+  // The scope of instant_power_mw() and average_power_mw(). A probe: never throws.
+  virtual MeasuredScope power_scope() = 0;
+  // The scope of the energy a monitor measures on this GPU: total_energy_mj()'s when
+  // supports_energy_counter(), else the power readings'. A probe: never throws.
+  virtual MeasuredScope energy_scope() = 0;
 
   virtual int temperature_c() = 0;
 };

@@ -66,6 +66,9 @@ struct SimulatedGpuModel {
   bool thermal_enabled = false;  // opt-in: the default keeps the instantaneous temperature
   // Opt-in: providers wrap each GPU in a SensorGpu with published_sensor_parameters(name).
   bool sensor_faithful = false;
+  // What its power and energy figures are labelled as covering (the draw is the same model):
+  // kModule stands in for a Grace superchip's GPU (ZEUS_SIMULATED_GPUS="1:h200:module").
+  MeasuredScope scope = MeasuredScope::kGpu;
 };
 
 // Built-in models: v100, a40, a100, h100, h200 (and p100 without an energy counter).
@@ -131,6 +134,8 @@ class SimulatedGpu final : public Gpu {
   std::uint32_t average_memory_power_mw() override;
   bool supports_energy_counter() override { return model_.energy_counter; }
   std::uint64_t total_energy_mj() override;
+  MeasuredScope power_scope() override { return model_.scope; }
+  MeasuredScope energy_scope() override { return model_.scope; }
   int temperature_c() override;
 
  private:
@@ -191,12 +196,13 @@ struct SimulatedGpusSpec {
   std::string model_key = "a100";
   bool thermal = false;  // ":thermal" option: the opt-in thermal model
   bool sensor = false;   // ":sensor" option: the sensor-faithful readings (sensor_gpu.hpp)
+  bool module = false;   // ":module" option: figures labelled module scope, as a Grace superchip's
   // The catalogue model with the spec's options applied.
   SimulatedGpuModel model() const;
 };
-// Parses ZEUS_SIMULATED_GPUS ("<count>[:<model>[:<option>...]]", options "thermal" and "sensor",
-// e.g. "4:h200", "2:h200:thermal" or "2:h200:sensor:thermal"). ":sensor" needs a model with
-// published sensor parameters (not p100).
+// Parses ZEUS_SIMULATED_GPUS ("<count>[:<model>[:<option>...]]", options "thermal", "sensor" and
+// "module", e.g. "4:h200", "2:h200:thermal" or "2:h200:sensor:thermal"). ":sensor" needs a model
+// with published sensor parameters (not p100).
 // Throws Error(kInvalidArgument) quoting the value when malformed.
 SimulatedGpusSpec parse_simulated_gpus_spec(const std::string& value);
 

@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "zeus/device/gpu.hpp"
+
 namespace zeus::monitor {
 
 // Values keyed by device index (GPU index as the process sees it, or CPU package index), kept
@@ -42,6 +44,8 @@ struct GpuErrorBound {
 };
 // Per GPU index, sorted by index.
 using GpuErrorBounds = std::vector<std::pair<int, GpuErrorBound>>;
+// What each GPU's energy covers (Gpu::energy_scope()), per GPU index, sorted by index.
+using GpuEnergyScopes = std::vector<std::pair<int, device::MeasuredScope>>;
 
 struct Measurement {
   double time_s = 0.0;          // elapsed time from a monotonic clock
@@ -51,11 +55,19 @@ struct Measurement {
   // The error bounds of the monitor that measured it (shared with it: a window allocates nothing
   // for them); null for a measurement made otherwise (by hand, replayed from a log, cancelled).
   std::shared_ptr<const GpuErrorBounds> gpu_error_bounds;
+  // The energy scopes of the monitor that measured it, shared alike; null when made otherwise.
+  std::shared_ptr<const GpuEnergyScopes> gpu_energy_scopes;
 
   // GPU energy only, as the reference's `total_energy`.
   double total_energy_j() const { return gpu_energy_j.sum(); }
   // The bound on each GPU energy's error (J) at this window's length; empty when unknown.
   EnergyByIndex gpu_energy_error_j() const;
+  // GPU `index`'s energy scope; kUnknown when not known.
+  device::MeasuredScope gpu_energy_scope(int index) const;
+  // Whether a measured GPU's energy is module energy (GPU + CPU + memory of a Grace superchip):
+  // then the CPU and DRAM figures of the same window are already part of it, and adding them
+  // counts them twice (docs/devices.md, "Grace Hopper and Grace Blackwell: module scope").
+  bool gpu_energy_includes_cpu() const;
 };
 
 }  // namespace zeus::monitor

@@ -67,6 +67,10 @@ struct ZeusMonitorOptions {
   // turns it off: it warns through Python's warnings at every such window, as the reference
   // does, and one window should not be reported twice.
   bool warn_zero_energy = true;
+  // Log a warning (once, at construction) when a monitored GPU's energy is module energy and CPU
+  // packages are monitored too: their figures are already part of the module's. `zeus monitor`
+  // says it in its summary instead.
+  bool warn_module_scope = true;
 };
 
 // get_cpus()'s packages, for a monitor asked for `cpu_indices` (nullopt: every one, {}: none,
@@ -102,6 +106,8 @@ class ZeusMonitor final : public WindowMonitor {
 
   // Each GPU's error bound (what Measurement::gpu_energy_error_j reports), by GPU index.
   const GpuErrorBounds& gpu_error_bounds() const { return *error_bounds_; }
+  // What each monitored GPU's energy covers (Measurement::gpu_energy_scopes), by GPU index.
+  const GpuEnergyScopes& gpu_energy_scopes() const { return *energy_scopes_; }
   // Windows shorter than this are short for the GPUs' counters: kShortWindowRefreshPeriods x
   // the longest refresh period plus delay (0 when every GPU's reads are current).
   double short_window_s() const { return short_window_s_; }
@@ -140,6 +146,7 @@ class ZeusMonitor final : public WindowMonitor {
                                          const std::exception& error,
                                          const std::string& window) const;
   void init_error_bounds(const SensorSource& source);
+  void warn_module_scope() const;
   void warn_short_window(const std::string& name, const Measurement& result) const;
   void write_log_row(const std::string& name, const Snapshot& start, const Measurement& result);
 
@@ -154,6 +161,8 @@ class ZeusMonitor final : public WindowMonitor {
   std::vector<device::SensorParameters> sensors_;       // per GPU
   std::shared_ptr<const GpuErrorBounds> error_bounds_;  // shared with every Measurement
   std::vector<double> peak_power_w_;                    // per GPU
+  // What each GPU's energy covers, shared with every Measurement as the error bounds are.
+  std::shared_ptr<const GpuEnergyScopes> energy_scopes_;
   double short_window_s_ = 0.0;  // windows shorter than this are warned about, once
   std::atomic<bool> warned_short_window_{false};
   std::vector<int> cpu_indices_;

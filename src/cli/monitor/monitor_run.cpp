@@ -160,6 +160,7 @@ int run(const MonitorArgs& args, const Plan& plan) {
   options.cpu_indices = cpu_indices;
   options.sampler_period_s = interval_s;
   options.warn_short_windows = false;  // a note in the summary says it
+  options.warn_module_scope = false;   // the summary labels module energy and says it
   if (!args.timeline.empty()) {
     // The measured window, for `zeus report` to shade on the timeline (ZeusMonitor's log format).
     options.log_file = monitor::timeline_csv::windows_path(args.timeline);

@@ -44,6 +44,17 @@ std::string outcome_text(const RunOutcome& outcome) {
   return text;
 }
 
+// With a module-scope GPU (a Grace superchip: GPU + CPU + memory), CPU and DRAM figures of the
+// same window are already part of the GPU's: totals leave them out (docs/monitor.md).
+bool cpu_in_gpu_energy(const monitor::Measurement& measured) {
+  return measured.gpu_energy_includes_cpu() &&
+         (!measured.cpu_energy_j.empty() || !measured.dram_energy_j.empty());
+}
+
+double combined(const monitor::Measurement& measured, double gpu, double cpu, double dram) {
+  return cpu_in_gpu_energy(measured) ? gpu : gpu + cpu + dram;
+}
+
 }  // namespace
 
 void write_text_summary(std::ostream& out, const MonitorArgs& args, const Summary& figures,
@@ -76,7 +87,11 @@ void write_text_summary(std::ostream& out, const MonitorArgs& args, const Summar
         errors.contains(index) ? std::optional<double>(errors.at(index)) : std::nullopt);
     total_j += energy_j;
     ++rows;
+    if (measured.gpu_energy_scope(index) == device::MeasuredScope::kModule) {
+      out << "           module energy: GPU + CPU + memory of its superchip\n";
+    }
   }
+  const double gpu_total_j = total_j;
   const auto cpu_name = [&](int index) -> std::string {
     for (const auto& cpu : cpus.cpus) {
       if (cpu->index() == index) {
@@ -95,8 +110,9 @@ void write_text_summary(std::ostream& out, const MonitorArgs& args, const Summar
     total_j += energy_j;
     ++rows;
   }
+  const bool cpu_in_gpu = cpu_in_gpu_energy(measured);
   if (rows > 1) {
-    row("total", "", total_j);
+    row("total", cpu_in_gpu ? "(GPU modules only)" : "", cpu_in_gpu ? gpu_total_j : total_j);
   }
   if (rows == 0) {
     out << "   (no device measured)\n";
@@ -105,15 +121,18 @@ void write_text_summary(std::ostream& out, const MonitorArgs& args, const Summar
     out << fmt::format(
         "\n   carbon  {:.6g} gCO2eq (GPU {:.6g}, CPU {:.6g}, DRAM {:.6g}) at a mean "
         "{:.6g} gCO2eq/kWh\n",
-        carbon->total_carbon_emission_g(), carbon->gpu_carbon_emission_g.sum(),
-        carbon->cpu_carbon_emission_g.sum(), carbon->dram_carbon_emission_g.sum(),
-        carbon->mean_gco2eq_per_kwh);
+        combined(measured, carbon->gpu_carbon_emission_g.sum(), carbon->cpu_carbon_emission_g.sum(),
+                 carbon->dram_carbon_emission_g.sum()),
+        carbon->gpu_carbon_emission_g.sum(), carbon->cpu_carbon_emission_g.sum(),
+        carbon->dram_carbon_emission_g.sum(), carbon->mean_gco2eq_per_kwh);
   }
   if (cost) {
     const std::string unit = cost->currency.empty() ? "" : " " + cost->currency;
     out << fmt::format(
         "\n   cost    {:.6g}{} (GPU {:.6g}, CPU {:.6g}, DRAM {:.6g}) at a mean {:.6g}{}/kWh\n",
-        cost->total_cost(), unit, cost->gpu_energy_cost.sum(), cost->cpu_energy_cost.sum(),
+        combined(measured, cost->gpu_energy_cost.sum(), cost->cpu_energy_cost.sum(),
+                 cost->dram_energy_cost.sum()),
+        unit, cost->gpu_energy_cost.sum(), cost->cpu_energy_cost.sum(),
         cost->dram_energy_cost.sum(), cost->mean_price_per_kwh, unit);
   }
   for (const monitor::CounterPowerCheck& check : figures.cross_checks) {
@@ -123,6 +142,10 @@ void write_text_summary(std::ostream& out, const MonitorArgs& args, const Summar
         check.gpu_index, check.counter_energy_j, check.power_energy_j, check.duration_s,
         check.disagrees ? "disagree" : "agree", check.difference * 100.0,
         monitor::trust_name(check.trust));
+  }
+  if (cpu_in_gpu) {
+    out << "\n   note: module-scope GPU energy already includes its superchip's CPU and memory: "
+           "the CPU and DRAM figures are part of it, and the totals leave them out\n";
   }
   for (const std::string& note : notes) {
     out << "\n   note: " << note << "\n";
@@ -163,11 +186,20 @@ void write_json_summary(std::ostream& out, const MonitorArgs& args, const Summar
   summary["gpu_energy_error_j"] = energy_json(measured.gpu_energy_error_j());
   summary["cpu_energy_j"] = energy_json(measured.cpu_energy_j);
   summary["dram_energy_j"] = energy_json(measured.dram_energy_j);
+  // What each GPU's energy covers ("gpu", "module": GPU + CPU + memory of a superchip).
+  nlohmann::json scopes = nlohmann::json::object();
+  for (const auto& [index, energy_j] : measured.gpu_energy_j) {
+    scopes[std::to_string(index)] = device::measured_scope_name(measured.gpu_energy_scope(index));
+  }
+  summary["gpu_energy_scope"] = std::move(scopes);
+  summary["cpu_energy_in_gpu_energy"] = cpu_in_gpu_energy(measured);
   if (!args.carbon_intensity.empty()) {
     // null when the provider could not say (a note says why).
     summary["carbon"] = nullptr;
     if (carbon) {
-      summary["carbon"] = {{"gco2eq", carbon->total_carbon_emission_g()},
+      summary["carbon"] = {{"gco2eq", combined(measured, carbon->gpu_carbon_emission_g.sum(),
+                                               carbon->cpu_carbon_emission_g.sum(),
+                                               carbon->dram_carbon_emission_g.sum())},
                            {"mean_gco2eq_per_kwh", carbon->mean_gco2eq_per_kwh},
                            {"gpu_gco2eq", energy_json(carbon->gpu_carbon_emission_g)},
                            {"cpu_gco2eq", energy_json(carbon->cpu_carbon_emission_g)},
@@ -177,13 +209,15 @@ void write_json_summary(std::ostream& out, const MonitorArgs& args, const Summar
   if (!args.price.empty()) {
     summary["cost"] = nullptr;
     if (cost) {
-      summary["cost"] = {{"total", cost->total_cost()},
-                         {"currency", cost->currency.empty() ? nlohmann::json(nullptr)
-                                                             : nlohmann::json(cost->currency)},
-                         {"mean_price_per_kwh", cost->mean_price_per_kwh},
-                         {"gpu", energy_json(cost->gpu_energy_cost)},
-                         {"cpu", energy_json(cost->cpu_energy_cost)},
-                         {"dram", energy_json(cost->dram_energy_cost)}};
+      summary["cost"] = {
+          {"total", combined(measured, cost->gpu_energy_cost.sum(), cost->cpu_energy_cost.sum(),
+                             cost->dram_energy_cost.sum())},
+          {"currency",
+           cost->currency.empty() ? nlohmann::json(nullptr) : nlohmann::json(cost->currency)},
+          {"mean_price_per_kwh", cost->mean_price_per_kwh},
+          {"gpu", energy_json(cost->gpu_energy_cost)},
+          {"cpu", energy_json(cost->cpu_energy_cost)},
+          {"dram", energy_json(cost->dram_energy_cost)}};
     }
   }
   if (args.cross_check) {

@@ -398,7 +398,9 @@ Return nvmlDeviceResetMemoryLockedClocks(Device device) {
   return zeus::device::nvml::kSuccess;
 }
 
-// Power fields: spec "power_fields" maps "<fieldId>:<scope>" to milliwatts; absent = not supported.
+// Power fields: spec "power_fields" maps "<fieldId>:<scope>" to milliwatts, or to
+// {"nvml_return": code} for a field whose read fails with that code (a Grace superchip's driver
+// refusing GPU scope); absent = not supported.
 Return nvmlDeviceGetFieldValues(Device device, int count, FieldValue* values) {
   FAKE_ENTER(device);
   if (values == nullptr || count <= 0) {
@@ -408,7 +410,9 @@ Return nvmlDeviceGetFieldValues(Device device, int count, FieldValue* values) {
   for (int i = 0; i < count; ++i) {
     FieldValue& value = values[i];
     const std::string key = std::to_string(value.fieldId) + ":" + std::to_string(value.scopeId);
-    if (fields.contains(key)) {
+    if (fields.contains(key) && fields[key].is_object()) {
+      value.nvmlReturn = static_cast<Return>(fields[key].value("nvml_return", 999));
+    } else if (fields.contains(key)) {
       value.nvmlReturn = zeus::device::nvml::kSuccess;
       value.valueType = zeus::device::nvml::kValueUnsignedInt;
       value.value.uiVal = fields[key].get<unsigned>();
