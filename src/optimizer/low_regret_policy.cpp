@@ -32,11 +32,11 @@ const double kLargeSurprise = std::log(1.5);
 const double kDearer = std::log(1.05);
 constexpr int kRisesToEnd = 2;
 const double kFarAbove = std::log(1.3);
-// A dearer step (as above) whose per-epoch cost rose by more than kSteep (20%) ends its direction
+// A dearer step (as above) whose per-epoch cost rose by more than kSteep (15%) ends its direction
 // at once when it is the first step from the anchor, or when its runs took no fewer epochs than
 // the step before: the epochs did not fall to pay for the dearer epochs, and further on the
 // per-epoch cost rises again (movielens-1m: from b0 = 1024, 512's epochs cost 1.7x as much).
-constexpr double kSteep = 1.2;
+constexpr double kSteep = 1.15;
 // The walk does not go to the side of the anchor away from the cheapest batch size once the
 // anchor costs this much more (in log cost, 25%) than it.
 const double kFarSide = std::log(1.25);

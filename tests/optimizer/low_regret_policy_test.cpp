@@ -161,7 +161,7 @@ TEST(LowRegretPolicy, EndsASideWhereCostsClimbTwiceOrOnceFarAboveTheBest) {
   EXPECT_EQ(drive(near, bump, 3), (std::vector<int>{32, 16, 8}));
 }
 
-// One dearer step whose epochs cost more than 20 % more than the step before's ends its side at
+// One dearer step whose epochs cost more than 15 % more than the step before's ends its side at
 // once: as the first step from b0, or where it took no fewer epochs (movielens-1m: from b0 =
 // 1024, 512's epochs cost 1.7x as much, and 256 beyond it failed at the cap). Where fewer epochs
 // paid for part of the rise, the walk goes on.
