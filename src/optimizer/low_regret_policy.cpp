@@ -32,6 +32,11 @@ const double kLargeSurprise = std::log(1.5);
 const double kDearer = std::log(1.05);
 constexpr int kRisesToEnd = 2;
 const double kFarAbove = std::log(1.3);
+// A dearer step (as above) whose per-epoch cost rose by more than kSteep (15%) ends its direction
+// at once when it is the first step from the anchor, or when its runs took no fewer epochs than
+// the step before: the epochs did not fall to pay for the dearer epochs, and further on the
+// per-epoch cost rises again (movielens-1m: from b0 = 1024, 512's epochs cost 1.7x as much).
+constexpr double kSteep = 1.15;
 // The walk does not go to the side of the anchor away from the cheapest batch size once the
 // anchor costs this much more (in log cost, 25%) than it.
 const double kFarSide = std::log(1.25);
@@ -244,8 +249,9 @@ std::optional<int> LowRegretPolicy::walk_candidate() const {
   // size, unless its per-epoch cost is still falling (a probe that failed by the noise of its
   // epochs, where a cheaper epoch further on may still win). It also ends where the converged
   // batch sizes along it got dearer (mean cost and per-epoch
-  // cost both up) twice in a row, or once to far above the cheapest: cost against batch size is
-  // taken as unimodal, and a climbing side is not walked further.
+  // cost both up) twice in a row, or once to far above the cheapest, or once with the per-epoch
+  // cost up steeply and no fewer epochs to pay for it: cost against batch size is taken as
+  // unimodal, and a climbing side is not walked further.
   double lowest = std::numeric_limits<double>::infinity();
   int cheapest = anchor_;
   for (const auto& [batch_size, candidate] : candidates_) {
@@ -268,7 +274,13 @@ std::optional<int> LowRegretPolicy::walk_candidate() const {
           const bool dearer = mean_log_cost(here) > mean_log_cost(*previous_arm) + kDearer &&
                               here.epoch_cost > previous_arm->epoch_cost;
           rises = dearer ? rises + 1 : 0;
-          if (rises >= kRisesToEnd || (rises > 0 && mean_log_cost(here) > lowest + kFarAbove)) {
+          // here.mean is its mean log(epochs) when both are scaled (see observe()).
+          const bool steep =
+              dearer && here.epoch_cost > kSteep * previous_arm->epoch_cost &&
+              (previous_arm == &anchor->second ||
+               (here.scaled && previous_arm->scaled && here.mean >= previous_arm->mean));
+          if (steep || rises >= kRisesToEnd ||
+              (rises > 0 && mean_log_cost(here) > lowest + kFarAbove)) {
             return std::nullopt;
           }
         }

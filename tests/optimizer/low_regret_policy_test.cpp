@@ -161,6 +161,34 @@ TEST(LowRegretPolicy, EndsASideWhereCostsClimbTwiceOrOnceFarAboveTheBest) {
   EXPECT_EQ(drive(near, bump, 3), (std::vector<int>{32, 16, 8}));
 }
 
+// One dearer step whose epochs cost more than 15 % more than the step before's ends its side at
+// once: as the first step from b0, or where it took no fewer epochs (movielens-1m: from b0 =
+// 1024, 512's epochs cost 1.7x as much, and 256 beyond it failed at the cap). Where fewer epochs
+// paid for part of the rise, the walk goes on.
+TEST(LowRegretPolicy, EndsASideAtOneSteepRiseOfTheEpochCost) {
+  using Status = LowRegretPolicy::Status;
+  Job first_step;
+  // b0 = 1024 costs 22 (8 epochs at 2.75); 512 costs 25, 14 % more, its epochs 1.8x as dear.
+  first_step.epoch_cost = {{256, 9.0}, {512, 5.0}, {1024, 2.75}, {2048, 1.7}};
+  first_step.epochs = {{256, 4}, {512, 5}, {1024, 8}, {2048, 8}};
+  LowRegretPolicy from_b0(config({256, 512, 1024, 2048}, 1024));
+  EXPECT_EQ(drive(from_b0, first_step, 3), (std::vector<int>{1024, 512, 2048}));
+  EXPECT_EQ(from_b0.candidates().at(256).status, Status::kUntried);
+
+  Job later_step;
+  // 512 costs 20, the cheapest; 256 costs 25 in as many epochs (5), each 1.25x as dear.
+  later_step.epoch_cost = {{128, 7.0}, {256, 5.0}, {512, 4.0}, {1024, 2.75}, {2048, 1.7}};
+  later_step.epochs = {{128, 4}, {256, 5}, {512, 5}, {1024, 8}, {2048, 8}};
+  LowRegretPolicy same_epochs(config({128, 256, 512, 1024, 2048}, 1024));
+  EXPECT_EQ(drive(same_epochs, later_step, 4), (std::vector<int>{1024, 512, 256, 2048}));
+  EXPECT_EQ(same_epochs.candidates().at(128).status, Status::kUntried);
+
+  later_step.epoch_cost[256] = 5.5;  // 22: 10 % dearer than 512, but in 4 epochs, not 5
+  later_step.epochs[256] = 4;
+  LowRegretPolicy fewer_epochs(config({128, 256, 512, 1024, 2048}, 1024));
+  EXPECT_EQ(drive(fewer_epochs, later_step, 4), (std::vector<int>{1024, 512, 256, 128}));
+}
+
 // And the side of b0 away from the cheapest batch size is not walked once b0 costs more than
 // 25 % above it: by unimodality nothing there can be the best.
 TEST(LowRegretPolicy, SkipsTheSideAwayFromAMuchCheaperBatchSize) {

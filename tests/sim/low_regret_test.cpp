@@ -89,9 +89,10 @@ TEST_F(LowRegretOnTraces, AboutHalfThePaperPolicysRegretOnThePapersCells) {
     }
   }
   ASSERT_EQ(result.cells, 24);
-  // Measured 0.520x with the worst cell at 1.05x (docs/reproduction.md; 0.590x before the walk
-  // took cost against batch size as unimodal).
-  EXPECT_LE(result.low_regret, 0.53 * result.paper_regret)
+  // Issue 30's target. Measured 0.494x with the worst cell at 1.05x (docs/reproduction.md;
+  // 0.590x before the walk took cost against batch size as unimodal, 0.520x before a steep rise
+  // of the per-epoch cost ended a side).
+  EXPECT_LE(result.low_regret, 0.50 * result.paper_regret)
       << result.low_regret << " vs " << result.paper_regret;
   EXPECT_LE(result.worst_cell_ratio, 1.10) << result.worst_cell;
   EXPECT_TRUE(result.worse_final.empty()) << result.worse_final.front();
@@ -110,8 +111,9 @@ TEST_F(LowRegretOnTraces, GeneralisesToTargetsItWasNotTunedOn) {
     }
   }
   EXPECT_GE(result.cells, 23);  // imagenet/p100 at 0.6 defeats the paper's pruning
-  // Measured 0.537x, worst cell 1.00x (0.610x before the walk took cost as unimodal).
-  EXPECT_LE(result.low_regret, 0.55 * result.paper_regret)
+  // Measured 0.523x, worst cell 1.00x (0.610x before the walk took cost as unimodal, 0.537x
+  // before a steep rise of the per-epoch cost ended a side).
+  EXPECT_LE(result.low_regret, 0.54 * result.paper_regret)
       << result.low_regret << " vs " << result.paper_regret;
   EXPECT_LE(result.worst_cell_ratio, 1.15) << result.worst_cell;
   EXPECT_TRUE(result.worse_final.empty()) << result.worse_final.front();
@@ -133,9 +135,9 @@ TEST_F(LowRegretOnTraces, GeneralisesToEasierTargets) {
     }
   }
   EXPECT_GE(result.cells, 23);  // imagenet/p100 at 0.55 defeats the paper's pruning
-  // Measured 0.640x, worst cell 1.05x (0.707x and 1.04x before the walk took cost as unimodal;
-  // issue 30's target is 0.60x).
-  EXPECT_LE(result.low_regret, 0.65 * result.paper_regret)
+  // Measured 0.617x, worst cell 1.05x (0.707x and 1.04x before the walk took cost as unimodal,
+  // 0.640x before a steep rise of the per-epoch cost ended a side; issue 30's target is 0.60x).
+  EXPECT_LE(result.low_regret, 0.63 * result.paper_regret)
       << result.low_regret << " vs " << result.paper_regret;
   EXPECT_LE(result.worst_cell_ratio, 1.10) << result.worst_cell;
 }
@@ -203,7 +205,7 @@ TEST_F(LowRegretOnTraces, OverlappingJobs) {
       }
     }
     ASSERT_EQ(result.cells, 24);
-    // Measured 0.63x-0.69x, worst cell 0.91x-1.02x (docs/reproduction.md).
+    // Measured 0.59x-0.68x, worst cell 0.91x-1.02x (docs/reproduction.md).
     EXPECT_LE(result.low_regret, 0.75 * result.paper_regret)
         << result.low_regret << " vs " << result.paper_regret;
     EXPECT_LE(result.worst_cell_ratio, 1.25) << result.worst_cell;

@@ -6,8 +6,9 @@
 //    once. A probe is stopped as soon as its cost passes probe_cap x the best mean cost known
 //    (the paper runs failed probes to 2 x the lowest single cost, and prunes twice).
 //    A direction ends at the first probe stopped this way, after two converged steps that each
-//    got dearer (mean and per-epoch cost), or after one to far above the best; the side of b0
-//    away from a much cheaper batch size is not walked (cost taken as unimodal in batch size).
+//    got dearer (mean and per-epoch cost), or after one to far above the best or with a steep
+//    rise of the per-epoch cost that fewer epochs did not pay for; the side of b0 away from a
+//    much cheaper batch size is not walked (cost taken as unimodal in batch size).
 // 2. One model of the noise. A batch size's cost is its per-epoch cost (fixed once its power
 //    limit is profiled) times a noisy number of epochs, and that noise is much the same at every
 //    batch size: the relative spread (the standard deviation of log cost) is pooled over all batch
