@@ -117,6 +117,11 @@ def _gpu_lines() -> List[str]:
         parts.append(f"power limit {limit} W (range {bounds} W)")
         energy = _safe(lambda: "yes" if gpus.supports_get_total_energy_consumption(index) else "no")
         parts.append(f"energy counter {energy}")
+        # What its figures cover (devices.md, "module scope"): a Grace superchip's NVML reports
+        # GPU, CPU and memory together, which a CPU figure must not be added to.
+        scope = _safe(lambda: gpus.get_energy_scope(index))
+        parts.append("measures the whole module (GPU + CPU + memory of its superchip)"
+                     if scope == "module" else f"measures scope {scope}")
         lines.append(", ".join(parts))
     return lines
 

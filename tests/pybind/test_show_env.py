@@ -33,8 +33,17 @@ def test_show_env_lists_simulated_gpus() -> None:
     assert gpu_lines[0].startswith("  GPU 0: NVIDIA A100")
     assert "physical index 0" in gpu_lines[0] and "power limit " in gpu_lines[0]
     assert "energy counter yes" in gpu_lines[2]
+    assert "measures scope gpu" in gpu_lines[2]
     assert "CPU availability:" in out and "zeusd:" in out
     assert "Traceback" not in result.stderr
+
+
+def test_show_env_says_a_superchip_measures_its_whole_module() -> None:
+    """A Grace Hopper's NVML reports GPU + CPU + memory (docs/devices.md, module scope)."""
+    result = run_module(["zeus_cpp.show_env"], {"ZEUS_SIMULATED_GPUS": "1:h200:module"})
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("  GPU ")]
+    assert "measures the whole module (GPU + CPU + memory of its superchip)" in line
 
 
 def test_show_env_without_gpus_says_so_and_exits_0() -> None:
