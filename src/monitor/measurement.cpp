@@ -51,4 +51,14 @@ EnergyByIndex Measurement::gpu_energy_error_j() const {
   return errors;
 }
 
+std::optional<double> SocEnergy::energy_j(device::RailKind kind) const {
+  std::optional<double> sum;
+  for (const RailEnergy& rail : rails) {
+    if (rail.kind == kind) {
+      sum = sum.value_or(0.0) + rail.energy_j;
+    }
+  }
+  return sum;
+}
+
 }  // namespace zeus::monitor

@@ -3,9 +3,14 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
+
+#include "zeus/device/jetson.hpp"
 
 namespace zeus::monitor {
 
@@ -43,6 +48,25 @@ struct GpuErrorBound {
 // Per GPU index, sorted by index.
 using GpuErrorBounds = std::vector<std::pair<int, GpuErrorBound>>;
 
+// One SoC power rail's energy over a window (zeus/monitor/soc_sampler.hpp).
+struct RailEnergy {
+  std::string name;  // as the board labels it, e.g. "VDD_GPU_SOC"
+  device::RailKind kind = device::RailKind::kOther;
+  double energy_j = 0.0;
+  bool operator==(const RailEnergy& other) const = default;
+};
+
+// A window's SoC energy: every rail by its own name, in the SoC's rail order.
+struct SocEnergy {
+  std::vector<RailEnergy> rails;
+  // Rail reads that failed within the window (a file gone, a value that is no number): each
+  // held the rail's last power over its period.
+  std::uint64_t skipped_reads = 0;
+  // The sum over the rails of `kind`; nullopt when the SoC has none.
+  std::optional<double> energy_j(device::RailKind kind) const;
+  bool operator==(const SocEnergy& other) const = default;
+};
+
 struct Measurement {
   double time_s = 0.0;          // elapsed time from a monotonic clock
   EnergyByIndex gpu_energy_j;   // per monitored GPU
@@ -51,6 +75,8 @@ struct Measurement {
   // The error bounds of the monitor that measured it (shared with it: a window allocates nothing
   // for them); null for a measurement made otherwise (by hand, replayed from a log, cancelled).
   std::shared_ptr<const GpuErrorBounds> gpu_error_bounds;
+  // The SoC's rails (a Jetson), when the monitor measures a SoC; nullopt otherwise.
+  std::optional<SocEnergy> soc_energy;
 
   // GPU energy only, as the reference's `total_energy`.
   double total_energy_j() const { return gpu_energy_j.sum(); }
