@@ -280,11 +280,11 @@ SocDiscovery discover_jetson(const fs::path& root) {
   }
   std::string names;
   for (const PowerRail& rail : rails) {
-    names += (names.empty() ? "" : ", ") + rail.name + " (" + std::string(rail_kind_name(rail.kind)) +
-             ")";
+    names += (names.empty() ? "" : ", ") + rail.name + " (" +
+             std::string(rail_kind_name(rail.kind)) + ")";
   }
-  result.message = model + ": " + std::to_string(rails.size()) + " power rail(s): " + names +
-                   skipped_text;
+  result.message =
+      model + ": " + std::to_string(rails.size()) + " power rail(s): " + names + skipped_text;
   result.soc = std::make_shared<JetsonSoc>(model, std::move(rails));
   return result;
 }

@@ -56,7 +56,7 @@ TEST(JetsonRails, OrinHwmonWithoutPowerFilesMultipliesVoltageAndCurrent) {
   EXPECT_EQ(found.soc->rails()[0].name, "VDD_GPU_SOC");
   EXPECT_EQ(found.soc->rails()[0].layout, RailLayout::kHwmon);
   EXPECT_TRUE(found.soc->rails()[0].power_file.empty());
-  EXPECT_DOUBLE_EQ(found.soc->rail_power_mw(0), 2000.0);  // 5 V x 0.4 A
+  EXPECT_DOUBLE_EQ(found.soc->rail_power_mw(0), 2000.0);     // 5 V x 0.4 A
   EXPECT_EQ(found.soc->rails()[3].name, "VDDQ_VDD2_1V8AO");  // "NC" is not connected
   EXPECT_DOUBLE_EQ(found.soc->rail_power_mw(3), 180.0);
   EXPECT_EQ(found.soc->rails_of(RailKind::kTotal), std::vector<std::size_t>{2});
@@ -175,8 +175,8 @@ TEST(JetsonRails, DiscoverSocReadsTheRootFromTheEnvironment) {
   JetsonTree tree;
   tree.add_hwmon("1-0040", {"VDD_GPU_SOC"}, 5000, 400);
   const std::string root = tree.root().string();
-  const SocDiscovery found = zeus::device::discover_soc(
-      [&](const std::string& name) -> std::optional<std::string> {
+  const SocDiscovery found =
+      zeus::device::discover_soc([&](const std::string& name) -> std::optional<std::string> {
         return name == "ZEUS_JETSON_ROOT" ? std::optional<std::string>(root) : std::nullopt;
       });
   ASSERT_TRUE(found.soc) << found.message;

@@ -1,6 +1,7 @@
-// NVIDIA Jetson boards: the power rails of their INA3221 monitors, read from sysfs (docs/devices.md,
-// "Jetson"). A rail's power is read directly where the driver exposes it, else as voltage x
-// current. Discovery never throws: why there is no SoC, or no rail, goes into its message.
+// NVIDIA Jetson boards: the power rails of their INA3221 monitors, read from sysfs
+// (docs/devices.md, "Jetson"). A rail's power is read directly where the driver exposes it, else as
+// voltage x current. Discovery never throws: why there is no SoC, or no rail, goes into its
+// message.
 #pragma once
 
 #include <filesystem>
