@@ -9,7 +9,8 @@
 #include <optional>
 #include <string>
 
-#include "support/jetson_tree.hpp"
+#include "support/temp_dir.hpp"
+#include "support/temp_jetson_tree.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/jetson.hpp"
 
@@ -22,7 +23,8 @@ using zeus::device::discover_jetson;
 using zeus::device::RailKind;
 using zeus::device::RailLayout;
 using zeus::device::SocDiscovery;
-using zeus::testing::JetsonTree;
+
+using JetsonTree = zeus::testing::TempJetsonTree;
 
 TEST(JetsonRails, ClassifiesTheBoardsRailNames) {
   // Orin (AGX, NX), Orin Nano, Xavier, Nano/TX2.

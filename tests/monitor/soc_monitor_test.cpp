@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "support/jetson_tree.hpp"
+#include "support/temp_jetson_tree.hpp"
 #include "zeus/common/clock.hpp"
 #include "zeus/device/jetson.hpp"
 #include "zeus/monitor/soc_sampler.hpp"
@@ -48,7 +48,7 @@ class SocMonitorTest : public ::testing::Test {
                                          std::move(options));
   }
 
-  zeus::testing::JetsonTree tree_;
+  zeus::testing::TempJetsonTree tree_;
   fs::path hwmon_;
   std::shared_ptr<zeus::device::JetsonSoc> soc_;
   std::shared_ptr<zeus::ManualClock> clock_ = std::make_shared<zeus::ManualClock>(1'000'000'000);

@@ -1,26 +1,28 @@
-// Fake Jetson sysfs trees in a temporary folder, modelled on the real boards' layouts
-// (docs/devices.md, "Jetson"): pass root() as discover_jetson's root or ZEUS_JETSON_ROOT.
+// Fake Jetson sysfs trees, modelled on the real boards' layouts (docs/devices.md, "Jetson"), in a
+// folder the caller owns (a support/temp_dir.hpp TempDir, or a CLI test's folder): pass root()
+// as discover_jetson's root or ZEUS_JETSON_ROOT. Header-only and free of zeus's libraries, so
+// that the CLI tests, which link none, use it too.
 #pragma once
 
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
-
-#include "support/temp_dir.hpp"
 
 namespace zeus::testing {
 
 class JetsonTree {
  public:
-  // An empty tree that declares a Jetson (etc/nv_tegra_release) of model `model`.
-  explicit JetsonTree(const std::string& model = "NVIDIA Jetson AGX Orin Developer Kit")
-      : dir_("zeus-jetson") {
+  // A tree under `root` that declares a Jetson (etc/nv_tegra_release) of model `model`.
+  explicit JetsonTree(std::filesystem::path root,
+                      const std::string& model = "NVIDIA Jetson AGX Orin Developer Kit")
+      : root_(std::move(root)) {
     write("etc/nv_tegra_release", "# R35 (release), REVISION: 4.1");
     write("proc/device-tree/model", model + std::string(1, '\0'));
   }
 
-  const std::filesystem::path& root() const { return dir_.path(); }
+  const std::filesystem::path& root() const { return root_; }
 
   void write(const std::filesystem::path& relative, const std::string& content) {
     const std::filesystem::path path = root() / relative;
@@ -65,7 +67,7 @@ class JetsonTree {
   }
 
  private:
-  TempDir dir_;
+  std::filesystem::path root_;
 };
 
 }  // namespace zeus::testing
