@@ -34,9 +34,10 @@ SocMetrics::SocMetrics(std::shared_ptr<const device::JetsonSoc> soc, double inte
 
 void SocMetrics::sample_once() {
   sampler_.sample_once();
+  const monitor::SocReading now = sampler_.read_now();  // every rail at one instant
   std::vector<Rail> read(rails_.size());
   for (std::size_t i = 0; i < read.size(); ++i) {
-    read[i] = {sampler_.power_w(i), sampler_.energy_j(i), sampler_.skipped(i)};
+    read[i] = {sampler_.power_w(i), now.energy_j[i], sampler_.skipped(i)};
   }
   const std::lock_guard lock(mutex_);
   rails_ = std::move(read);

@@ -54,6 +54,12 @@ void SocSampler::read(std::int64_t time_ns, SocReading& reading) const {
   }
 }
 
+SocReading SocSampler::read_now() const {
+  SocReading reading;
+  read(clock_->now_ns(), reading);
+  return reading;
+}
+
 SocEnergy SocSampler::energy_between(const SocReading& start, const SocReading& end) const {
   SocEnergy energy;
   energy.rails.reserve(soc_->rails().size());

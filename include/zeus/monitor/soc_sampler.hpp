@@ -48,6 +48,8 @@ class SocSampler {
 
   // Every rail's counter at `time_ns` into `reading` (its vector reused).
   void read(std::int64_t time_ns, SocReading& reading) const;
+  // Every rail's counter at one instant: the clock's present.
+  SocReading read_now() const;
   // The energy of each rail between two readings, with the reads skipped between them.
   SocEnergy energy_between(const SocReading& start, const SocReading& end) const;
   // Rail `rail`'s latest power (W), nullopt before its first good read.
