@@ -130,6 +130,12 @@ TEST(JetsonRails, AValueThatIsNoNumberLeavesTheRailOutNamingTheFile) {
   ASSERT_TRUE(found.soc) << found.message;
   ASSERT_EQ(found.soc->rails().size(), 1u);
   EXPECT_THAT(found.message, HasSubstr((hwmon / "curr2_input").string()));
+  // A long value is quoted in part only.
+  tree.write(hwmon.lexically_relative(tree.root()) / "curr1_input", std::string(4096, 'x'));
+  const SocDiscovery long_value = discover_jetson(tree.root());
+  EXPECT_FALSE(long_value.soc);
+  EXPECT_THAT(long_value.message, HasSubstr(std::string(32, 'x') + "..."));
+  EXPECT_EQ(long_value.message.find(std::string(33, 'x')), std::string::npos);
   // Once running, the same is an error naming the file.
   tree.write(hwmon.lexically_relative(tree.root()) / "curr1_input", "12.5\n");
   try {
