@@ -202,7 +202,7 @@ class ZeusEMIInitError(ZeusBaseCPUError):
 
 
 class ZeusSoCInitError(ZeusBaseSoCError):
-    """No system-on-chip energy interface is available (zeus_cpp has none)."""
+    """No system-on-chip energy interface is available (no Jetson power rails found)."""
 
 
 # ---- Batch size optimizer client ------------------------------------------------------------

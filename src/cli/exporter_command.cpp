@@ -17,6 +17,7 @@
 #include "zeus/common/env.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/device/discovery.hpp"
+#include "zeus/device/jetson.hpp"
 #include "zeus/device/zeusd_config.hpp"
 #include "zeus/metrics/prometheus.hpp"
 
@@ -82,6 +83,7 @@ int run(const ExporterArgs& args) {
   }
 
   const device::Gpus& gpus = device::get_gpus();
+  options.soc = device::get_soc().soc;  // a Jetson's rails (ZEUS_JETSON_ROOT for another root)
   if (const auto gpu_request = parse_device_request(args.gpus, "--gpus")) {
     options.gpu_indices = select_gpus(gpu_request, gpus);
   }

@@ -12,6 +12,7 @@
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
 #include "zeus/device/discovery.hpp"
+#include "zeus/device/jetson.hpp"
 #include "zeus/device/sensor_probe.hpp"
 #include "zeus/version.hpp"
 
@@ -110,6 +111,71 @@ nlohmann::json optional_json(const std::optional<double>& value) {
   return value ? nlohmann::json(*value) : nlohmann::json(nullptr);
 }
 
+// The SoC's rails with one power reading each (nullopt: the read failed, said in `problems`).
+struct RailRow {
+  std::string name;
+  std::string kind;
+  std::string source;  // the file(s) read
+  std::optional<double> power_w;
+  std::string problem;
+};
+
+std::vector<RailRow> describe_rails(const device::SocDiscovery& soc) {
+  std::vector<RailRow> rows;
+  if (!soc.soc) {
+    return rows;
+  }
+  for (std::size_t i = 0; i < soc.soc->rails().size(); ++i) {
+    const device::PowerRail& rail = soc.soc->rails()[i];
+    RailRow row{rail.name, std::string(device::rail_kind_name(rail.kind)),
+                rail.power_file.empty()
+                    ? rail.voltage_file.string() + " x " + rail.current_file.string()
+                    : rail.power_file.string(),
+                std::nullopt, ""};
+    try {
+      row.power_w = soc.soc->rail_power_mw(i) / 1000.0;
+    } catch (const Error& error) {
+      row.problem = error.what();
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+nlohmann::json soc_json(const device::SocDiscovery& soc, const std::vector<RailRow>& rails) {
+  nlohmann::json out = {{"root", soc.root.string()},
+                        {"jetson", soc.is_jetson},
+                        {"available", soc.soc != nullptr},
+                        {"model", soc.soc ? nlohmann::json(soc.soc->model()) : nullptr},
+                        {"message", soc.message},
+                        {"rails", nlohmann::json::array()}};
+  for (const RailRow& rail : rails) {
+    out["rails"].push_back({{"name", rail.name},
+                            {"kind", rail.kind},
+                            {"source", rail.source},
+                            {"power_w", optional_json(rail.power_w)},
+                            {"problem", rail.problem}});
+  }
+  return out;
+}
+
+void print_soc(const device::SocDiscovery& soc, const std::vector<RailRow>& rails) {
+  std::cout << fmt::format("\nSoC (Jetson power rails under {}):\n", soc.root.string());
+  if (!soc.soc) {
+    std::cout << "  " << soc.message << "\n";
+    return;
+  }
+  std::cout << fmt::format("  {}\n  {:<20} {:<6} {:<9} {}\n", soc.soc->model(), "rail", "kind",
+                           "power W", "read from");
+  for (const RailRow& rail : rails) {
+    std::cout << fmt::format("  {:<20} {:<6} {:<9} {}\n", rail.name, rail.kind, watts(rail.power_w),
+                             rail.source);
+    if (!rail.problem.empty()) {
+      std::cout << "        ! " << rail.problem << "\n";
+    }
+  }
+}
+
 int run(bool as_json, bool probe_counter, const std::string& powercap_root_option) {
   const device::GpuDiscovery discovery = device::discover_gpus();
   const std::filesystem::path powercap_root = powercap_root_option.empty()
@@ -117,6 +183,8 @@ int run(bool as_json, bool probe_counter, const std::string& powercap_root_optio
                                                   : std::filesystem::path(powercap_root_option);
   const device::CpuDiscovery cpus = device::discover_rapl_cpus(powercap_root);
   const bool sys_admin = device::has_sys_admin();
+  const device::SocDiscovery soc = device::discover_soc();
+  const std::vector<RailRow> rails = describe_rails(soc);
 
   std::vector<GpuRow> rows;
   for (int i = 0; i < static_cast<int>(discovery.gpus.size()); ++i) {
@@ -175,6 +243,7 @@ int run(bool as_json, bool probe_counter, const std::string& powercap_root_optio
     }
     out["rapl"] = {
         {"root", cpus.root.string()}, {"available", cpus.available}, {"message", cpus.message}};
+    out["soc"] = soc_json(soc, rails);
     out["sys_admin"] = sys_admin;
     std::cout << out.dump(2) << "\n";
     return kExitOk;
@@ -244,6 +313,7 @@ int run(bool as_json, bool probe_counter, const std::string& powercap_root_optio
                                cpu->has_dram() ? "yes" : "no");
     }
   }
+  print_soc(soc, rails);
   return kExitOk;
 }
 
@@ -252,8 +322,8 @@ int run(bool as_json, bool probe_counter, const std::string& powercap_root_optio
 void add_show_env(CLI::App& app, Action& action) {
   CLI::App* command =
       app.add_subcommand("show-env",
-                         "Show the GPU and CPU backends zeus finds, every GPU and CPU package, and "
-                         "whether this process may change power limits");
+                         "Show the GPU and CPU backends zeus finds, every GPU and CPU package, a "
+                         "Jetson's power rails, and whether this process may change power limits");
   auto as_json = std::make_shared<bool>(false);
   auto powercap_root = std::make_shared<std::string>();
   auto no_probe = std::make_shared<bool>(false);

@@ -39,4 +39,22 @@ std::uint64_t read_uint64(const std::filesystem::path& path) {
   return value;
 }
 
+std::int64_t read_int64(const std::filesystem::path& path) {
+  const std::string text = read_text(path);
+  const std::size_t digits = !text.empty() && (text[0] == '-' || text[0] == '+') ? 1 : 0;
+  if (text.size() == digits || text.find_first_not_of("0123456789", digits) != std::string::npos ||
+      text.size() > 20) {
+    // At most 32 characters of what was read: the file may be anything but a sysfs attribute.
+    const std::string shown = text.size() > 32 ? text.substr(0, 32) + "..." : text;
+    throw Error(ErrorKind::kIo,
+                path.string() + " does not hold an integer (read \"" + shown + "\")");
+  }
+  errno = 0;
+  const long long value = std::strtoll(text.c_str(), nullptr, 10);
+  if (errno == ERANGE) {
+    throw Error(ErrorKind::kIo, path.string() + " holds a value too large for 64 bits");
+  }
+  return value;
+}
+
 }  // namespace zeus::sysfs

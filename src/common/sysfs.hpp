@@ -14,4 +14,8 @@ std::string read_text(const std::filesystem::path& path);
 // The file parsed as an unsigned decimal integer. Throws Error(kIo) when it is not one.
 std::uint64_t read_uint64(const std::filesystem::path& path);
 
+// The file parsed as a signed decimal integer (hwmon's readings may be negative). Throws
+// Error(kIo) naming the file when it is not one.
+std::int64_t read_int64(const std::filesystem::path& path);
+
 }  // namespace zeus::sysfs

@@ -9,6 +9,7 @@
 #include "common/log.hpp"
 #include "metrics/carbon_cost_counters.hpp"
 #include "metrics/exposition.hpp"
+#include "metrics/soc_metrics.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
 #include "zeus/metrics/device_metrics.hpp"
@@ -101,6 +102,9 @@ DeviceMetrics::DeviceMetrics(const device::Gpus& gpus,
     carbon_cost_ = std::make_unique<CarbonCostCounters>(std::move(options.carbon_intensity),
                                                         std::move(options.electricity_price));
   }
+  if (options.soc) {
+    soc_ = std::make_unique<SocMetrics>(std::move(options.soc), interval_s_, clock_);
+  }
   sample_once();
   if (options.start_thread) {
     price_apart_ = carbon_cost_ != nullptr;
@@ -168,6 +172,9 @@ void DeviceMetrics::sample_once() {
     if (state.sampler) {
       state.sampler->sample_once();
     }
+  }
+  if (soc_) {
+    soc_->sample_once();  // its own lock: a scrape waits only for its copy
   }
   const std::int64_t now_ns = clock_->now_ns();
   const double now_unix_s = wall_clock_->now_s();
@@ -407,6 +414,10 @@ void DeviceMetrics::render(std::string& out) const {
   for (const CpuState& cpu : cpus_) {
     line("zeus_device_read_errors_total", fmt::format("device=\"cpu{}\"", cpu.cpu->index()),
          static_cast<double>(cpu.errors));
+  }
+  if (soc_) {
+    soc_->render_read_errors(out);
+    soc_->render(out);
   }
   if (carbon_cost_) {
     carbon_cost_->render(out);

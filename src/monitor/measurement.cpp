@@ -68,4 +68,14 @@ bool Measurement::gpu_energy_includes_cpu() const {
   });
 }
 
+std::optional<double> SocEnergy::energy_j(device::RailKind kind) const {
+  std::optional<double> sum;
+  for (const RailEnergy& rail : rails) {
+    if (rail.kind == kind) {
+      sum = sum.value_or(0.0) + rail.energy_j;
+    }
+  }
+  return sum;
+}
+
 }  // namespace zeus::monitor

@@ -38,6 +38,9 @@ ZeusMonitor::DefaultDevices ZeusMonitor::default_devices(ZeusMonitorOptions opti
   const bool no_gpu = options.gpu_indices && options.gpu_indices->empty();
   const device::Gpus* gpus = no_gpu ? &kNoGpus : &device::get_gpus();
   std::vector<std::shared_ptr<device::Cpu>> cpus = discovered_cpus(options.cpu_indices);
+  if (options.discover_soc && !options.soc) {
+    options.soc = device::get_soc().soc;
+  }
   return {gpus, std::move(cpus), std::move(options)};
 }
 
@@ -146,6 +149,16 @@ ZeusMonitor::ZeusMonitor(const device::Gpus& gpus, std::vector<std::shared_ptr<d
                join_indices(sampled));
     sampler_ = std::make_unique<PowerSampler>(gpus, std::move(sampler_options));
     sampler_->sample_once();  // so that a window can begin right away
+  }
+
+  if (options.soc) {
+    SocSamplerOptions soc_options;
+    soc_options.period_s = options.soc_period_s;
+    soc_options.clock = clock_;
+    soc_options.start_thread = options.start_sampler_thread;
+    soc_sampler_ = std::make_unique<SocSampler>(options.soc, std::move(soc_options));
+    log().info("measuring the {}'s {} power rail(s), polled every {:g} s", options.soc->model(),
+               options.soc->rails().size(), soc_sampler_->period_s());
   }
 
   if (!options.log_file.empty()) {
@@ -272,6 +285,9 @@ void ZeusMonitor::take_snapshot(Snapshot& snapshot, const std::string& window) {
                            ErrorSubject::kCpu, error, window);
     }
   }
+  if (soc_sampler_) {
+    soc_sampler_->read(snapshot.time_ns, snapshot.soc);  // failed rail reads are held, not thrown
+  }
 }
 
 ZeusMonitor::Windows::node_type ZeusMonitor::take_spare() {
@@ -367,6 +383,9 @@ Measurement ZeusMonitor::end_window(const std::string& name, EndWindowOptions op
     for (const int index : dram_indices_) {
       result.dram_energy_j.set(index, 0.0);
     }
+    if (soc_sampler_) {
+      result.soc_energy = soc_sampler_->energy_between({}, {});
+    }
     return result;
   }
 
@@ -427,6 +446,16 @@ Measurement ZeusMonitor::end_window(const std::string& name, EndWindowOptions op
   for (std::size_t i = 0; i < drams_.size(); ++i, ++slot) {
     result.dram_energy_j.set(dram_indices_[i],
                              units::joules_from_microjoules(end.values[slot] - start.values[slot]));
+  }
+  if (soc_sampler_) {
+    result.soc_energy = soc_sampler_->energy_between(start.soc, end.soc);
+    if (result.soc_energy->skipped_reads > 0 &&
+        !warned_soc_skips_.load(std::memory_order_relaxed) && !warned_soc_skips_.exchange(true)) {
+      log().warn(
+          "window '{}': {} SoC rail read(s) failed and were skipped (each rail's last power held "
+          "over them; Measurement's soc_energy.skipped_reads; said once per monitor)",
+          name, result.soc_energy->skipped_reads);
+    }
   }
   if (log_ != nullptr) {
     std::lock_guard lock(mutex_);

@@ -24,6 +24,7 @@ struct MeasurementObject {
   PyObject* gpu;   // dict, or nullptr until built
   PyObject* cpu;   // dict or None, or nullptr until built
   PyObject* dram;  // dict or None, or nullptr until built
+  PyObject* soc;   // a JetsonMeasurement (or what was given) or None, or nullptr until built
 };
 
 PyTypeObject* measurement_type = nullptr;
@@ -105,6 +106,33 @@ PyObject* cpu_field(MeasurementObject* self) {
 PyObject* dram_field(MeasurementObject* self) {
   return field(self->dram, self->value.dram_energy_j, true);
 }
+// The SoC's energy as the reference gives it: a JetsonMeasurement in mJ (built by
+// zeus_cpp.device.soc.jetson from the rails), or None without a SoC. New reference.
+PyObject* soc_field(MeasurementObject* self) {
+  if (self->soc == nullptr) {
+    if (!self->value.soc_energy) {
+      Py_INCREF(Py_None);
+      self->soc = Py_None;
+    } else {
+      try {
+        py::list rails;
+        for (const monitor::RailEnergy& rail : self->value.soc_energy->rails) {
+          rails.append(py::make_tuple(rail.name, std::string(device::rail_kind_name(rail.kind)),
+                                      rail.energy_j));
+        }
+        py::object built = py::module_::import("zeus_cpp.device.soc.jetson")
+                               .attr("JetsonMeasurement")
+                               .attr("_from_rails")(rails, self->value.soc_energy->skipped_reads);
+        self->soc = built.release().ptr();
+      } catch (py::error_already_set& error) {
+        error.restore();
+        return nullptr;
+      }
+    }
+  }
+  Py_INCREF(self->soc);
+  return self->soc;
+}
 
 // Replaces a field with `value` (a dict, or None where allowed). 0, or -1 with an error.
 int set_field(PyObject*& cache, monitor::EnergyByIndex& values, PyObject* value, const char* name) {
@@ -130,6 +158,7 @@ PyObject* new_measurement(monitor::Measurement&& value) {
   self->gpu = nullptr;
   self->cpu = nullptr;
   self->dram = nullptr;
+  self->soc = nullptr;
   return object;
 }
 
@@ -147,6 +176,7 @@ void measurement_dealloc(PyObject* object) {
   Py_XDECREF(self->gpu);
   Py_XDECREF(self->cpu);
   Py_XDECREF(self->dram);
+  Py_XDECREF(self->soc);
   PyTypeObject* type = Py_TYPE(object);
   type->tp_free(object);
   Py_DECREF(type);  // a heap type
@@ -168,10 +198,6 @@ int measurement_init(PyObject* object, PyObject* args, PyObject* kwargs) {
     PyErr_Format(PyExc_TypeError, "time must be a number, not %s", Py_TYPE(time)->tp_name);
     return -1;
   }
-  if (soc != Py_None) {
-    PyErr_SetString(PyExc_ValueError, "soc_energy must be None: zeus_cpp measures no SoC");
-    return -1;
-  }
   if (gpu == Py_None) {
     PyErr_SetString(PyExc_TypeError, "gpu_energy must be a dict of int to float, not None");
     return -1;
@@ -183,6 +209,8 @@ int measurement_init(PyObject* object, PyObject* args, PyObject* kwargs) {
       set_field(self->dram, self->value.dram_energy_j, dram, "dram_energy") != 0) {
     return -1;
   }
+  Py_INCREF(soc);
+  Py_XSETREF(self->soc, soc);
   return 0;
 }
 
@@ -223,8 +251,17 @@ int set_dram(PyObject* object, PyObject* value, void*) {
   MeasurementObject* self = as_measurement(object);
   return set_field(self->dram, self->value.dram_energy_j, value, "dram_energy");
 }
-PyObject* get_soc(PyObject*, void*) {
-  Py_RETURN_NONE;
+PyObject* get_soc(PyObject* object, void*) {
+  return soc_field(as_measurement(object));
+}
+int set_soc(PyObject* object, PyObject* value, void*) {
+  if (value == nullptr) {
+    PyErr_SetString(PyExc_AttributeError, "soc_energy cannot be deleted");
+    return -1;
+  }
+  Py_INCREF(value);
+  Py_XSETREF(as_measurement(object)->soc, value);
+  return 0;
 }
 // Not one of the reference's fields: a fresh dict on each read, from the monitor's bounds and
 // the window's time (None for a measurement made otherwise, whose error is unknown).
@@ -253,6 +290,7 @@ PyObject* get_total(PyObject* object, void*) {
 bool current_value(MeasurementObject* self, monitor::Measurement& result) {
   result.time_s = self->value.time_s;
   result.gpu_error_bounds = self->value.gpu_error_bounds;
+  result.soc_energy = self->value.soc_energy;  // a SoC field set from Python stays in Python
   return from_dict(self->gpu != nullptr ? self->gpu : Py_None, "gpu_energy", result.gpu_energy_j) &&
          (self->gpu != nullptr || (result.gpu_energy_j = self->value.gpu_energy_j, true)) &&
          (self->cpu == nullptr ? (result.cpu_energy_j = self->value.cpu_energy_j, true)
@@ -267,12 +305,13 @@ PyObject* measurement_repr(PyObject* object) {
   py::object gpu = py::reinterpret_steal<py::object>(gpu_field(self));
   py::object cpu = py::reinterpret_steal<py::object>(cpu_field(self));
   py::object dram = py::reinterpret_steal<py::object>(dram_field(self));
-  if (!time || !gpu || !cpu || !dram) {
+  py::object soc = py::reinterpret_steal<py::object>(soc_field(self));
+  if (!time || !gpu || !cpu || !dram || !soc) {
     return nullptr;
   }
   return PyUnicode_FromFormat(
-      "%s(time=%R, gpu_energy=%R, cpu_energy=%R, dram_energy=%R, soc_energy=None)",
-      _PyType_Name(Py_TYPE(object)), time.ptr(), gpu.ptr(), cpu.ptr(), dram.ptr());
+      "%s(time=%R, gpu_energy=%R, cpu_energy=%R, dram_energy=%R, soc_energy=%R)",
+      _PyType_Name(Py_TYPE(object)), time.ptr(), gpu.ptr(), cpu.ptr(), dram.ptr(), soc.ptr());
 }
 
 PyObject* measurement_richcompare(PyObject* left, PyObject* right, int op) {
@@ -282,7 +321,7 @@ PyObject* measurement_richcompare(PyObject* left, PyObject* right, int op) {
   MeasurementObject* a = as_measurement(left);
   MeasurementObject* b = as_measurement(right);
   bool equal = a->value.time_s == b->value.time_s;
-  PyObject* (*fields[])(MeasurementObject*) = {gpu_field, cpu_field, dram_field};
+  PyObject* (*fields[])(MeasurementObject*) = {gpu_field, cpu_field, dram_field, soc_field};
   for (auto* get : fields) {
     if (!equal) {
       break;
@@ -305,14 +344,16 @@ PyObject* measurement_reduce(PyObject* object, PyObject*) {
   PyObject* gpu = gpu_field(self);
   PyObject* cpu = cpu_field(self);
   PyObject* dram = dram_field(self);
+  PyObject* soc = soc_field(self);
   PyObject* result = nullptr;
-  if (gpu != nullptr && cpu != nullptr && dram != nullptr) {
-    result = Py_BuildValue("O(dOOO)", reinterpret_cast<PyObject*>(Py_TYPE(object)),
-                           self->value.time_s, gpu, cpu, dram);
+  if (gpu != nullptr && cpu != nullptr && dram != nullptr && soc != nullptr) {
+    result = Py_BuildValue("O(dOOOO)", reinterpret_cast<PyObject*>(Py_TYPE(object)),
+                           self->value.time_s, gpu, cpu, dram, soc);
   }
   Py_XDECREF(gpu);
   Py_XDECREF(cpu);
   Py_XDECREF(dram);
+  Py_XDECREF(soc);
   return result;
 }
 
@@ -323,7 +364,10 @@ PyGetSetDef measurement_getset[] = {
      nullptr},
     {"dram_energy", get_dram, set_dram,
      "DRAM energy (J) per CPU package index, or None without DRAM data.", nullptr},
-    {"soc_energy", get_soc, nullptr, "Always None (zeus_cpp measures no SoC).", nullptr},
+    {"soc_energy", get_soc, set_soc,
+     "The SoC's energy (a Jetson: zeus_cpp.device.soc.jetson.JetsonMeasurement, mJ), or None "
+     "without a SoC.",
+     nullptr},
     {"total_energy", get_total, nullptr,
      "Total GPU energy (J), as the reference (CPU and DRAM not included).", nullptr},
     {"gpu_energy_error", get_gpu_error, nullptr,

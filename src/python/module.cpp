@@ -14,6 +14,8 @@ void bind_carbon(py::module_& module);
 void bind_profile(py::module_& module);
 // price.cpp: electricity price providers and the energy cost monitor (zeus_cpp.monitor.price).
 void bind_price(py::module_& module);
+// soc_bindings.cpp: the SoC and its rails' sampler (zeus_cpp.device.soc).
+void bind_soc(py::module_& module);
 // log_bridge.cpp: the native log through Python's logging (zeus_cpp._logging).
 void bind_log(py::module_& module);
 }  // namespace zeus::python
@@ -23,6 +25,7 @@ PYBIND11_MODULE(_zeus, module) {
   zeus::python::bind_errors(module);
   zeus::python::bind_log(module);
   zeus::python::bind_device(module);
+  zeus::python::bind_soc(module);
   zeus::python::bind_measurement(module);
   zeus::python::bind_monitor(module);
   zeus::python::bind_power_sampler(module);

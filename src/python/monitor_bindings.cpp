@@ -125,6 +125,10 @@ void bind_monitor(py::module_& module) {
       .def("open_windows", &monitor::ZeusMonitor::open_windows,
            "The names of the open windows, sorted.")
       .def_property_readonly(
+          "_measures_soc",
+          [](const monitor::ZeusMonitor& self) { return self.soc_sampler() != nullptr; },
+          "Whether the windows measure a SoC's rails (Measurement.soc_energy).")
+      .def_property_readonly(
           "gpu_indices", [](const monitor::ZeusMonitor& self) { return self.gpu_indices(); },
           "The GPU indices measured, in order.")
       .def_property_readonly(

@@ -348,7 +348,6 @@ def test_measurement_signature_and_subclass() -> None:
         ((1.0, {"0": 1.0}), TypeError, "gpu_energy"),
         ((1.0, {0: "x"}), TypeError, "gpu_energy"),
         ((1.0, {0: 1.0}, [1]), TypeError, "cpu_energy"),
-        ((1.0, {0: 1.0}, None, None, {"x": 1}), ValueError, "soc_energy"),
     ],
 )
 def test_measurement_bad_arguments(args: tuple, error: type, name: str) -> None:

@@ -5,9 +5,9 @@
 or without qemu-aarch64 and the arm64 interpreter (scripts/aarch64-python), the tests skip with
 what to do. Everything aarch64 runs under qemu-aarch64 on this x86_64 machine (docs/arm.md): the
 arm64 CPython imports the unpacked wheel and measures simulated GPUs, and the wheel's CLI runs
-`show-env`, `monitor -- true` and one cell of `sim`. Each native file's libraries are listed by its
-own machine's loader (`ld.so --list`, emulated): every one outside the manylinux allow-list must
-resolve inside the archive.
+`show-env`, `monitor -- true` and one cell of `sim`, and reads a fake Jetson's power rails. Each
+native file's libraries are listed by its own machine's loader (`ld.so --list`, emulated): every
+one outside the manylinux allow-list must resolve inside the archive.
 """
 
 from __future__ import annotations
@@ -142,6 +142,27 @@ def test_the_wheels_cli_runs_show_env_monitor_and_sim(aarch64_tree: Path, tmp_pa
                           "--recurrences", "5", "--out", str(tmp_path / "sim")])
     assert simulated.returncode == 0, simulated.stderr
     assert any((tmp_path / "sim").iterdir())
+
+
+def test_the_wheels_cli_reads_a_jetsons_rails(aarch64_tree: Path, tmp_path: Path) -> None:
+    """The Jetson code on the machine it is for: an Orin's rails (the mainline ina3221 hwmon
+    layout, voltage x current; devices.md, "Jetson") in a fake tree, read by the aarch64 CLI."""
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "nv_tegra_release").write_text("# R36 (release)\n")
+    hwmon = tmp_path / "sys/bus/i2c/drivers/ina3221/1-0040/hwmon/hwmon3"
+    hwmon.mkdir(parents=True)
+    for channel, (label, current_ma) in enumerate(
+            [("VDD_GPU_SOC", 400), ("VDD_CPU_CV", 200), ("VIN_SYS_5V0", 1000)], 1):
+        (hwmon / f"in{channel}_label").write_text(label + "\n")
+        (hwmon / f"in{channel}_input").write_text("5000\n")
+        (hwmon / f"curr{channel}_input").write_text(f"{current_ma}\n")
+    shown = emulated([str(aarch64_tree / "zeus_cpp" / "_bin" / "zeus"), "show-env", "--json"],
+                     ZEUS_JETSON_ROOT=str(tmp_path))
+    assert shown.returncode == 0, shown.stderr
+    soc = json.loads(shown.stdout)["soc"]
+    assert soc["available"], soc
+    power = {rail["name"]: rail["power_w"] for rail in soc["rails"]}
+    assert power == {"VDD_GPU_SOC": 2.0, "VDD_CPU_CV": 1.0, "VIN_SYS_5V0": 5.0}, soc
 
 
 def test_each_cli_tarball_runs_on_its_machine_with_only_its_own_libraries(

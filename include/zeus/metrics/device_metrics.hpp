@@ -16,6 +16,7 @@
 #include "zeus/common/clock.hpp"
 #include "zeus/device/cpu.hpp"
 #include "zeus/device/gpus.hpp"
+#include "zeus/device/jetson.hpp"
 #include "zeus/monitor/measurement.hpp"
 #include "zeus/monitor/power_sampler.hpp"
 
@@ -45,9 +46,13 @@ struct DeviceMetricsOptions {
   std::shared_ptr<monitor::CarbonIntensityProvider> carbon_intensity;
   std::shared_ptr<monitor::ElectricityPriceProvider> electricity_price;
   std::shared_ptr<Clock> wall_clock;  // Unix time for the providers; system_clock() when null
+  // A SoC whose power rails are read at the same interval (a Jetson: device::get_soc()); none
+  // when null. Its rails are left out of the carbon and cost counters (they overlap).
+  std::shared_ptr<const device::JetsonSoc> soc;
 };
 
 class CarbonCostCounters;  // metrics/carbon_cost_counters.hpp (internal)
+class SocMetrics;          // metrics/soc_metrics.hpp (internal)
 
 // The devices' state, read every interval by a background thread and rendered on scrape (a
 // scrape never waits for a device). Families:
@@ -61,6 +66,8 @@ class CarbonCostCounters;  // metrics/carbon_cost_counters.hpp (internal)
 //   zeus_dram_energy_joules_total{index}      counter (RAPL DRAM)
 //   zeus_cpu_power_watts{index,domain}        gauge (package, dram; from the energy deltas)
 //   zeus_device_read_errors_total{device}     counter (a failed read keeps the last value)
+// With a SoC: zeus_soc_rail_power_watts{rail,kind}, zeus_soc_rail_energy_joules_total{rail,kind}
+// and read errors as device="soc_rail_<rail>" (metrics/soc_metrics.hpp).
 // With a carbon intensity provider: zeus_{gpu,cpu,dram}_carbon_emission_grams_total{index},
 // zeus_carbon_intensity_gco2eq_per_kwh, zeus_carbon_intensity_failures_total; with a price
 // provider: zeus_{gpu,cpu,dram}_energy_cost_total{index,currency}, zeus_electricity_price_per_kwh
@@ -127,6 +134,7 @@ class DeviceMetrics {
   std::shared_ptr<void> cpu_tracking_;  // RAPL wraparound tracking while the metrics live
   std::shared_ptr<Clock> wall_clock_;
   std::unique_ptr<CarbonCostCounters> carbon_cost_;  // null without a provider
+  std::unique_ptr<SocMetrics> soc_;                  // null without a SoC
   std::optional<double> last_read_unix_s_;           // under mutex_
   std::optional<double> last_priced_unix_s_;         // the pricing thread's only
   bool price_apart_ = false;                         // the pricing thread prices, not the reads

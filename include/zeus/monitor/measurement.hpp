@@ -3,11 +3,15 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "zeus/device/gpu.hpp"
+#include "zeus/device/jetson.hpp"
 
 namespace zeus::monitor {
 
@@ -47,6 +51,25 @@ using GpuErrorBounds = std::vector<std::pair<int, GpuErrorBound>>;
 // What each GPU's energy covers (Gpu::energy_scope()), per GPU index, sorted by index.
 using GpuEnergyScopes = std::vector<std::pair<int, device::MeasuredScope>>;
 
+// One SoC power rail's energy over a window (zeus/monitor/soc_sampler.hpp).
+struct RailEnergy {
+  std::string name;  // as the board labels it, e.g. "VDD_GPU_SOC"
+  device::RailKind kind = device::RailKind::kOther;
+  double energy_j = 0.0;
+  bool operator==(const RailEnergy& other) const = default;
+};
+
+// A window's SoC energy: every rail by its own name, in the SoC's rail order.
+struct SocEnergy {
+  std::vector<RailEnergy> rails;
+  // Rail reads that failed within the window (a file gone, a value that is no number): each
+  // held the rail's last power over its period.
+  std::uint64_t skipped_reads = 0;
+  // The sum over the rails of `kind`; nullopt when the SoC has none.
+  std::optional<double> energy_j(device::RailKind kind) const;
+  bool operator==(const SocEnergy& other) const = default;
+};
+
 struct Measurement {
   double time_s = 0.0;          // elapsed time from a monotonic clock
   EnergyByIndex gpu_energy_j;   // per monitored GPU
@@ -57,6 +80,8 @@ struct Measurement {
   std::shared_ptr<const GpuErrorBounds> gpu_error_bounds;
   // The energy scopes of the monitor that measured it, shared alike; null when made otherwise.
   std::shared_ptr<const GpuEnergyScopes> gpu_energy_scopes;
+  // The SoC's rails (a Jetson), when the monitor measures a SoC; nullopt otherwise.
+  std::optional<SocEnergy> soc_energy;
 
   // GPU energy only, as the reference's `total_energy`.
   double total_energy_j() const { return gpu_energy_j.sum(); }

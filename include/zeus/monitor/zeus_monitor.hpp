@@ -19,6 +19,7 @@
 #include "zeus/device/sensor.hpp"
 #include "zeus/monitor/measurement_error.hpp"
 #include "zeus/monitor/power_sampler.hpp"
+#include "zeus/monitor/soc_sampler.hpp"
 #include "zeus/monitor/window_monitor.hpp"
 
 namespace zeus {
@@ -71,6 +72,14 @@ struct ZeusMonitorOptions {
   // packages are monitored too: their figures are already part of the module's. `zeus monitor`
   // says it in its summary instead.
   bool warn_module_scope = true;
+  // The SoC whose power rails every window measures too (a Jetson: Measurement::soc_energy).
+  // The constructor without devices takes device::get_soc()'s unless discover_soc is false; the
+  // one with explicit devices measures only this one.
+  std::shared_ptr<const device::JetsonSoc> soc;
+  bool discover_soc = true;
+  // How often the SoC's rails are polled (SocSamplerOptions::period_s); start_sampler_thread
+  // applies to its sampler as well.
+  double soc_period_s = kDefaultSocPeriodS;
 };
 
 // get_cpus()'s packages, for a monitor asked for `cpu_indices` (nullopt: every one, {}: none,
@@ -103,6 +112,8 @@ class ZeusMonitor final : public WindowMonitor {
   const std::vector<int>& cpu_indices() const { return cpu_indices_; }
   // The sampler measuring GPUs without an energy counter, or nullptr when every GPU has one.
   PowerSampler* sampler() const { return sampler_.get(); }
+  // The sampler of the SoC's rails, or nullptr when no SoC is measured.
+  SocSampler* soc_sampler() const { return soc_sampler_.get(); }
 
   // Each GPU's error bound (what Measurement::gpu_energy_error_j reports), by GPU index.
   const GpuErrorBounds& gpu_error_bounds() const { return *error_bounds_; }
@@ -134,6 +145,7 @@ class ZeusMonitor final : public WindowMonitor {
     std::int64_t time_ns = 0;
     double wall_time_s = 0.0;
     std::vector<double> values;  // GPUs, then CPU packages, then DRAM zones
+    SocReading soc;              // the SoC's rails (empty without a SoC)
   };
 
   using Windows = std::unordered_map<std::string, Snapshot>;
@@ -171,6 +183,8 @@ class ZeusMonitor final : public WindowMonitor {
   std::vector<std::shared_ptr<device::Cpu>> drams_;
   std::shared_ptr<void> cpu_tracking_;  // RAPL wraparound tracking while this monitor lives
   std::unique_ptr<PowerSampler> sampler_;
+  std::unique_ptr<SocSampler> soc_sampler_;
+  std::atomic<bool> warned_soc_skips_{false};
 
   mutable std::mutex mutex_;  // guards windows_, spare_, the log
   Windows windows_;

@@ -12,7 +12,8 @@ from zeus_cpp.monitor import _checks
 from zeus_cpp.utils._sync import SyncWith, lazy_sync_hook
 
 #: What a window measured: ``time`` (s), ``gpu_energy`` ({GPU index: J}), ``cpu_energy`` and
-#: ``dram_energy`` ({package index: J}, or None without CPU/DRAM data), ``soc_energy`` (None) and
+#: ``dram_energy`` ({package index: J}, or None without CPU/DRAM data), ``soc_energy`` (a Jetson's
+#: :class:`~zeus_cpp.device.soc.jetson.JetsonMeasurement` in mJ, None without a SoC) and
 #: ``total_energy`` (the GPU energy's sum, J). A native class; its dicts are built on first read.
 Measurement = _zeus.Measurement
 
@@ -107,16 +108,19 @@ class ZeusMonitor(_zeus.ZeusMonitor):
         except ZeusBaseCPUError:
             return empty_cpus()
 
-    #: The reference's SoC attributes: zeus_cpp measures no system-on-chip, so ``soc`` is an
-    #: :class:`~zeus_cpp.device.soc.EmptySoC` and ``soc_is_present`` False.
-    soc_is_present = False
+    @property
+    def soc_is_present(self) -> bool:
+        """Whether the windows measure a SoC (a Jetson's rails: ``Measurement.soc_energy``)."""
+        return self._measures_soc
 
     @property
-    def soc(self):  # noqa: ANN201  (zeus_cpp.device.soc.EmptySoC)
-        """No SoC (:class:`~zeus_cpp.device.soc.EmptySoC`), as the reference without one."""
-        from zeus_cpp.device.soc import EmptySoC
+    def soc(self):  # noqa: ANN201  (zeus_cpp.device.soc.SoC)
+        """The SoC (:func:`zeus_cpp.device.soc.get_soc`) when the windows measure one, else an
+        :class:`~zeus_cpp.device.soc.EmptySoC`, as the reference. The windows read the rails
+        through the monitor's own native sampler, not through this object."""
+        from zeus_cpp.device.soc import EmptySoC, get_soc
 
-        return EmptySoC()
+        return get_soc() if self._measures_soc else EmptySoC()
 
     @property
     def power_monitor(self):  # noqa: ANN201  (Optional[zeus_cpp.monitor.power.PowerMonitor])

@@ -17,6 +17,7 @@
 #include "cli/monitor/monitor_command.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
+#include "zeus/device/jetson.hpp"
 #include "zeus/metrics/prometheus.hpp"
 #include "zeus/monitor/zeus_monitor.hpp"
 
@@ -159,8 +160,9 @@ int run(const MonitorArgs& args, const Plan& plan) {
   options.gpu_indices = gpu_indices;
   options.cpu_indices = cpu_indices;
   options.sampler_period_s = interval_s;
-  options.warn_short_windows = false;  // a note in the summary says it
-  options.warn_module_scope = false;   // the summary labels module energy and says it
+  options.warn_short_windows = false;   // a note in the summary says it
+  options.warn_module_scope = false;    // the summary labels module energy and says it
+  options.soc = device::get_soc().soc;  // a Jetson's rails (ZEUS_JETSON_ROOT for another root)
   if (!args.timeline.empty()) {
     // The measured window, for `zeus report` to shade on the timeline (ZeusMonitor's log format).
     options.log_file = monitor::timeline_csv::windows_path(args.timeline);
@@ -199,6 +201,7 @@ int run(const MonitorArgs& args, const Plan& plan) {
     metrics::DeviceMetricsOptions metrics_options;
     metrics_options.gpu_indices = gpu_indices;
     metrics_options.interval_s = interval_s.value_or(1.0);
+    metrics_options.soc = options.soc;
     // The same providers as the summary's: a web service's cache then serves both.
     metrics_options.carbon_intensity = plan.carbon_provider;
     metrics_options.electricity_price = plan.price_provider;

@@ -114,8 +114,21 @@ void write_text_summary(std::ostream& out, const MonitorArgs& args, const Summar
   if (rows > 1) {
     row("total", cpu_in_gpu ? "(GPU modules only)" : "", cpu_in_gpu ? gpu_total_j : total_j);
   }
-  if (rows == 0) {
+  if (rows == 0 && !measured.soc_energy) {
     out << "   (no device measured)\n";
+  }
+  if (measured.soc_energy) {
+    // Rails overlap (the input rail feeds the others): each stands alone, none joins the total.
+    out << (rows > 0 ? "\n" : "");
+    for (const monitor::RailEnergy& rail : measured.soc_energy->rails) {
+      row("SoC", fmt::format("{} ({})", rail.name, device::rail_kind_name(rail.kind)),
+          rail.energy_j);
+    }
+    if (measured.soc_energy->skipped_reads > 0) {
+      out << fmt::format(
+          "   {} SoC rail read(s) failed; each rail's last power was held over them\n",
+          measured.soc_energy->skipped_reads);
+    }
   }
   if (carbon) {
     out << fmt::format(
@@ -193,6 +206,14 @@ void write_json_summary(std::ostream& out, const MonitorArgs& args, const Summar
   }
   summary["gpu_energy_scope"] = std::move(scopes);
   summary["cpu_energy_in_gpu_energy"] = cpu_in_gpu_energy(measured);
+  if (measured.soc_energy) {
+    nlohmann::json rails = nlohmann::json::object();
+    for (const monitor::RailEnergy& rail : measured.soc_energy->rails) {
+      rails[rail.name] = {{"kind", device::rail_kind_name(rail.kind)}, {"energy_j", rail.energy_j}};
+    }
+    summary["soc"] = {{"rails", std::move(rails)},
+                      {"skipped_reads", measured.soc_energy->skipped_reads}};
+  }
   if (!args.carbon_intensity.empty()) {
     // null when the provider could not say (a note says why).
     summary["carbon"] = nullptr;

@@ -1,54 +1,34 @@
 """Systems-on-chip at the reference's path ``zeus.device.soc``.
 
-zeus_cpp measures no SoC (Apple Silicon, Jetson): :func:`get_soc` always raises
-:class:`~zeus_cpp.exception.ZeusSoCInitError`, and :class:`EmptySoC` is what
-:attr:`zeus_cpp.monitor.ZeusMonitor.soc` holds (``soc_is_present`` is False), as in the reference
-on a machine without one.
+zeus_cpp measures NVIDIA Jetson boards (their INA3221 power rails; docs/devices.md, "Jetson"):
+:func:`get_soc` returns a :class:`~zeus_cpp.device.soc.jetson.Jetson` where the board has
+readable rails, and raises :class:`~zeus_cpp.exception.ZeusSoCInitError` with the reason
+elsewhere. Apple silicon is out of scope (docs/python.md). :class:`EmptySoC` is what
+:attr:`zeus_cpp.monitor.ZeusMonitor.soc` holds without a SoC (``soc_is_present`` False).
 """
 
 from __future__ import annotations
 
+import threading
+from typing import Optional
+
+from zeus_cpp.device.soc.common import EmptySoC, SoC, SoCMeasurement
+from zeus_cpp.device.soc.jetson import Jetson, JetsonMeasurement, ZeusJetsonInitError
 from zeus_cpp.exception import ZeusSoCInitError
 
-
-class SoC:
-    """The reference's SoC interface (no implementation here: see :class:`EmptySoC`)."""
-
-    def get_available_metrics(self) -> set:
-        raise NotImplementedError
-
-    def get_total_energy_consumption(self):  # noqa: ANN201
-        raise NotImplementedError
-
-    def begin_window(self, key: str, restart: bool = False) -> None:
-        raise NotImplementedError
-
-    def end_window(self, key: str):  # noqa: ANN201
-        raise NotImplementedError
-
-
-class EmptySoC(SoC):
-    """No SoC: no metric; reading or windowing raises ``ValueError("No SoC is available.")``."""
-
-    def get_available_metrics(self) -> set:
-        return set()
-
-    def get_total_energy_consumption(self):  # noqa: ANN201
-        raise ValueError("No SoC is available.")
-
-    def begin_window(self, key: str, restart: bool = False) -> None:
-        raise ValueError("No SoC is available.")
-
-    def end_window(self, key: str):  # noqa: ANN201
-        raise ValueError("No SoC is available.")
-
-    def __repr__(self) -> str:
-        return "EmptySoC()"
+_soc: Optional[SoC] = None
+_soc_lock = threading.Lock()
 
 
 def get_soc() -> SoC:
-    """zeus_cpp measures no system-on-chip: always raises :class:`ZeusSoCInitError`."""
-    raise ZeusSoCInitError("zeus_cpp has no SoC (Apple Silicon, Jetson) support")
+    """The process's SoC (one instance, opened at the first call): a Jetson, or
+    :class:`ZeusSoCInitError` saying why there is none."""
+    global _soc
+    with _soc_lock:
+        if _soc is None:
+            _soc = Jetson()  # ZeusJetsonInitError (a ZeusSoCInitError) without rails
+        return _soc
 
 
-__all__ = ["SoC", "EmptySoC", "get_soc", "ZeusSoCInitError"]
+__all__ = ["SoC", "SoCMeasurement", "EmptySoC", "Jetson", "JetsonMeasurement", "get_soc",
+           "ZeusSoCInitError", "ZeusJetsonInitError"]
