@@ -19,11 +19,6 @@ constexpr int kMaxSkips = 1;
 // posterior standard deviations: one lucky first run does not draw every overlapping job.
 constexpr double kConcurrentSd = 1.0;
 
-// A surprise at one batch size right after one at another is drift only when both are this far
-// (in log cost, about 1.5x) from what their batch sizes predict: one epoch more or less of a
-// short run (4 or 5 epochs) is not.
-const double kLargeSurprise = std::log(1.5);
-
 // The walk ends a direction after kRisesToEnd converged steps in a row that each cost more than
 // kDearer (in log cost, 5%) above the step before, per-epoch cost up too, or after one such step
 // to more than kFarAbove (30%) above the cheapest mean cost. One rise alone is not enough near
@@ -40,6 +35,13 @@ constexpr double kSteep = 1.15;
 // The walk does not go to the side of the anchor away from the cheapest batch size once the
 // anchor costs this much more (in log cost, 25%) than it.
 const double kFarSide = std::log(1.25);
+
+// A Thompson draw of a batch size seen once spreads at least this share of the log step from
+// its run's epochs E down to E - 1 (librispeech at 50: 32 needs 2 or 3 epochs, 48-96 exactly 3;
+// one 3-epoch first run of 32 made it look 11% dearer than they, with a pooled noise of a few
+// per cent). Only in the draw: the batch size that overlapping jobs run (established_best) and
+// the best mean cost are unchanged, and a second run replaces the floor with evidence.
+constexpr double kWholeEpochShare = 0.3;
 
 // A batch size's mean log cost as observed (no shrinkage, no log-normal tail).
 double mean_log_cost(const LowRegretPolicy::Candidate& candidate) {
@@ -134,10 +136,20 @@ double LowRegretPolicy::arm_noise(const Candidate& candidate, double pooled) con
   return dof <= 0.0 ? pooled : std::sqrt((weight * pooled * pooled + candidate.m2) / dof);
 }
 
-LowRegretPolicy::Belief LowRegretPolicy::belief(const Candidate& candidate,
-                                                const Pool& pool) const {
+LowRegretPolicy::Belief LowRegretPolicy::belief(const Candidate& candidate, const Pool& pool,
+                                                bool drawing) const {
   const double noise = arm_noise(candidate, pool.noise);
-  const double data_precision = static_cast<double>(candidate.count) / (noise * noise);
+  double spread = noise;
+  if (drawing && candidate.count == 1 && candidate.scaled) {
+    // One run's whole number of epochs E (its mean log epochs, see observe()) does not tell
+    // whether the batch size needs E every time or straddles E - 1 and E: a Thompson draw
+    // allows a share of that step, so that one unlucky run does not hide the best for good.
+    const double epochs = std::exp(candidate.mean);
+    if (epochs >= 1.5) {
+      spread = std::max(spread, kWholeEpochShare * std::log(epochs / (epochs - 1.0)));
+    }
+  }
+  const double data_precision = static_cast<double>(candidate.count) / (spread * spread);
   double precision = data_precision;
   double weighted = data_precision * candidate.mean;
   if (pool.shrinks) {
@@ -341,7 +353,7 @@ int LowRegretPolicy::thompson_draw(const Pool& shared) {
     if (candidate.status != Status::kArm || candidate.count == 0) {
       continue;
     }
-    const Belief b = belief(candidate, shared);
+    const Belief b = belief(candidate, shared, true);
     const double draw = rng_.normal(b.log_cost, b.sd);
     if (draw < lowest) {
       lowest = draw;
@@ -382,212 +394,6 @@ Decision LowRegretPolicy::next() {
                 "metric, max epochs and candidate batch sizes");
   }
   return dispatch(thompson_draw(shared), TrialKind::kMab, threshold);
-}
-
-// ---- Learning ----
-
-void LowRegretPolicy::observe(int batch_size, double cost) {
-  Candidate& candidate = candidates_.at(batch_size);
-  // In logs, the noise is relative; over the per-epoch cost, what is left is the epochs. A zero
-  // cost (a run that did nothing) is floored.
-  if (candidate.count == 0 && candidate.window.empty()) {
-    candidate.scaled = candidate.epoch_cost > 0.0;
-    candidate.log_scale = candidate.scaled ? std::log(candidate.epoch_cost) : 0.0;
-    candidate.scale_count = 0;
-  }
-  // The per-epoch cost of this run (a job's own runtime ratio, measurement noise) is taken out
-  // of the observation and averaged into the batch size's scale, so that it does not count as
-  // noise in the epochs.
-  double run_scale = candidate.log_scale;
-  if (candidate.scaled && candidate.epoch_cost > 0.0) {
-    run_scale = std::log(candidate.epoch_cost);
-    if (std::abs(run_scale - candidate.log_scale) > kLargeSurprise) {
-      candidate.scale_count = 0;  // the per-epoch cost moved (drift): its average starts again
-    }
-    ++candidate.scale_count;
-    candidate.log_scale +=
-        (run_scale - candidate.log_scale) / static_cast<double>(candidate.scale_count);
-  }
-  const double y = std::log(std::max(cost, std::numeric_limits<double>::min())) - run_scale;
-  int surprise = 0;    // +1/-1: y is far above/below what this batch size predicts
-  bool large = false;  // and by more than a few epochs' rounding could explain
-  double contribution = 0.0;
-  if (candidate.count > 0) {
-    const double k = static_cast<double>(candidate.count);
-    const double deviation = y - candidate.mean;
-    contribution = k / (k + 1.0) * deviation * deviation;
-    const double z_threshold = config_.low_regret.drift_z;
-    if (z_threshold > 0.0) {
-      const double predictive = arm_noise(candidate, noise()) * std::sqrt(1.0 + 1.0 / k);
-      if (std::abs(deviation) > z_threshold * predictive) {
-        surprise = deviation > 0.0 ? 1 : -1;
-        large = std::abs(deviation) > kLargeSurprise;
-      }
-    }
-    noise_ss_ += contribution;
-    noise_dof_ += 1.0;
-  }
-  // Drift: a second surprise on the same side, at this batch size, or a large one right after a
-  // large one at another (costs that move together move every batch size the policy runs).
-  if (surprise != 0 &&
-      (candidate.surprise_side == surprise || (large && last_surprise_side_ == surprise))) {
-    reset_after_drift(batch_size, y, contribution, surprise);
-    return;
-  }
-  last_surprise_side_ = large ? surprise : 0;
-  candidate.surprise_side = surprise;
-  if (surprise != 0) {
-    candidate.surprise_y = y;
-    candidate.surprise_mean = candidate.mean;
-    candidate.surprise_ss = contribution;
-  }
-  const int window = config_.mab.window_size;
-  if (window > 0) {
-    candidate.window.push_back(y);
-    if (candidate.window.size() > static_cast<std::size_t>(window)) {
-      candidate.window.pop_front();
-    }
-    candidate.count = static_cast<std::int64_t>(candidate.window.size());
-    double sum = 0.0;
-    for (const double each : candidate.window) {
-      sum += each;
-    }
-    candidate.mean = sum / static_cast<double>(candidate.count);
-    candidate.m2 = 0.0;
-    for (const double each : candidate.window) {
-      candidate.m2 += (each - candidate.mean) * (each - candidate.mean);
-    }
-  } else {
-    ++candidate.count;
-    const double delta = y - candidate.mean;
-    candidate.mean += delta / static_cast<double>(candidate.count);
-    candidate.m2 += delta * (y - candidate.mean);
-  }
-}
-
-void LowRegretPolicy::reset_after_drift(int source, double y, double contribution, int side) {
-  ++drifts_;
-  last_surprise_side_ = 0;
-  const bool windowed = config_.mab.window_size > 0;
-  const auto assign = [&](Candidate& candidate, const std::vector<double>& ys) {
-    candidate.count = static_cast<std::int64_t>(ys.size());
-    double sum = 0.0;
-    for (const double each : ys) {
-      sum += each;
-    }
-    candidate.mean = sum / static_cast<double>(ys.size());
-    candidate.m2 = 0.0;
-    for (const double each : ys) {
-      candidate.m2 += (each - candidate.mean) * (each - candidate.mean);
-    }
-    candidate.window.clear();
-    if (windowed) {
-      candidate.window.assign(ys.begin(), ys.end());
-    }
-  };
-  // The post-drift evidence: each batch size's pending surprise on this side, and y at the
-  // source. The surprises leave the pooled noise (they are drift, not noise), and the batch
-  // sizes that have them keep only them; how far they moved is the drift's shift.
-  double removed_ss = contribution;
-  double removed_dof = 1.0;
-  double shift_sum = 0.0;
-  int shifted = 0;
-  std::vector<int> fresh;
-  for (auto& [batch_size, candidate] : candidates_) {
-    std::vector<double> post;
-    double pre_drift_mean = candidate.mean;
-    if (candidate.surprise_side == side) {
-      post.push_back(candidate.surprise_y);
-      pre_drift_mean = candidate.surprise_mean;
-      removed_ss += candidate.surprise_ss;
-      removed_dof += 1.0;
-    }
-    if (batch_size == source) {
-      post.push_back(y);
-    }
-    candidate.surprise_side = 0;
-    if (post.empty()) {
-      continue;
-    }
-    assign(candidate, post);
-    shift_sum += candidate.mean - pre_drift_mean;
-    ++shifted;
-    fresh.push_back(batch_size);
-  }
-  noise_ss_ = std::max(0.0, noise_ss_ - removed_ss);
-  noise_dof_ = std::max(0.0, noise_dof_ - removed_dof);
-  const double shift = shift_sum / static_cast<double>(shifted);
-  for (auto& [batch_size, candidate] : candidates_) {
-    if (std::find(fresh.begin(), fresh.end(), batch_size) != fresh.end()) {
-      continue;
-    }
-    if (candidate.status == Status::kPruned && shift > 0.0) {
-      candidate.status = Status::kUntried;  // costs rose: the walk may find it good now
-    }
-    if (candidate.count > 0) {
-      // No post-drift evidence: one observation at its mean, moved as the drift moved the
-      // others when costs fell (no staler than theirs), left where it was when they rose (so
-      // that it is tried again).
-      assign(candidate, {candidate.mean + std::min(shift, 0.0)});
-    }
-  }
-  anchor_ = best_batch_size();
-}
-
-void LowRegretPolicy::report(int trial_id, const TrialResult& result) {
-  check_trial_result(result);
-  const auto found = pending_.find(trial_id);
-  if (found == pending_.end()) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "unknown trial " + std::to_string(trial_id) +
-                    (trial_id >= 1 && trial_id < next_trial_id_ ? " (it already finished)" : ""));
-  }
-  const PendingTrial trial = found->second;
-  pending_.erase(found);
-  Candidate& candidate = candidates_.at(trial.batch_size);
-  if (result.epoch_cost > 0.0) {
-    candidate.epoch_cost = result.epoch_cost;
-  } else if (result.epochs > 0) {
-    candidate.epoch_cost = result.cost / result.epochs;
-  }
-  // What a repeat of this run would cost: its epochs at the steady per-epoch cost. A first run
-  // also paid for profiling power limits, which later runs of the batch size do not.
-  double repeat_cost = result.cost;
-  if (result.epochs > 0 && candidate.epoch_cost > 0.0) {
-    repeat_cost = std::min(result.cost, result.epochs * candidate.epoch_cost);
-  }
-  if (result.converged) {
-    if (!min_cost_ || result.cost < *min_cost_) {
-      min_cost_ = result.cost;
-      min_cost_batch_size_ = trial.batch_size;
-    }
-    candidate.status = Status::kArm;
-    observe(trial.batch_size, repeat_cost);
-    return;
-  }
-  if (candidate.status == Status::kArm) {
-    // A bandit run stopped early: its cost is a lower bound of what that batch size costs, and
-    // the evidence the arm needs to lose.
-    // A stopped run also leaves the recurrence to be done again by another run: what choosing
-    // this batch size cost is the stopped run plus about one run of the best.
-    double charged = std::max(result.cost, trial.threshold.value_or(result.cost));
-    charged += best_mean_cost().value_or(0.0);
-    observe(trial.batch_size, charged);
-    return;
-  }
-  if (trial.kind == TrialKind::kExploration) {
-    candidate.status = Status::kPruned;
-  }
-}
-
-void LowRegretPolicy::fail(int trial_id) {
-  const auto found = pending_.find(trial_id);
-  if (found == pending_.end()) {
-    throw Error(ErrorKind::kInvalidArgument,
-                "unknown trial " + std::to_string(trial_id) +
-                    (trial_id >= 1 && trial_id < next_trial_id_ ? " (it already finished)" : ""));
-  }
-  pending_.erase(found);  // a probe's batch size stays untried: the walk probes it again
 }
 
 }  // namespace zeus::optimizer

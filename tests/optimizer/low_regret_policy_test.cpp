@@ -121,6 +121,25 @@ TEST(LowRegretPolicy, WalksDownThenUpOnceWithCappedProbes) {
   EXPECT_NEAR(*policy.best_mean_cost(), 20.0, 0.5);
 }
 
+// Epochs are whole numbers: a batch size that needs 2 or 3 can show 3 on its first run, like its
+// neighbours that always need 3 (librispeech at 50: 32 against 48-96). That one run must not hide
+// it for good when the others' runs never vary (a pooled noise of a few per cent): Thompson
+// Sampling draws it again, and then keeps it.
+TEST(LowRegretPolicy, OneUnluckyRunOfTheBestDoesNotHideIt) {
+  LowRegretPolicy policy(config({16, 32, 64, 128}, 64));
+  Job job;
+  job.epoch_cost = {{16, 1.12}, {32, 1.0}, {64, 1.0}, {128, 0.78}};
+  job.epochs = {{16, 3}, {32, 3}, {64, 3}, {128, 4}};
+  // The walk: 64, 32 and 16 (3.36, 12% dearer than 32), then 128.
+  EXPECT_EQ(drive(policy, job, 4), (std::vector<int>{64, 32, 16, 128}));
+  ASSERT_FALSE(policy.exploring());
+  job.epochs[16] = 2;  // from its second run on: 2.24, the best by a third
+  const std::vector<int> bandit = drive(policy, job, 150);
+  // Without the wider draw for a batch size seen once, 16 is never drawn again here.
+  EXPECT_GE(std::count(bandit.end() - 50, bandit.end(), 16), 40);
+  EXPECT_EQ(policy.best_batch_size(), 16);
+}
+
 TEST(LowRegretPolicy, StepsOverOneFailedProbeWhileTheEpochGetsCheaper) {
   // Going up, 64's one run was unlucky (stopped at the cap), but its epochs cost much less than
   // 32's, so the walk tries 128 too, and 128 is the best.

@@ -15,7 +15,8 @@
 //    sizes, with a weak prior, instead of being estimated from each batch size's one or two runs.
 // 3. Thompson Sampling on that model: each batch size's mean log cost is drawn from its posterior
 //    (its observations' mean, the pooled spread / sqrt(count)) and the cheapest draw runs. Bandit
-//    runs stop at beta x the best mean cost.
+//    runs stop at beta x the best mean cost. A batch size seen once is drawn with at least a
+//    share of the step from its run's whole epochs E to E - 1: it may need fewer.
 //
 // Drift: an observation far outside its batch size's predictive spread twice running on the same
 // side is drift, in either direction: that batch size keeps only those two observations (its
@@ -139,7 +140,8 @@ class LowRegretPolicy final : public BatchSizeSearch {
     std::optional<double> mean_cost;
   };
   Best best(const Pool& shared) const;
-  Belief belief(const Candidate& candidate, const Pool& pool) const;
+  // `drawing`: for a Thompson draw, where a batch size seen once gets a wider spread.
+  Belief belief(const Candidate& candidate, const Pool& pool, bool drawing = false) const;
   double arm_noise(const Candidate& candidate, double pooled) const;
   bool probe_in_flight() const;
   // Whether a Thompson draw of a batch size other than `best` is in flight.
