@@ -456,9 +456,9 @@ TEST_F(SlurmStepSessionWithoutCounters, PolledPowerGivesTheEnergyOfGpusWithoutAC
   ASSERT_EQ(record.gpus.size(), 2u);
   for (const auto& [index, usage] : record.gpus) {
     // Polling starts after the step's counters are read and integrates from its first sample, so
-    // it misses that start-up (about 10 ms here, up to 30 ms under ASan on a loaded machine: 3 %
-    // of this 1 s step) and never counts more than the step.
-    EXPECT_NEAR(usage.energy_j, idle_w * record.duration_s, 0.03 * idle_w * record.duration_s)
+    // it misses that start-up (about 10 ms here, 30-40 ms under ASan or with both cores busy:
+    // up to 4 % of this 1 s step) and never counts more than the step.
+    EXPECT_NEAR(usage.energy_j, idle_w * record.duration_s, 0.06 * idle_w * record.duration_s)
         << "GPU " << index;
     EXPECT_LE(usage.energy_j, idle_w * record.duration_s * 1.005) << "GPU " << index;
     EXPECT_EQ(usage.power_limit_w, 200u);
