@@ -52,9 +52,8 @@ def wheel() -> Path:
     return path.resolve()
 
 
-@pytest.fixture(scope="session")
-def unpacked(wheel: Path, tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("unpacked")
+def unpack_wheel(wheel: Path, folder: Path) -> Path:
+    """Unzips ``wheel`` into ``folder`` with each file's mode (executables stay executable)."""
     with zipfile.ZipFile(wheel) as archive:
         for info in archive.infolist():
             archive.extract(info, folder)
@@ -62,6 +61,11 @@ def unpacked(wheel: Path, tmp_path_factory) -> Path:
             if mode:
                 (folder / info.filename).chmod(mode)
     return folder
+
+
+@pytest.fixture(scope="session")
+def unpacked(wheel: Path, tmp_path_factory) -> Path:
+    return unpack_wheel(wheel, tmp_path_factory.mktemp("unpacked"))
 
 
 @pytest.fixture(scope="session")

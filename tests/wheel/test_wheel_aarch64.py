@@ -17,12 +17,11 @@ import os
 import re
 import shutil
 import tarfile
-import zipfile
 from pathlib import Path
 from typing import Dict, List
 
 import pytest
-from conftest import REPO, clean_environment, run
+from conftest import REPO, clean_environment, run, unpack_wheel
 
 import zeus_elf
 import zeus_wheel_repair
@@ -33,16 +32,6 @@ AARCH64_PYTHON = REPO / "scripts" / "aarch64-python"
 def _needs_emulation() -> None:
     if shutil.which("qemu-aarch64") is None:
         pytest.skip("qemu-aarch64 is missing (apt-get install qemu-user; scripts/setup.sh)")
-
-
-def _unpack_zip(path: Path, folder: Path) -> Path:
-    with zipfile.ZipFile(path) as archive:
-        for info in archive.infolist():
-            archive.extract(info, folder)
-            mode = (info.external_attr >> 16) & 0o777
-            if mode:
-                (folder / info.filename).chmod(mode)
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +46,7 @@ def aarch64_wheel() -> Path:
 
 @pytest.fixture(scope="module")
 def aarch64_tree(aarch64_wheel: Path, tmp_path_factory) -> Path:
-    return _unpack_zip(aarch64_wheel, tmp_path_factory.mktemp("aarch64-wheel"))
+    return unpack_wheel(aarch64_wheel, tmp_path_factory.mktemp("aarch64-wheel"))
 
 
 @pytest.fixture(scope="module")
