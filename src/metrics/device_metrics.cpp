@@ -12,6 +12,7 @@
 #include "metrics/soc_metrics.hpp"
 #include "zeus/common/error.hpp"
 #include "zeus/common/units.hpp"
+#include "zeus/device/gpu.hpp"
 #include "zeus/metrics/device_metrics.hpp"
 #include "zeus/monitor/power_sampler.hpp"
 
@@ -50,6 +51,8 @@ DeviceMetrics::DeviceMetrics(const device::Gpus& gpus,
     try {
       state.name = state.gpu->name();
       state.uuid = state.gpu->uuid();
+      state.power_scope = std::string(device::measured_scope_name(state.gpu->power_scope()));
+      state.energy_scope = std::string(device::measured_scope_name(state.gpu->energy_scope()));
       state.has_counter = state.gpu->supports_energy_counter();
     } catch (const std::exception& error) {
       log().warn("metrics: GPU {}: {}", index, error.what());
@@ -345,11 +348,14 @@ void DeviceMetrics::render(std::string& out) const {
   };
   const auto index_label = [](int index) { return fmt::format("index=\"{}\"", index); };
 
-  write_family_header(out, "zeus_gpu_info", "gauge", "Always 1; the GPU's name and UUID as labels");
+  write_family_header(out, "zeus_gpu_info", "gauge",
+                      "Always 1; the GPU's name, UUID and what its power and energy figures cover "
+                      "(gpu; module: a Grace superchip's GPU + CPU + memory) as labels");
   for (const GpuState& gpu : gpus_) {
     line("zeus_gpu_info",
-         fmt::format("index=\"{}\",name=\"{}\",uuid=\"{}\"", gpu.index,
-                     escape_label_value(gpu.name), escape_label_value(gpu.uuid)),
+         fmt::format(R"(index="{}",name="{}",uuid="{}",power_scope="{}",energy_scope="{}")",
+                     gpu.index, escape_label_value(gpu.name), escape_label_value(gpu.uuid),
+                     gpu.power_scope, gpu.energy_scope),
          1);
   }
   write_family_header(out, "zeus_gpu_energy_joules_total", "counter",

@@ -120,6 +120,7 @@ TEST(DeviceMetrics, CountersGaugesAndInfoFromSimulatedGpusAndRapl) {
   EXPECT_TRUE(sample(text, R"(zeus_gpu_temperature_celsius{index="0"})"));
   EXPECT_NE(text.find(R"(zeus_gpu_info{index="0",name="NVIDIA A100-SXM4-80GB")"),
             std::string::npos);
+  EXPECT_NE(text.find(R"(power_scope="gpu",energy_scope="gpu"} 1)"), std::string::npos) << text;
   EXPECT_EQ(*sample(text, R"(zeus_cpu_energy_joules_total{index="0"})"), 50.0);
   EXPECT_EQ(*sample(text, R"(zeus_dram_energy_joules_total{index="0"})"), 0.0);
   EXPECT_EQ(*sample(text, R"(zeus_cpu_power_watts{index="0",domain="package"})"), 5.0);
@@ -135,6 +136,26 @@ TEST(DeviceMetrics, CountersGaugesAndInfoFromSimulatedGpusAndRapl) {
 
 // A GPU that fails reads for a while: its series hold their last values, each interval with a
 // failure counts once, and the other GPU is not affected.
+// A Grace superchip's NVML reports the whole module (devices.md, "module scope"): its info
+// series says so, so that a dashboard does not add a CPU figure on top of its energy.
+TEST(DeviceMetrics, TheInfoSeriesSaysAGraceSuperchipMeasuresItsWholeModule) {
+  auto clock = std::make_shared<zeus::ManualClock>();
+  device::SimulatedGpuModel model = device::simulated_gpu_model("h200");
+  model.scope = device::MeasuredScope::kModule;
+  auto gpu = std::make_shared<device::SimulatedGpu>(model, 0, clock);
+  DeviceMetricsOptions options;
+  options.clock = clock;
+  options.start_thread = false;
+  DeviceMetrics metrics(device::Gpus(std::vector<std::shared_ptr<device::Gpu>>{gpu}, {0}), {},
+                        options);
+  metrics.sample_once();
+  std::string text;
+  metrics.render(text);
+  expect_valid_exposition(text);
+  EXPECT_NE(text.find(R"(power_scope="module",energy_scope="module"} 1)"), std::string::npos)
+      << text;
+}
+
 TEST(DeviceMetrics, FailedReadsAreCountedAndTheLastValuesHeld) {
   SimulatedRig rig(2, "a100");
   auto flaky = std::make_shared<device::FaultInjectingGpu>(rig.gpus[1]);

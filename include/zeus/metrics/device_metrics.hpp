@@ -61,7 +61,8 @@ class SocMetrics;          // metrics/soc_metrics.hpp (internal)
 //                                               memory_average, where the GPU supports it)
 //   zeus_gpu_power_limit_watts{index}         gauge
 //   zeus_gpu_temperature_celsius{index}       gauge
-//   zeus_gpu_info{index,name,uuid}            gauge, always 1
+//   zeus_gpu_info{index,name,uuid,power_scope,energy_scope}  gauge, always 1 (scope: gpu, or
+//                                             module for a Grace superchip's GPU + CPU + memory)
 //   zeus_cpu_energy_joules_total{index}       counter (RAPL package)
 //   zeus_dram_energy_joules_total{index}      counter (RAPL DRAM)
 //   zeus_cpu_power_watts{index,domain}        gauge (package, dram; from the energy deltas)
@@ -95,6 +96,9 @@ class DeviceMetrics {
     std::shared_ptr<device::Gpu> gpu;
     std::string name;
     std::string uuid;
+    // What its power and energy figures cover (device::measured_scope_name: gpu, module, unknown).
+    std::string power_scope = "unknown";
+    std::string energy_scope = "unknown";
     bool has_counter = false;
     std::vector<monitor::PowerDomain> power_domains;  // those the GPU supports (probed once)
     // The monitor layer's sampler of this GPU's power domains and temperature, which also
