@@ -178,12 +178,10 @@ std::string_view rail_kind_name(RailKind kind) {
 }
 
 RailKind classify_rail(std::string_view name) {
-  std::string upper(name);
-  std::transform(upper.begin(), upper.end(), upper.begin(),
-                 [](char c) { return c >= 'a' && c <= 'z' ? static_cast<char>(c - 32) : c; });
-  const std::vector<std::string_view> tokens = text::split(upper, '_');
-  const bool cpu = has_token(tokens, "CPU");
-  const bool gpu = has_token(tokens, "GPU");
+  const std::string lower = text::ascii_lower(name);
+  const std::vector<std::string_view> tokens = text::split(lower, '_');
+  const bool cpu = has_token(tokens, "cpu");
+  const bool gpu = has_token(tokens, "gpu");
   if (cpu && gpu) {
     return RailKind::kOther;  // a shared rail: neither the CPU's nor the GPU's alone
   }
@@ -193,13 +191,13 @@ RailKind classify_rail(std::string_view name) {
   if (cpu) {
     return RailKind::kCpu;
   }
-  if (has_token(tokens, "SOC") || has_token(tokens, "CV")) {
+  if (has_token(tokens, "soc") || has_token(tokens, "cv")) {
     return RailKind::kSoc;
   }
   const bool system = std::any_of(tokens.begin(), tokens.end(), [](std::string_view token) {
-    return token.rfind("SYS", 0) == 0;
+    return token.rfind("sys", 0) == 0;
   });
-  if (system || has_token(tokens, "IN") || has_token(tokens, "TOTAL")) {
+  if (system || has_token(tokens, "in") || has_token(tokens, "total")) {
     return RailKind::kTotal;
   }
   return RailKind::kOther;

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conftest import run_python
+from zeusd_daemon import make_powercap
 
 CHILD = r"""
 import logging, io
@@ -37,24 +38,17 @@ print("WARNINGS", stream.getvalue().count("measure their whole module"))
 """
 
 
-def _powercap(root: Path) -> Path:
-    zone = root / "intel-rapl:0"
-    zone.mkdir(parents=True)
-    for name, text in (("name", "package-0"), ("energy_uj", "123456"),
-                       ("max_energy_range_uj", "262143328850")):
-        (zone / name).write_text(text + "\n")
-    return root
-
-
-def _lines(output: str) -> dict:
+def _run_child(tmp_path: Path, simulated_gpus: str) -> dict:
+    """CHILD's `KEY value` lines, on `simulated_gpus` beside one fake RAPL package."""
+    make_powercap(tmp_path / "powercap")
+    output = run_python(CHILD, {"ZEUS_SIMULATED_GPUS": simulated_gpus,
+                                "ZEUS_POWERCAP_ROOT": str(tmp_path / "powercap"),
+                                "ZEUSD_SOCK_PATH": None, "ZEUSD_HOST_PORT": None})
     return dict(line.split(" ", 1) for line in output.splitlines() if " " in line)
 
 
 def test_module_scope_is_exposed_and_warned_about_once_with_cpus(tmp_path: Path) -> None:
-    root = _powercap(tmp_path / "powercap")
-    out = _lines(run_python(CHILD, {"ZEUS_SIMULATED_GPUS": "2:h200:module",
-                                    "ZEUS_POWERCAP_ROOT": str(root),
-                                    "ZEUSD_SOCK_PATH": None, "ZEUSD_HOST_PORT": None}))
+    out = _run_child(tmp_path, "2:h200:module")
     assert out["GPU_SCOPES"] == "['module', 'module'] ['module', 'module']"
     assert out["SCOPE"] == "[(0, 'module'), (1, 'module')]"
     assert out["CPUS"] == "[0]"
@@ -63,10 +57,7 @@ def test_module_scope_is_exposed_and_warned_about_once_with_cpus(tmp_path: Path)
 
 
 def test_discrete_gpus_say_gpu_and_warn_nothing(tmp_path: Path) -> None:
-    root = _powercap(tmp_path / "powercap")
-    out = _lines(run_python(CHILD, {"ZEUS_SIMULATED_GPUS": "1:h200",
-                                    "ZEUS_POWERCAP_ROOT": str(root),
-                                    "ZEUSD_SOCK_PATH": None, "ZEUSD_HOST_PORT": None}))
+    out = _run_child(tmp_path, "1:h200")
     assert out["GPU_SCOPES"] == "['gpu'] ['gpu']"
     assert out["SCOPE"] == "[(0, 'gpu')]"
     assert out["WARNINGS"] == "0"
