@@ -89,9 +89,10 @@ TEST_F(LowRegretOnTraces, AboutHalfThePaperPolicysRegretOnThePapersCells) {
     }
   }
   ASSERT_EQ(result.cells, 24);
-  // Issue 30's target. Measured 0.496x with the worst cell at 1.02x (docs/reproduction.md;
+  // Issue 30's target. Measured 0.491x with the worst cell at 1.04x (docs/reproduction.md;
   // 0.590x before the walk took cost against batch size as unimodal, 0.520x before a steep rise
-  // of the per-epoch cost ended a side, 0.494x before the whole-epochs draw).
+  // of the per-epoch cost ended a side, 0.494x before the whole-epochs draw, 0.496x before each
+  // batch size's spread trusted its own runs more).
   EXPECT_LE(result.low_regret, 0.50 * result.paper_regret)
       << result.low_regret << " vs " << result.paper_regret;
   EXPECT_LE(result.worst_cell_ratio, 1.10) << result.worst_cell;
@@ -111,8 +112,9 @@ TEST_F(LowRegretOnTraces, GeneralisesToTargetsItWasNotTunedOn) {
     }
   }
   EXPECT_GE(result.cells, 23);  // imagenet/p100 at 0.6 defeats the paper's pruning
-  // Measured 0.527x, worst cell 1.00x (0.610x before the walk took cost as unimodal, 0.537x
-  // before a steep rise of the per-epoch cost ended a side, 0.523x before the whole-epochs draw).
+  // Measured 0.518x, worst cell 0.93x (0.610x before the walk took cost as unimodal, 0.537x
+  // before a steep rise of the per-epoch cost ended a side, 0.523x before the whole-epochs draw,
+  // 0.527x before each batch size's spread trusted its own runs more).
   EXPECT_LE(result.low_regret, 0.54 * result.paper_regret)
       << result.low_regret << " vs " << result.paper_regret;
   EXPECT_LE(result.worst_cell_ratio, 1.15) << result.worst_cell;
@@ -135,9 +137,10 @@ TEST_F(LowRegretOnTraces, GeneralisesToEasierTargets) {
     }
   }
   EXPECT_GE(result.cells, 23);  // imagenet/p100 at 0.55 defeats the paper's pruning
-  // Issue 30's target. Measured 0.581x, worst cell 1.02x (0.707x and 1.04x before the walk took
+  // Issue 30's target. Measured 0.574x, worst cell 1.04x (0.707x and 1.04x before the walk took
   // cost as unimodal, 0.640x before a steep rise of the per-epoch cost ended a side, 0.617x
-  // before a Thompson draw allowed for the whole epochs of a batch size seen once).
+  // before a Thompson draw allowed for the whole epochs of a batch size seen once, 0.581x before
+  // each batch size's spread trusted its own runs more).
   EXPECT_LE(result.low_regret, 0.60 * result.paper_regret)
       << result.low_regret << " vs " << result.paper_regret;
   EXPECT_LE(result.worst_cell_ratio, 1.10) << result.worst_cell;
@@ -151,7 +154,7 @@ TEST(LowRegretOnBuiltinModels, LessRegretThanThePaperPolicy) {
     }
   }
   ASSERT_EQ(result.cells, 24);
-  // Measured 0.642x (0.77x before the walk took cost against batch size as unimodal); the
+  // Measured 0.634x (0.77x before the walk took cost against batch size as unimodal); the
   // built-in models' sentiment140 has a batch size whose runs straddle two epoch counts, where
   // low-regret sometimes settles on the runner-up (3-6% dearer).
   EXPECT_LE(result.low_regret, 0.70 * result.paper_regret)
@@ -206,8 +209,76 @@ TEST_F(LowRegretOnTraces, OverlappingJobs) {
       }
     }
     ASSERT_EQ(result.cells, 24);
-    // Measured 0.57x-0.68x, worst cell 0.87x-0.99x (docs/reproduction.md).
+    // Measured 0.58x-0.68x, worst cell 0.87x-0.94x (docs/reproduction.md).
     EXPECT_LE(result.low_regret, 0.75 * result.paper_regret)
+        << result.low_regret << " vs " << result.paper_regret;
+    EXPECT_LE(result.worst_cell_ratio, 1.25) << result.worst_cell;
+  }
+}
+
+// Issue 30's overlap targets with irregular arrivals (exponential gaps, durations of 5k-15k s,
+// each job's runtime ratio 0.9-1.1; tests/sim/data), on two blocks of seeds: squad/a40, where b0 is
+// the oracle and the others cost 0.4-7% more, was 1.40x on seeds 51-150 at k = 8 while Thompson
+// draws made with trials in flight used half the posterior spread.
+TEST_F(LowRegretOnTraces, IrregularOverlappingJobs) {
+  const zeus::sim::TraceDirectory traces(trace_dir());
+  std::vector<std::uint64_t> later(100);
+  std::iota(later.begin(), later.end(), 51);
+  for (const int overlap : {2, 3, 5, 8}) {
+    zeus::sim::SimulationConfig config;
+    config.arrivals = zeus::sim::load_arrivals(std::filesystem::path(ZEUS_SOURCE_DIR) /
+                                               "tests/sim/data" /
+                                               ("irregular_arrivals_" + std::to_string(overlap) +
+                                                ".csv"));
+    for (const auto& list : {seeds(50), later}) {
+      SCOPED_TRACE(std::to_string(overlap) + " overlapping, seeds from " +
+                   std::to_string(list.front()));
+      Comparison result;
+      for (const auto& workload : zeus::sim::paper_workloads()) {
+        for (const auto& gpu : zeus::sim::trace_gpus()) {
+          compare(traces.load(gpu, workload), list, result, config);
+        }
+      }
+      ASSERT_EQ(result.cells, 24);
+      // Measured 0.64x-0.70x, worst cell 0.86x-1.23x (docs/reproduction.md).
+      EXPECT_LE(result.low_regret, 0.75 * result.paper_regret)
+          << result.low_regret << " vs " << result.paper_regret;
+      EXPECT_LE(result.worst_cell_ratio, 1.25) << result.worst_cell;
+    }
+  }
+}
+
+// Two more target sets that no constant was chosen on (issue 30: no cell above 1.25x there):
+// squad/p100 at 82.5 and librispeech/p100 at 55 were 1.42x and 1.29x while each batch size's own
+// spread had the pooled one as a prior worth two runs (the pooled spread is mostly the
+// straddling batch sizes', and the batch sizes whose runs never vary kept it).
+TEST_F(LowRegretOnTraces, NoCellFarAboveThePaperPolicyOnOtherTargets) {
+  const zeus::sim::TraceDirectory traces(trace_dir());
+  const std::vector<std::map<std::string, double>> sets = {
+      {{"librispeech", 55.0},
+       {"squad", 83.0},
+       {"sentiment140", 0.83},
+       {"imagenet", 0.5},
+       {"cifar100", 0.45},
+       {"movielens-1m", 0.375}},
+      {{"librispeech", 60.0},
+       {"squad", 82.5},
+       {"sentiment140", 0.825},
+       {"imagenet", 0.45},
+       {"cifar100", 0.4},
+       {"movielens-1m", 0.3}}};
+  for (const auto& targets : sets) {
+    SCOPED_TRACE("librispeech at " + std::to_string(targets.at("librispeech")));
+    Comparison result;
+    for (zeus::sim::Workload workload : zeus::sim::paper_workloads()) {
+      workload.target_metric = targets.at(workload.dataset);
+      for (const auto& gpu : zeus::sim::trace_gpus()) {
+        compare(traces.load(gpu, workload), seeds(50), result);
+      }
+    }
+    EXPECT_GE(result.cells, 22);
+    // Measured 0.560x (worst 1.20x, librispeech/p100) and 0.514x (1.24x, squad/p100).
+    EXPECT_LE(result.low_regret, 0.60 * result.paper_regret)
         << result.low_regret << " vs " << result.paper_regret;
     EXPECT_LE(result.worst_cell_ratio, 1.25) << result.worst_cell;
   }

@@ -57,8 +57,10 @@ struct LowRegretConfig {
   // batch sizes are seen to differ, but never assuming them closer than this (log units).
   double shrinkage_floor = 0.05;
   // Each batch size's own spread is estimated with the pooled one as its prior, worth this many
-  // observations: a batch size whose runs straddle two epoch counts gets the wider spread it shows.
-  double arm_noise_weight = 2.0;
+  // observations: a batch size whose runs straddle two epoch counts gets the wider spread it
+  // shows, and one whose runs all take the same epochs soon gets a narrow one (the pooled spread
+  // is mostly the straddling batch sizes', which are the cheap ones and run the most).
+  double arm_noise_weight = 0.25;
 };
 
 struct BatchSizePolicyConfig {
