@@ -226,10 +226,9 @@ TEST_F(LowRegretOnTraces, IrregularOverlappingJobs) {
   std::iota(later.begin(), later.end(), 51);
   for (const int overlap : {2, 3, 5, 8}) {
     zeus::sim::SimulationConfig config;
-    config.arrivals = zeus::sim::load_arrivals(std::filesystem::path(ZEUS_SOURCE_DIR) /
-                                               "tests/sim/data" /
-                                               ("irregular_arrivals_" + std::to_string(overlap) +
-                                                ".csv"));
+    config.arrivals =
+        zeus::sim::load_arrivals(std::filesystem::path(ZEUS_SOURCE_DIR) / "tests/sim/data" /
+                                 ("irregular_arrivals_" + std::to_string(overlap) + ".csv"));
     for (const auto& list : {seeds(50), later}) {
       SCOPED_TRACE(std::to_string(overlap) + " overlapping, seeds from " +
                    std::to_string(list.front()));
@@ -254,19 +253,18 @@ TEST_F(LowRegretOnTraces, IrregularOverlappingJobs) {
 // straddling batch sizes', and the batch sizes whose runs never vary kept it).
 TEST_F(LowRegretOnTraces, NoCellFarAboveThePaperPolicyOnOtherTargets) {
   const zeus::sim::TraceDirectory traces(trace_dir());
-  const std::vector<std::map<std::string, double>> sets = {
-      {{"librispeech", 55.0},
-       {"squad", 83.0},
-       {"sentiment140", 0.83},
-       {"imagenet", 0.5},
-       {"cifar100", 0.45},
-       {"movielens-1m", 0.375}},
-      {{"librispeech", 60.0},
-       {"squad", 82.5},
-       {"sentiment140", 0.825},
-       {"imagenet", 0.45},
-       {"cifar100", 0.4},
-       {"movielens-1m", 0.3}}};
+  const std::vector<std::map<std::string, double>> sets = {{{"librispeech", 55.0},
+                                                            {"squad", 83.0},
+                                                            {"sentiment140", 0.83},
+                                                            {"imagenet", 0.5},
+                                                            {"cifar100", 0.45},
+                                                            {"movielens-1m", 0.375}},
+                                                           {{"librispeech", 60.0},
+                                                            {"squad", 82.5},
+                                                            {"sentiment140", 0.825},
+                                                            {"imagenet", 0.45},
+                                                            {"cifar100", 0.4},
+                                                            {"movielens-1m", 0.3}}};
   for (const auto& targets : sets) {
     SCOPED_TRACE("librispeech at " + std::to_string(targets.at("librispeech")));
     Comparison result;
