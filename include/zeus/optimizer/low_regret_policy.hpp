@@ -12,7 +12,8 @@
 // 2. One model of the noise. A batch size's cost is its per-epoch cost (fixed once its power
 //    limit is profiled) times a noisy number of epochs, and that noise is much the same at every
 //    batch size: the relative spread (the standard deviation of log cost) is pooled over all batch
-//    sizes, with a weak prior, instead of being estimated from each batch size's one or two runs.
+//    sizes, with a weak prior, and is each batch size's prior for its own spread, worth a quarter
+//    of a run (a batch size whose runs never vary is soon believed to be as steady as it is).
 // 3. Thompson Sampling on that model: each batch size's mean log cost is drawn from its posterior
 //    (its observations' mean, the pooled spread / sqrt(count)) and the cheapest draw runs. Bandit
 //    runs stop at beta x the best mean cost. A batch size seen once is drawn with at least a
