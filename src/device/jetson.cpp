@@ -39,13 +39,13 @@ bool has_token(const std::vector<std::string_view>& tokens, std::string_view wan
 
 // Entries of `folder` whose names start with `prefix`, sorted; none when it cannot be listed.
 std::vector<fs::path> entries_starting(const fs::path& folder, std::string_view prefix) {
-  std::vector<fs::path> found;
   std::error_code error;
-  for (fs::directory_iterator it(folder, error), end; !error && it != end; it.increment(error)) {
-    if (it->path().filename().string().rfind(prefix, 0) == 0) {
-      found.push_back(it->path());
-    }
-  }
+  std::vector<fs::path> found = sysfs::list_entries(folder, error);
+  found.erase(std::remove_if(found.begin(), found.end(),
+                             [&](const fs::path& entry) {
+                               return entry.filename().string().rfind(prefix, 0) != 0;
+                             }),
+              found.end());
   std::sort(found.begin(), found.end());
   return found;
 }

@@ -90,22 +90,6 @@ bool is_directory_noexcept(const fs::path& path) {
   return fs::is_directory(path, ec);  // follows symlinks
 }
 
-// Names of the entries of `dir`, or an error code; never throws.
-std::vector<fs::path> list_entries(const fs::path& dir, std::error_code& ec) {
-  std::vector<fs::path> entries;
-  fs::directory_iterator it(dir, ec);
-  if (ec) {
-    return entries;
-  }
-  for (const fs::directory_iterator end; it != end; it.increment(ec)) {
-    if (ec) {
-      break;
-    }
-    entries.push_back(it->path());
-  }
-  return entries;
-}
-
 // The zone folders found below a powercap root, keyed by their numbers (first path found wins,
 // so a top-level symlink and the nested folder it points to count once).
 struct ZoneTree {
@@ -116,7 +100,7 @@ struct ZoneTree {
 
 void collect_zones(const fs::path& dir, ZoneTree& tree) {
   std::error_code ec;
-  for (const fs::path& entry : list_entries(dir, ec)) {
+  for (const fs::path& entry : sysfs::list_entries(dir, ec)) {
     const auto id = parse_zone_id(entry.filename().string());
     if (!id || !is_directory_noexcept(entry)) {
       continue;
@@ -131,7 +115,7 @@ void collect_zones(const fs::path& dir, ZoneTree& tree) {
 
 ZoneTree scan_zone_tree(const fs::path& root) {
   ZoneTree tree;
-  list_entries(root, tree.root_error);
+  sysfs::list_entries(root, tree.root_error);
   if (tree.root_error) {
     return tree;
   }
@@ -143,7 +127,7 @@ ZoneTree scan_zone_tree(const fs::path& root) {
   // Sub-zones nested inside their package folder.
   for (const auto& [package, package_dir] : tree.packages) {
     std::error_code ec;
-    for (const fs::path& entry : list_entries(package_dir, ec)) {
+    for (const fs::path& entry : sysfs::list_entries(package_dir, ec)) {
       const auto id = parse_zone_id(entry.filename().string());
       if (!id || !id->sub || id->package != package || !is_directory_noexcept(entry)) {
         continue;

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
@@ -109,6 +110,37 @@ TEST(Sysfs, GarbageIsAnIoErrorQuotingTheText) {
     EXPECT_NE(std::string(error.what()).find("12ab"), std::string::npos);
   }
   EXPECT_THROW(zeus::sysfs::read_uint64(dir.path() / "huge"), zeus::Error);
+}
+
+// Signed readings (hwmon's) share the unsigned ones' checks: a sign is allowed, nothing else.
+TEST(Sysfs, SignedIntegersAndTheirGarbage) {
+  TempDir dir;
+  const auto read = [&](const std::string& text) {
+    write(dir.path() / "in1_input", text);
+    return zeus::sysfs::read_int64(dir.path() / "in1_input");
+  };
+  EXPECT_EQ(read("-5\n"), -5);
+  EXPECT_EQ(read("+7\n"), 7);
+  EXPECT_EQ(read("-9223372036854775808\n"), INT64_MIN);
+  for (const std::string bad : {"-", "", "12a", "1-2", "9223372036854775808", "--1"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THROW(read(bad), zeus::Error);
+  }
+  // What the error quotes is cut at 32 characters: the file may be anything.
+  try {
+    read(std::string(100, 'x'));
+    FAIL() << "expected an error";
+  } catch (const zeus::Error& error) {
+    EXPECT_EQ(error.kind(), zeus::ErrorKind::kIo);
+    EXPECT_NE(std::string(error.what()).find(std::string(32, 'x') + "..."), std::string::npos);
+    EXPECT_EQ(std::string(error.what()).find(std::string(33, 'x')), std::string::npos);
+  }
+  // The folder listing never throws: a missing folder is an error code and no entries.
+  std::error_code error;
+  EXPECT_TRUE(zeus::sysfs::list_entries(dir.path() / "absent", error).empty());
+  EXPECT_TRUE(error);
+  EXPECT_EQ(zeus::sysfs::list_entries(dir.path(), error).size(), 1u);
+  EXPECT_FALSE(error);
 }
 
 TEST(DynamicLibrary, MissingLibraryIsLibraryNotFoundWithTheReason) {
